@@ -1,0 +1,118 @@
+"""Client work that trains with a *Keras* optimizer inside a TFF computation.
+
+TFF 0.87's own client works take ``tff.learning.optimizers``; ours builds a
+fresh Keras optimizer (SGD, Adam, SelfAdam, PAdam, PGD, ...) in every client
+computation, so Adam moments start from zero at each round (the FLCMC setup:
+a client is a new participant each round in cross-device sampling). Proximal
+optimizers get the round's global weights through ``set_anchor``.
+
+The client update follows TFF's convention, ``initial - trained`` trainable
+weights, weighted by the number of examples. An update with a NaN or Inf is
+zeroed, its weight set to 0 and its training metrics dropped, and the round's
+measurements count it in ``num_excluded_clients``: it is never averaged in.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+ModelWeights = tff.learning.models.ModelWeights
+
+
+def build_local_training(model, optimizer, *, num_epochs=1, num_iters=None, extra_loss=None):
+    """Returns a ``tf.function`` (initial_weights, dataset) -> (update, weight, metrics, excluded).
+
+    Everything that reads the trained variables (the update, the model's
+    metrics) happens inside the ``tf.function``: its automatic control
+    dependencies are what order those reads after training in TFF's graph.
+
+    Args:
+      model: a ``tff.learning.models.VariableModel``.
+      optimizer: a built Keras optimizer over ``model.trainable_variables``.
+      num_epochs: passes over the client dataset.
+      num_iters: cap on local steps (batches) across all epochs; None = no cap.
+      extra_loss: optional callable (model, batch, output, initial_weights)
+        -> scalar, added to the model loss (room for FedCMC-style terms).
+    """
+    weights = ModelWeights.from_model(model)
+
+    @tf.function
+    def train(initial_weights, dataset):
+        tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
+        if hasattr(optimizer, "set_anchor"):
+            optimizer.set_anchor(tf.nest.flatten(initial_weights.trainable))
+        data = dataset.repeat(num_epochs)
+        if num_iters is not None:
+            data = data.take(num_iters)
+        num_examples = tf.constant(0, tf.int64)
+        for batch in data:
+            with tf.GradientTape() as tape:
+                output = model.forward_pass(batch, training=True)
+                loss = output.loss
+                if extra_loss is not None:
+                    loss += extra_loss(model, batch, output, initial_weights)
+            grads = tape.gradient(loss, weights.trainable)
+            optimizer.apply_gradients(zip(tf.nest.flatten(grads), tf.nest.flatten(weights.trainable)))
+            num_examples += tf.cast(output.num_examples, tf.int64)
+        update = tf.nest.map_structure(tf.subtract, initial_weights.trainable, weights.trainable)
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in tf.nest.flatten(update)])
+        if not finite:
+            model.reset_metrics()
+        update = tf.nest.map_structure(
+            lambda u: tf.where(finite, u, tf.zeros_like(u)), update)
+        weight = tf.where(finite, tf.cast(num_examples, tf.float32), 0.0)
+        excluded = tf.cast(tf.logical_not(finite), tf.int32)
+        return update, weight, model.report_local_unfinalized_metrics(), excluded
+
+    return train
+
+
+def build_keras_optimizer_client_work(model_fn, optimizer_fn, *, num_epochs=1, num_iters=None,
+                                      extra_loss=None):
+    """Builds a ``tff.learning.templates.ClientWorkProcess`` using a Keras optimizer.
+
+    Args:
+      model_fn: no-arg callable returning a fresh ``tff.learning.models.VariableModel``.
+      optimizer_fn: no-arg callable returning a fresh Keras optimizer.
+      num_epochs, num_iters, extra_loss: see :func:`build_local_training`.
+
+    Returns:
+      A ``ClientWorkProcess`` with empty state whose measurements are
+      ``train`` (the model's aggregated training metrics, including ``loss``
+      and ``num_examples``) and ``num_excluded_clients``.
+    """
+    with tf.Graph().as_default():
+        model = model_fn()
+        metrics_aggregation_fn = tff.learning.metrics.sum_then_finalize(model.metric_finalizers())
+    data_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
+    weights_type = tff.learning.models.weights_type_from_model(model)
+
+    @tff.tensorflow.computation(weights_type, data_type)
+    def client_update(initial_weights, dataset):
+        model = model_fn()
+        optimizer = optimizer_fn()
+        optimizer.build(model.trainable_variables)
+        train = build_local_training(model, optimizer, num_epochs=num_epochs,
+                                     num_iters=num_iters, extra_loss=extra_loss)
+        update, weight, metrics, excluded = train(initial_weights, dataset)
+        result = tff.learning.templates.ClientResult(update=update, update_weight=weight)
+        return result, metrics, excluded
+
+    @tff.federated_computation()
+    def init_fn():
+        return tff.federated_value((), tff.SERVER)
+
+    @tff.federated_computation(
+        init_fn.type_signature.result,
+        tff.FederatedType(weights_type, tff.CLIENTS),
+        tff.FederatedType(data_type, tff.CLIENTS))
+    def next_fn(state, weights, client_data):
+        result, model_outputs, excluded = tff.federated_map(client_update, (weights, client_data))
+        measurements = tff.federated_zip(collections.OrderedDict(
+            train=metrics_aggregation_fn(model_outputs),
+            num_excluded_clients=tff.federated_sum(excluded)))
+        return tff.templates.MeasuredProcessOutput(state, result, measurements)
+
+    return tff.learning.templates.ClientWorkProcess(init_fn, next_fn)

@@ -1,0 +1,83 @@
+"""The TFF execution context and the lifetime of its ``worker_binary``.
+
+TFF 0.87's local C++ runtime starts a ``worker_binary`` subprocess on first
+use. It inherits this process's stdout and outlives it, which hangs CI and any
+script that reads our output. Everything that runs federated computations
+(the CLI, the examples, the tests) therefore calls :func:`shutdown_workers`
+when done; :func:`federated_runtime` is a context manager that does it.
+"""
+
+import atexit
+import contextlib
+import os
+import signal
+import time
+
+_WORKER_NAME = "worker_binary"
+
+
+def _children_running(name=_WORKER_NAME, parent=None):
+    """Returns the pids of live processes whose parent is ``parent`` and whose command names ``name``."""
+    parent = os.getpid() if parent is None else parent
+    pids = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        # Field 4 of /proc/PID/stat is the parent pid; the command name in
+        # field 2 may contain spaces, so split after its closing parenthesis.
+        fields = stat[stat.rfind(")") + 2:].split()
+        state, ppid = fields[0], int(fields[1])
+        if ppid == parent and name in cmdline and state != "Z":
+            pids.append(int(entry))
+    return pids
+
+
+def worker_pids():
+    """Returns the pids of the TFF ``worker_binary`` processes this process started."""
+    return _children_running()
+
+
+def shutdown_workers(timeout=10.0):
+    """Stops the TFF ``worker_binary`` processes started by this process.
+
+    TFF restarts a worker on the next federated call, so this is safe to call
+    between experiments. Returns the pids that were stopped.
+    """
+    pids = worker_pids()
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and worker_pids():
+            _reap(pids)
+            time.sleep(0.05)
+        if not worker_pids():
+            break
+    _reap(pids)
+    return pids
+
+
+def _reap(pids):
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+@contextlib.contextmanager
+def federated_runtime():
+    """Context manager that shuts the TFF workers down on exit, even on error."""
+    try:
+        yield
+    finally:
+        shutdown_workers()
+
+
+atexit.register(shutdown_workers)

@@ -1,0 +1,22 @@
+"""Helpers on TFF types: byte counts for the communication metrics."""
+
+import numpy as np
+import tensorflow_federated as tff
+
+
+def type_nbytes(type_spec):
+    """Returns the number of bytes a value of ``type_spec`` occupies on the wire.
+
+    Counts each tensor as ``itemsize * num_elements``; placements are ignored
+    (a federated type counts its member once). Unknown dimensions are an error,
+    since a byte count would then be a guess.
+    """
+    if isinstance(type_spec, tff.FederatedType):
+        return type_nbytes(type_spec.member)
+    if isinstance(type_spec, tff.TensorType):
+        if any(d is None for d in type_spec.shape):
+            raise ValueError(f"cannot count bytes of a tensor with unknown shape: {type_spec}")
+        return int(np.dtype(type_spec.dtype).itemsize * np.prod(type_spec.shape, dtype=np.int64))
+    if isinstance(type_spec, tff.StructType):
+        return sum(type_nbytes(child) for child in type_spec.children())
+    raise TypeError(f"cannot count bytes of {type_spec!r}")

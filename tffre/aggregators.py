@@ -49,10 +49,16 @@ def distances(update, granularity="layer"):
       A float32 vector, one entry per layer (or of length 1).
     """
     _check_granularity(granularity)
-    squares = tf.stack([tf.reduce_sum(tf.square(tf.cast(u, tf.float32))) for u in update])
+    # Scale by the largest magnitude before squaring, so that elements near
+    # 1e19 (whose squares overflow float32) still give a finite norm.
+    flat = [tf.reshape(tf.cast(u, tf.float32), [-1]) for u in update]
     if granularity == "model":
-        squares = tf.reduce_sum(squares, keepdims=True)
-    return tf.sqrt(squares)
+        flat = [tf.concat(flat, axis=0)]
+    norms = []
+    for u in flat:
+        scale = tf.reduce_max(tf.abs(u)) if u.shape.num_elements() else tf.constant(0.0)
+        norms.append(scale * tf.sqrt(tf.reduce_sum(tf.square(tf.math.divide_no_nan(u, scale)))))
+    return tf.stack(norms)
 
 
 def shifted_scores(dist, max_dist, include):

@@ -1,0 +1,24 @@
+"""Suite-wide setup: quiet TF logs, deterministic seeds, and no TFF worker left behind."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Stops the TFF worker_binary processes and fails the run if any survive."""
+    from tffre import runtime
+    runtime.shutdown_workers()
+    left = runtime.worker_pids()
+    if left:
+        print(f"\nERROR: TFF worker_binary processes still running: {left}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    import tensorflow as tf
+    tf.keras.utils.set_random_seed(1234)
+    yield

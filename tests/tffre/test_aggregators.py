@@ -1,0 +1,91 @@
+"""The attention step (FLCMC Eq. 11-14) and the weighted mean (Eq. 6) against numpy."""
+
+import numpy as np
+import pytest
+import tensorflow_federated as tff
+
+import reference
+from tffre import aggregators
+
+SHAPES = [(3, 2), (2,), (4, 1)]
+
+
+def make_clients(scales, seed=0):
+    rng = np.random.RandomState(seed)
+    g = [rng.randn(*s).astype(np.float32) for s in SHAPES]
+    clients = [[(x + s * rng.randn(*x.shape)).astype(np.float32) for x in g] for s in scales]
+    return g, clients
+
+
+@pytest.mark.parametrize("granularity", ["layer", "model"])
+def test_attention_step_matches_numpy(granularity):
+    g, clients = make_clients([0.1, 0.5, 1.0, 2.0])
+    got = aggregators.attention_step(g, clients, stepsize=1.2, granularity=granularity)
+    want = reference.attention_step(g, clients, 1.2, granularity)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b, rtol=1e-5, atol=1e-6)
+
+
+def test_layer_and_model_granularity_differ():
+    g, clients = make_clients([0.1, 0.5, 3.0])
+    by_layer = aggregators.attention_step(g, clients, 1.0, "layer")
+    by_model = aggregators.attention_step(g, clients, 1.0, "model")
+    assert not np.allclose(by_layer[0].numpy(), by_model[0].numpy())
+
+
+def test_huge_distances_stay_finite_and_correct():
+    # exp(1e4) overflows any float; squares of 1e20 overflow float32.
+    g, clients = make_clients([1e3, 1e4, 1e20], seed=1)
+    got = aggregators.attention_step(g, clients, stepsize=0.5)
+    want = reference.attention_step(g, clients, 0.5)
+    for a, b in zip(got, want):
+        assert np.all(np.isfinite(a.numpy()))
+        np.testing.assert_allclose(a.numpy(), b, rtol=1e-5)
+
+
+def test_distance_is_frobenius_not_spectral():
+    m = np.array([[3.0, 0.0], [0.0, 4.0]], np.float32)
+    d = aggregators.distances([m]).numpy()
+    np.testing.assert_allclose(d, [5.0])           # sqrt(9 + 16)
+    assert not np.isclose(d[0], np.linalg.norm(m, 2))  # spectral norm would be 4
+
+
+def test_bad_granularity():
+    with pytest.raises(ValueError, match="granularity"):
+        aggregators.AttentionFactory("neuron")
+
+
+def federated_attention(updates, weights, granularity="layer"):
+    value_type = tff.StructWithPythonType(
+        [tff.TensorType(np.float32, s) for s in SHAPES], list)
+    process = aggregators.AttentionFactory(granularity).create(value_type, tff.TensorType(np.float32))
+    return process.next(process.initialize(), updates, weights).result
+
+
+@pytest.mark.parametrize("granularity", ["layer", "model"])
+def test_federated_attention_equals_plain_step(granularity):
+    g, clients = make_clients([0.2, 1.0, 5e4])
+    updates = [[gl - c for gl, c in zip(g, client)] for client in clients]
+    aggregate = federated_attention(updates, [1.0, 7.0, 3.0], granularity)
+    # theta_{t+1} = theta_t - lambda * aggregate (Eq. 14), with lambda = 2
+    want = reference.attention_step(g, clients, 2.0, granularity)
+    for gl, a, w in zip(g, aggregate, want):
+        np.testing.assert_allclose(gl - 2.0 * a, w, rtol=1e-4, atol=1e-3)
+
+
+def test_federated_attention_leaves_out_zero_weight_clients():
+    g, clients = make_clients([0.2, 1.0, 3.0])
+    updates = [[gl - c for gl, c in zip(g, client)] for client in clients]
+    zeroed = [np.zeros_like(u) for u in updates[2]]
+    aggregate = federated_attention(updates[:2] + [zeroed], [1.0, 1.0, 0.0])
+    want = reference.attention_step(g, clients[:2], 1.0)
+    for gl, a, w in zip(g, aggregate, want):
+        np.testing.assert_allclose(gl - a, w, rtol=1e-5, atol=1e-6)
+
+
+def test_weighted_mean_is_eq_6():
+    value_type = tff.TensorType(np.float32, [3])
+    process = aggregators.weighted_mean_factory().create(value_type, tff.TensorType(np.float32))
+    values = [np.array([1.0, 2.0, 3.0], np.float32), np.array([-1.0, 0.0, 5.0], np.float32)]
+    out = process.next(process.initialize(), values, [30.0, 10.0]).result
+    np.testing.assert_allclose(out, (30 * values[0] + 10 * values[1]) / 40, rtol=1e-6)

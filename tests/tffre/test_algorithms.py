@@ -1,0 +1,188 @@
+"""build_algorithm: the registry, FedAvg vs TFF, FedProx vs Eq. 22, and bad input."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+import reference
+from tffre import algorithms, build_algorithm
+from tffre.models import logistic_regression
+from tffre.process import ClientDataError
+from tiny import INPUT_SPEC, NUM_CLASSES, NUM_FEATURES, client_arrays, tiny_model, to_datasets
+
+
+def test_registry_has_the_nine_flcmc_algorithms():
+    assert algorithms.valid_algorithm_names() == [
+        "FedAvg", "FedProx", "FedAtt", "FedPA", "FedAvgS", "FedAvgT", "FedProxP", "FedAttS",
+        "FedPAP"]
+    rows = {n: (s.local_optimizer, s.aggregator) for n, s in algorithms.ALGORITHMS.items()}
+    assert rows["fedpap"] == ("padam", "attention")   # Table 6
+    assert rows["fedpa"] == ("pgd", "attention")      # Table 5
+    assert rows["fedproxp"] == ("padam", "mean")
+    assert rows["fedavgt"] == ("tf_adam", "mean")
+
+
+def test_unknown_algorithm_lists_valid_names(loss):
+    with pytest.raises(ValueError, match="unknown algorithm 'fedfoo'.*FedAvg.*FedPAP"):
+        build_algorithm("fedfoo", tiny_model, loss=loss, input_spec=INPUT_SPEC)
+
+
+def test_unknown_hparam_lists_valid_ones(loss):
+    with pytest.raises(ValueError, match="FedAvg does not take.*mu.*valid: learning_rate"):
+        build_algorithm("FEDAVG", tiny_model, loss=loss, input_spec=INPUT_SPEC, mu=0.1)
+
+
+def test_model_data_shape_mismatch(loss):
+    wrong_spec = (tf.TensorSpec((None, NUM_FEATURES + 2), tf.float32), INPUT_SPEC[1])
+    with pytest.raises(ValueError, match="cannot take inputs"):
+        build_algorithm("fedavg", tiny_model, loss=loss, input_spec=wrong_spec)
+
+
+def test_client_dataset_errors(loss):
+    process = build_algorithm("fedavg", tiny_model, loss=loss, input_spec=INPUT_SPEC)
+    state = process.initialize()
+    good = to_datasets(client_arrays([8]))[0]
+    empty = good.take(0)
+    with pytest.raises(ClientDataError, match="client 1: the dataset is empty"):
+        process.next(state, [good, empty])
+    wide = tf.data.Dataset.from_tensor_slices(
+        (np.zeros((4, NUM_FEATURES + 1), np.float32), np.zeros(4, np.int32))).batch(2)
+    with pytest.raises(ClientDataError, match="client 0: batches of type"):
+        process.next(state, [wide])
+
+
+def initial_weights(seed=5):
+    rng = np.random.RandomState(seed)
+    return [0.3 * rng.randn(*w.shape).astype(np.float32) for w in tiny_model().get_weights()]
+
+
+def set_weights(process, state, weights):
+    return process.set_model_weights(
+        state, tff.learning.models.ModelWeights(trainable=weights, non_trainable=[]))
+
+
+def test_fedavg_equals_tff_weighted_fed_avg(loss):
+    datasets = to_datasets(client_arrays([9, 16, 5], seed=2))
+    ours = build_algorithm("fedavg", tiny_model, loss=loss, input_spec=INPUT_SPEC,
+                           learning_rate=0.1, num_epochs=2, num_iters=None)
+    theirs = tff.learning.algorithms.build_weighted_fed_avg(
+        lambda: tff.learning.models.from_keras_model(tiny_model(), loss=loss, input_spec=INPUT_SPEC),
+        client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
+        server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0))
+    w0 = initial_weights()
+    s_ours = set_weights(ours, ours.initialize(), w0)
+    s_theirs = set_weights(theirs, theirs.initialize(), w0)
+    # TFF's client work does one pass over the dataset; repeat it for 2 epochs.
+    twice = [ds.repeat(2) for ds in datasets]
+    for _ in range(2):
+        s_ours = ours.next(s_ours, datasets).state
+        s_theirs = theirs.next(s_theirs, twice).state
+    got = ours.get_model_weights(s_ours).trainable
+    want = theirs.get_model_weights(s_theirs).trainable
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    assert not np.allclose(got[0], w0[0])
+
+
+def test_fedprox_matches_numpy_eq_22(loss):
+    arrays = client_arrays([12, 7], seed=4)
+    datasets = to_datasets(arrays, batch_size=5)
+    model_fn = lambda: logistic_regression(NUM_FEATURES, NUM_CLASSES)  # noqa: E731
+    process = build_algorithm("fedprox", model_fn, loss=loss, input_spec=INPUT_SPEC,
+                              learning_rate=0.2, mu=0.5, num_epochs=3, num_iters=None)
+    rng = np.random.RandomState(0)
+    w0 = [rng.randn(NUM_FEATURES, NUM_CLASSES).astype(np.float32), rng.randn(NUM_CLASSES).astype(np.float32)]
+    state = process.next(set_weights(process, process.initialize(), w0), datasets).state
+    got = process.get_model_weights(state).trainable
+
+    # numpy: each client runs SGD on grad F_k + mu (theta - theta_global) (Eq. 22);
+    # the server takes the n_k-weighted mean (Eq. 6).
+    finals, counts = [], []
+    for x, y in arrays:
+        w, b = w0[0].astype(np.float64), w0[1].astype(np.float64)
+        for _ in range(3):
+            for start in range(0, len(y), 5):
+                gw, gb = reference.softmax_regression_grads(w, b, x[start:start + 5], y[start:start + 5], NUM_CLASSES)
+                w, b = w - 0.2 * (gw + 0.5 * (w - w0[0])), b - 0.2 * (gb + 0.5 * (b - w0[1]))
+        finals.append((w, b))
+        counts.append(3 * len(y))
+    want_w = sum(c * f[0] for c, f in zip(counts, finals)) / sum(counts)
+    want_b = sum(c * f[1] for c, f in zip(counts, finals)) / sum(counts)
+    np.testing.assert_allclose(got[0], want_w, atol=1e-5)
+    np.testing.assert_allclose(got[1], want_b, atol=1e-5)
+
+
+class LinearLoss(tf.keras.losses.Loss):
+    """loss = mean(prediction): its gradient w.r.t. the kernel is the batch's mean x."""
+
+    def call(self, y_true, y_pred):
+        return tf.reduce_mean(y_pred, axis=-1)
+
+
+def test_tff_fed_prox_pushes_away_from_global_model_ours_contracts():
+    """Documents an upstream sign issue (TFF 0.87 proximal_client_work.py).
+
+    The first batch (x = 1) moves w from w0 = 0 to -lr; the remaining batches
+    (x = 0) have zero data gradient, so only the proximal term acts. Eq. 22's
+    term mu (w - w0) pulls w back toward w0; TFF adds mu (w0 - w) instead.
+    """
+    lr, mu, zeros = 0.1, 2.0, 4
+    x = np.array([[1.0]] + [[0.0]] * zeros, np.float32)
+    ds = tf.data.Dataset.from_tensor_slices((x, np.zeros((len(x), 1), np.float32))).batch(1)
+    spec = ds.element_spec
+
+    def model_fn():
+        return tf.keras.Sequential([tf.keras.Input((1,)),
+                                    tf.keras.layers.Dense(1, use_bias=False, kernel_initializer="zeros")])
+
+    ours = build_algorithm("fedprox", model_fn, loss=LinearLoss(), input_spec=spec,
+                           learning_rate=lr, mu=mu, num_epochs=1, num_iters=None)
+    theirs = tff.learning.algorithms.build_weighted_fed_prox(
+        lambda: tff.learning.models.from_keras_model(model_fn(), loss=LinearLoss(), input_spec=spec),
+        proximal_strength=mu, client_optimizer_fn=tff.learning.optimizers.build_sgdm(lr),
+        server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0))
+    w_ours = ours.get_model_weights(ours.next(ours.initialize(), [ds]).state).trainable[0].item()
+    w_theirs = theirs.get_model_weights(theirs.next(theirs.initialize(), [ds]).state).trainable[0].item()
+
+    after_first = -lr
+    want_ours = after_first * (1 - lr * mu) ** zeros      # w <- w - lr mu (w - 0)
+    want_theirs = after_first * (1 + lr * mu) ** zeros    # w <- w - lr mu (0 - w)
+    assert w_ours == pytest.approx(want_ours, rel=1e-5)
+    assert w_theirs == pytest.approx(want_theirs, rel=1e-5)
+    assert abs(w_ours) < lr < abs(w_theirs)
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedatts"])
+def test_nan_client_is_excluded_and_reported(name, loss):
+    arrays = client_arrays([8, 10, 6], seed=7)
+    bad_x = arrays[1][0].copy()
+    bad_x[3, 2] = np.nan
+    poisoned = [arrays[0], (bad_x, arrays[1][1]), arrays[2]]
+    kwargs = dict(loss=loss, input_spec=INPUT_SPEC, learning_rate=0.05, num_epochs=1)
+    process = build_algorithm(name, tiny_model, **kwargs)
+    w0 = initial_weights()
+    out = process.next(set_weights(process, process.initialize(), w0), to_datasets(poisoned))
+    assert out.metrics["client_work"]["num_excluded_clients"] == 1
+    clean = process.next(set_weights(process, process.initialize(), w0),
+                         to_datasets([arrays[0], arrays[2]]))
+    got = process.get_model_weights(out.state).trainable
+    want = process.get_model_weights(clean.state).trainable
+    for a, b in zip(got, want):
+        assert np.all(np.isfinite(a))
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert out.metrics["client_work"]["train"]["num_examples"] == 14
+
+
+def test_round_metrics_report_time_and_bytes(loss):
+    process = build_algorithm("fedpap", tiny_model, loss=loss, input_spec=INPUT_SPEC, mu=0.1,
+                              stepsize=2.0)
+    out = process.next(process.initialize(), to_datasets(client_arrays([5, 6])))
+    rnd = out.metrics["round"]
+    n_params = sum(w.size for w in tiny_model().get_weights())
+    num_layers = len(tiny_model().get_weights())
+    assert rnd["bytes_broadcast"] == 2 * (4 * n_params + 4 * num_layers)     # weights + max distances
+    assert rnd["bytes_uploaded"] == 2 * (4 * n_params + 4 + 2 * 4 * num_layers)  # update, weight, s_k, scores
+    assert rnd["wall_seconds"] > 0
+    assert out.metrics["client_work"]["train"]["loss"] > 0
+    assert process.hparams["mu"] == 0.1 and process.hparams["learning_rate"] == 0.001

@@ -1,0 +1,33 @@
+"""Small models and client data shared by the tffre tests."""
+
+import numpy as np
+import tensorflow as tf
+
+NUM_FEATURES, NUM_CLASSES = 6, 3
+
+
+def tiny_model():
+    """A seeded two-layer Keras model, so every call starts from the same weights."""
+    return tf.keras.Sequential([
+        tf.keras.Input((NUM_FEATURES,)),
+        tf.keras.layers.Dense(5, activation="tanh",
+                              kernel_initializer=tf.keras.initializers.GlorotUniform(seed=1)),
+        tf.keras.layers.Dense(NUM_CLASSES, activation="softmax",
+                              kernel_initializer=tf.keras.initializers.GlorotUniform(seed=2))])
+
+
+def client_arrays(sizes, seed=0):
+    rng = np.random.RandomState(seed)
+    out = []
+    for n in sizes:
+        x = rng.randn(n, NUM_FEATURES).astype(np.float32)
+        y = (x[:, 0] + x[:, 1] > 0).astype(np.int32) + (x[:, 2] > 1).astype(np.int32)
+        out.append((x, y))
+    return out
+
+
+def to_datasets(arrays, batch_size=4):
+    return [tf.data.Dataset.from_tensor_slices(a).batch(batch_size) for a in arrays]
+
+
+INPUT_SPEC = (tf.TensorSpec((None, NUM_FEATURES), tf.float32), tf.TensorSpec((None,), tf.int32))

@@ -93,8 +93,8 @@ ALGORITHMS = {spec.name.lower(): spec for spec in (
 
 # Defaults from FLCMC Table 7; learning_rate defaults per optimizer (0.01 SGD, 0.001 Adam).
 DEFAULT_HPARAMS = {"num_epochs": 10, "num_iters": 20, "mu": 1.0, "stepsize": 1.2,
-                   "granularity": "layer"}
-COMMON_HPARAMS = ("learning_rate", "num_epochs", "num_iters")
+                   "granularity": "layer", "keep_optimizer_state": False}
+COMMON_HPARAMS = ("learning_rate", "num_epochs", "num_iters", "keep_optimizer_state")
 
 
 def get_spec(name):
@@ -184,7 +184,10 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, **hparams
       metrics: optional list of no-arg callables returning Keras metrics.
       **hparams: FLCMC Table 7 hyperparameters: learning_rate, num_epochs,
         num_iters (cap on local steps), mu (proximal optimizers), stepsize
-        (attention), granularity ("layer" or "model", attention).
+        (attention), granularity ("layer" or "model", attention),
+        keep_optimizer_state (default False: optimizer state such as Adam
+        moments is reset each round; True keeps its example-weighted mean at
+        the server, see :mod:`tffre.client_work`).
 
     Returns:
       A :class:`tffre.process.MeasuredLearningProcess` (a
@@ -206,7 +209,8 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, **hparams
     distributor = tff.learning.templates.build_broadcast_process(weights_type)
     client_work = build_keras_optimizer_client_work(
         tff_model_fn, lambda: local.factory(hp), num_epochs=hp["num_epochs"],
-        num_iters=hp["num_iters"], extra_loss=spec.extra_loss)
+        num_iters=hp["num_iters"], extra_loss=spec.extra_loss,
+        keep_optimizer_state=hp["keep_optimizer_state"])
     update_type = weights_type.trainable
     factory = server.factory(hp)
     aggregator = factory.create(update_type, tff.TensorType(np.float32))
@@ -216,9 +220,16 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, **hparams
     process = tff.learning.templates.compose_learning_process(
         initial_model_weights_fn, distributor, client_work, aggregator, finalizer)
 
+    broadcast_types = [weights_type]
+    upload_types = [client_work.next.type_signature.result.result.member]
     extra_broadcast, extra_upload = aggregators.extra_traffic_types(factory, update_type)
-    client_result = client_work.next.type_signature.result.result.member
-    return MeasuredLearningProcess(
-        process, name=spec.name, hparams=hp,
-        broadcast_types=[weights_type] + ([extra_broadcast] if extra_broadcast else []),
-        upload_types=[client_result] + ([extra_upload] if extra_upload else []))
+    if extra_broadcast is not None:
+        broadcast_types.append(extra_broadcast)
+        upload_types.append(extra_upload)
+    if hp["keep_optimizer_state"]:
+        # The kept optimizer state goes down, and comes back weighted.
+        opt_state_type = client_work.initialize.type_signature.result.member
+        broadcast_types.append(opt_state_type)
+        upload_types.append(opt_state_type)
+    return MeasuredLearningProcess(process, name=spec.name, hparams=hp,
+                                   broadcast_types=broadcast_types, upload_types=upload_types)

@@ -2,9 +2,14 @@
 
 TFF 0.87's own client works take ``tff.learning.optimizers``; ours builds a
 fresh Keras optimizer (SGD, Adam, SelfAdam, PAdam, PGD, ...) in every client
-computation, so Adam moments start from zero at each round (the FLCMC setup:
-a client is a new participant each round in cross-device sampling). Proximal
-optimizers get the round's global weights through ``set_anchor``.
+computation. By default the optimizer state (Adam moments, step count) starts
+from zero at each round: the sampled clients change from round to round and
+no client keeps state between rounds. With ``keep_optimizer_state=True`` the
+state is kept *at the server* instead: each client starts from it, sends its
+final state back, and the server stores the example-weighted mean (so the
+moments survive rounds without any client holding state; the upload grows by
+the size of the optimizer state). Proximal optimizers get the round's global
+weights through ``set_anchor``.
 
 The client update follows TFF's convention, ``initial - trained`` trainable
 weights, weighted by the number of examples. An update with a NaN or Inf is
@@ -21,8 +26,18 @@ import tensorflow_federated as tff
 ModelWeights = tff.learning.models.ModelWeights
 
 
+def carried_optimizer_variables(optimizer):
+    """The optimizer variables that make up its state (moments, step count), without anchors."""
+    anchors = {id(a) for a in (getattr(optimizer, "_anchors", None) or [])}
+    return [v for v in optimizer.variables if id(v) not in anchors]
+
+
 def build_local_training(model, optimizer, *, num_epochs=1, num_iters=None, extra_loss=None):
-    """Returns a ``tf.function`` (initial_weights, dataset) -> (update, weight, metrics, excluded).
+    """Returns a ``tf.function`` (initial_weights, dataset, optimizer_state=None) ->
+    (update, weight, metrics, excluded, final_optimizer_state).
+
+    ``optimizer_state`` is a list of float32 tensors matching
+    :func:`carried_optimizer_variables`; when given, the optimizer starts from it.
 
     Everything that reads the trained variables (the update, the model's
     metrics) happens inside the ``tf.function``: its automatic control
@@ -37,10 +52,14 @@ def build_local_training(model, optimizer, *, num_epochs=1, num_iters=None, extr
         -> scalar, added to the model loss (room for FedCMC-style terms).
     """
     weights = ModelWeights.from_model(model)
+    carried = carried_optimizer_variables(optimizer)
 
     @tf.function
-    def train(initial_weights, dataset):
+    def train(initial_weights, dataset, optimizer_state=None):
         tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
+        if optimizer_state is not None:
+            for var, value in zip(carried, optimizer_state):
+                var.assign(tf.cast(value, var.dtype))
         if hasattr(optimizer, "set_anchor"):
             optimizer.set_anchor(tf.nest.flatten(initial_weights.trainable))
         data = dataset.repeat(num_epochs)
@@ -64,52 +83,93 @@ def build_local_training(model, optimizer, *, num_epochs=1, num_iters=None, extr
             lambda u: tf.where(finite, u, tf.zeros_like(u)), update)
         weight = tf.where(finite, tf.cast(num_examples, tf.float32), 0.0)
         excluded = tf.cast(tf.logical_not(finite), tf.int32)
-        return update, weight, model.report_local_unfinalized_metrics(), excluded
+        final_state = [tf.cast(v, tf.float32) for v in carried]
+        return update, weight, model.report_local_unfinalized_metrics(), excluded, final_state
 
     return train
 
 
 def build_keras_optimizer_client_work(model_fn, optimizer_fn, *, num_epochs=1, num_iters=None,
-                                      extra_loss=None):
+                                      extra_loss=None, keep_optimizer_state=False):
     """Builds a ``tff.learning.templates.ClientWorkProcess`` using a Keras optimizer.
 
     Args:
       model_fn: no-arg callable returning a fresh ``tff.learning.models.VariableModel``.
       optimizer_fn: no-arg callable returning a fresh Keras optimizer.
       num_epochs, num_iters, extra_loss: see :func:`build_local_training`.
+      keep_optimizer_state: keep the optimizer state across rounds at the
+        server (see the module docstring); otherwise it is reset every round.
 
     Returns:
-      A ``ClientWorkProcess`` with empty state whose measurements are
-      ``train`` (the model's aggregated training metrics, including ``loss``
-      and ``num_examples``) and ``num_excluded_clients``.
+      A ``ClientWorkProcess`` whose state is empty (or the kept optimizer
+      state) and whose measurements are ``train`` (the model's aggregated
+      training metrics, including ``loss`` and ``num_examples``) and
+      ``num_excluded_clients``.
     """
     with tf.Graph().as_default():
         model = model_fn()
         metrics_aggregation_fn = tff.learning.metrics.sum_then_finalize(model.metric_finalizers())
+        optimizer = optimizer_fn()
+        optimizer.build(model.trainable_variables)
+        state_shapes = [v.shape for v in carried_optimizer_variables(optimizer)]
     data_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
     weights_type = tff.learning.models.weights_type_from_model(model)
+    opt_state_type = tff.StructWithPythonType(
+        [tff.TensorType(np.float32, s) for s in state_shapes], list)
 
-    @tff.tensorflow.computation(weights_type, data_type)
-    def client_update(initial_weights, dataset):
+    def local_update(initial_weights, dataset, optimizer_state):
         model = model_fn()
         optimizer = optimizer_fn()
         optimizer.build(model.trainable_variables)
         train = build_local_training(model, optimizer, num_epochs=num_epochs,
                                      num_iters=num_iters, extra_loss=extra_loss)
-        update, weight, metrics, excluded = train(initial_weights, dataset)
+        update, weight, metrics, excluded, final_state = train(initial_weights, dataset,
+                                                               optimizer_state)
         result = tff.learning.templates.ClientResult(update=update, update_weight=weight)
-        return result, metrics, excluded
+        return result, metrics, excluded, [weight * s for s in final_state], weight
 
-    @tff.federated_computation()
-    def init_fn():
-        return tff.federated_value((), tff.SERVER)
+    if keep_optimizer_state:
+        @tff.tensorflow.computation(weights_type, data_type, opt_state_type)
+        def client_update(initial_weights, dataset, optimizer_state):
+            return local_update(initial_weights, dataset, list(optimizer_state))
+
+        @tff.tensorflow.computation
+        def zero_state():
+            return [tf.zeros(s, tf.float32) for s in state_shapes]
+
+        @tff.tensorflow.computation(opt_state_type, tff.TensorType(np.float32), opt_state_type)
+        def mean_state(weighted_sum, total_weight, old_state):
+            # Example-weighted mean; if every client was excluded, keep the old state.
+            return [tf.where(total_weight > 0, tf.math.divide_no_nan(s, total_weight), old)
+                    for s, old in zip(weighted_sum, old_state)]
+
+        @tff.federated_computation()
+        def init_fn():
+            return tff.federated_eval(zero_state, tff.SERVER)
+    else:
+        @tff.tensorflow.computation(weights_type, data_type)
+        def client_update(initial_weights, dataset):
+            return local_update(initial_weights, dataset, None)[:3]
+
+        @tff.federated_computation()
+        def init_fn():
+            return tff.federated_value((), tff.SERVER)
 
     @tff.federated_computation(
         init_fn.type_signature.result,
         tff.FederatedType(weights_type, tff.CLIENTS),
         tff.FederatedType(data_type, tff.CLIENTS))
     def next_fn(state, weights, client_data):
-        result, model_outputs, excluded = tff.federated_map(client_update, (weights, client_data))
+        if keep_optimizer_state:
+            args = (weights, client_data, tff.federated_broadcast(state))
+        else:
+            args = (weights, client_data)
+        outputs = tff.federated_map(client_update, args)
+        result, model_outputs, excluded = outputs[0], outputs[1], outputs[2]
+        if keep_optimizer_state:
+            weighted_state, weight = outputs[3], outputs[4]
+            state = tff.federated_map(mean_state, (tff.federated_sum(weighted_state),
+                                                   tff.federated_sum(weight), state))
         measurements = tff.federated_zip(collections.OrderedDict(
             train=metrics_aggregation_fn(model_outputs),
             num_excluded_clients=tff.federated_sum(excluded)))

@@ -186,3 +186,15 @@ def test_round_metrics_report_time_and_bytes(loss):
     assert rnd["wall_seconds"] > 0
     assert out.metrics["client_work"]["train"]["loss"] > 0
     assert process.hparams["mu"] == 0.1 and process.hparams["learning_rate"] == 0.001
+
+
+def test_keep_optimizer_state_option_adds_state_traffic(loss):
+    kept = build_algorithm("fedavgs", tiny_model, loss=loss, input_spec=INPUT_SPEC,
+                           keep_optimizer_state=True)
+    reset = build_algorithm("fedavgs", tiny_model, loss=loss, input_spec=INPUT_SPEC)
+    n_params = sum(w.size for w in tiny_model().get_weights())
+    state_bytes = 4 * (1 + 2 * n_params)   # step count, m and v (float32)
+    assert kept.broadcast_bytes_per_client - reset.broadcast_bytes_per_client == state_bytes
+    assert kept.upload_bytes_per_client - reset.upload_bytes_per_client == state_bytes
+    out = kept.next(kept.initialize(), to_datasets(client_arrays([5, 9])))
+    assert out.metrics["round"]["bytes_uploaded"] == 2 * kept.upload_bytes_per_client

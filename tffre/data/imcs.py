@@ -1,0 +1,266 @@
+"""IMCS-V2 (DialoAMC) loader and its classification tasks.
+
+Reads the corpus exactly as its authors distribute it (GitHub
+lemuria-wchen/imcs21 ``dataset/``; CBLUE's ``IMCS-V2_{train,dev,test}.json``):
+one JSON object per file, keyed by example_id. A record holds ``diagnosis``,
+``self_report`` (also spelled ``self-report``), ``dialogue``, ``report``,
+``explicit_info`` and ``implicit_info``; a dialogue turn holds
+``sentence_id``, ``speaker`` ("医生"/"患者"), ``sentence``, ``dialogue_act``,
+``BIO_label``, ``symptom_norm``, ``symptom_type`` (aligned lists; "0" absent,
+"1" present, "2" uncertain) and ``local_implicit_info``.
+
+Tasks (``to_examples(dialogues, task)``):
+
+* ``symptom`` -- sentence level, binary: 1 if the sentence names a symptom the
+  patient has (after resolving a norm repeated in the sentence with the
+  priority 1 > 0 > 2, any norm is "1"), else 0. A negated symptom ("不咳嗽",
+  type "0") and an uncertain one ("2") are therefore 0. (FLCMC section 3.4.3.)
+* ``dialogue-act`` -- sentence level, the 16 IMCS dialogue acts (the DAC task).
+* ``diagnosis`` -- dialogue level, the 10 diseases; the text is the
+  self-report followed by every turn. ``sentence_id`` is empty.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Dict, List
+
+import pandas as pd
+
+DIALOGUE_ACTS = (
+    "Request-Symptom", "Inform-Symptom", "Request-Etiology", "Inform-Etiology",
+    "Request-Basic_Information", "Inform-Basic_Information",
+    "Request-Existing_Examination_and_Treatment", "Inform-Existing_Examination_and_Treatment",
+    "Request-Drug_Recommendation", "Inform-Drug_Recommendation", "Request-Medical_Advice",
+    "Inform-Medical_Advice", "Request-Precautions", "Inform-Precautions", "Diagnose", "Other")
+DIAGNOSES = ("小儿支气管炎", "小儿发热", "小儿腹泻", "上呼吸道感染", "小儿消化不良", "小儿感冒",
+             "小儿咳嗽", "新生儿黄疸", "小儿便秘", "小儿支气管肺炎")
+# English names, for plots (matplotlib has no CJK font on most servers).
+DIAGNOSES_EN = ("bronchitis", "fever", "diarrhea", "upper respiratory infection", "dyspepsia",
+                "common cold", "cough", "neonatal jaundice", "constipation", "bronchopneumonia")
+SPEAKERS = ("医生", "患者")
+SYMPTOM_TYPES = ("0", "1", "2")
+TASKS = ("symptom", "dialogue-act", "diagnosis")
+RECORD_FIELDS = ("diagnosis", "dialogue")
+TURN_FIELDS = ("sentence_id", "speaker", "sentence", "dialogue_act", "symptom_norm", "symptom_type")
+LABEL_FIELDS = ("diagnosis", "dialogue_act", "symptom_norm", "symptom_type")
+
+
+class ImcsFormatError(ValueError):
+    """Malformed IMCS input; the message names the file, example_id, sentence_id and field."""
+
+    def __init__(self, path, message, example_id=None, sentence_id=None, field=None):
+        where = [os.path.basename(path)]
+        if example_id is not None:
+            where.append(f"example_id={example_id}")
+        if sentence_id is not None:
+            where.append(f"sentence_id={sentence_id}")
+        if field is not None:
+            where.append(f"field={field}")
+        super().__init__(f"{', '.join(where)}: {message}")
+        self.path, self.example_id, self.sentence_id, self.field = path, example_id, sentence_id, field
+
+
+class UnlabeledSplitError(ImcsFormatError):
+    """The file has no labels (IMCS ``test_input.json``) and cannot be used for training."""
+
+
+@dataclasses.dataclass
+class Dialogue:
+    """One validated IMCS record."""
+    example_id: str
+    split: str
+    diagnosis: str
+    self_report: str
+    turns: List[dict]
+    source: str
+
+
+def resolve_symptoms(norms, types):
+    """Resolves each norm's status in one sentence; a repeated norm takes 1 > 0 > 2."""
+    resolved = {}
+    for norm, status in zip(norms, types):
+        old = resolved.get(norm)
+        resolved[norm] = status if old is None else min(old, status, key="102".index)
+    return resolved
+
+
+def symptom_label(turn):
+    """The ``symptom`` task label of a turn: 1 if any resolved symptom status is "1"."""
+    return int("1" in resolve_symptoms(turn["symptom_norm"], turn["symptom_type"]).values())
+
+
+def _split_name(path):
+    name = os.path.splitext(os.path.basename(path))[0].lower()
+    for split in ("train", "dev", "test"):
+        if split in name:
+            return split
+    return name
+
+
+def _check_labels_present(path, records):
+    """Raises UnlabeledSplitError for a file without labels, like IMCS's test_input.json."""
+    first_id, first = next(iter(records.items()))
+    turns = first.get("dialogue") if isinstance(first, dict) else None
+    turn = turns[0] if isinstance(turns, list) and turns and isinstance(turns[0], dict) else {}
+    if "test_input" in os.path.basename(path).lower() or (
+            "diagnosis" not in first and not any(f in turn for f in LABEL_FIELDS)):
+        raise UnlabeledSplitError(
+            path, "this file has no labels (diagnosis, dialogue_act, symptom_norm, symptom_type); "
+            "it is the IMCS unlabeled test input and cannot be used for training or evaluation",
+            example_id=first_id)
+
+
+def _validate_turn(path, eid, index, turn):
+    if not isinstance(turn, dict):
+        raise ImcsFormatError(path, f"turn {index} is not an object", eid, field="dialogue")
+    sid = turn.get("sentence_id", f"#{index}")
+    for field in TURN_FIELDS:
+        if field not in turn:
+            raise ImcsFormatError(path, "missing field", eid, sid, field)
+    if turn["speaker"] not in SPEAKERS:
+        raise ImcsFormatError(path, f"speaker {turn['speaker']!r} is not one of {SPEAKERS}",
+                              eid, sid, "speaker")
+    if turn["dialogue_act"] not in DIALOGUE_ACTS:
+        raise ImcsFormatError(path, f"unknown dialogue act {turn['dialogue_act']!r}",
+                              eid, sid, "dialogue_act")
+    norms, types = turn["symptom_norm"], turn["symptom_type"]
+    if not isinstance(norms, list) or not isinstance(types, list):
+        raise ImcsFormatError(path, "symptom_norm and symptom_type must be lists", eid, sid,
+                              "symptom_norm" if not isinstance(norms, list) else "symptom_type")
+    if len(norms) != len(types):
+        raise ImcsFormatError(path, f"unaligned symptom lists: {len(norms)} norms but "
+                              f"{len(types)} types", eid, sid, "symptom_type")
+    for status in types:
+        if str(status) not in SYMPTOM_TYPES:
+            raise ImcsFormatError(path, f"symptom_type {status!r} is not one of 0/1/2",
+                                  eid, sid, "symptom_type")
+
+
+def load_split_file(path):
+    """Reads and validates one IMCS split file.
+
+    Returns:
+      (dialogues, num_skipped): the validated :class:`Dialogue` list, and how
+      many records had no turns (skipped).
+
+    Raises:
+      ImcsFormatError: invalid JSON, a missing field, unaligned symptom lists,
+        a symptom_type outside 0/1/2 (the message names file, example_id,
+        sentence_id and field).
+      UnlabeledSplitError: a file without labels (``test_input.json``).
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            records = json.load(f)
+    except json.JSONDecodeError as err:
+        raise ImcsFormatError(path, f"invalid JSON at line {err.lineno} column {err.colno}: "
+                              f"{err.msg}") from err
+    if not isinstance(records, dict) or not records:
+        raise ImcsFormatError(path, "expected a non-empty JSON object keyed by example_id")
+    _check_labels_present(path, records)
+    split = _split_name(path)
+    dialogues, skipped = [], 0
+    for eid, record in records.items():
+        if not isinstance(record, dict):
+            raise ImcsFormatError(path, "record is not an object", eid)
+        for field in RECORD_FIELDS:
+            if field not in record:
+                raise ImcsFormatError(path, "missing field", eid, field=field)
+        report = record.get("self_report", record.get("self-report"))
+        if report is None:
+            raise ImcsFormatError(path, "missing field (also looked for 'self-report')", eid,
+                                  field="self_report")
+        turns = record["dialogue"]
+        if not isinstance(turns, list):
+            raise ImcsFormatError(path, "dialogue must be a list of turns", eid, field="dialogue")
+        if not turns:
+            skipped += 1
+            continue
+        for i, turn in enumerate(turns):
+            _validate_turn(path, eid, i, turn)
+        dialogues.append(Dialogue(str(eid), split, record["diagnosis"], report, turns, path))
+    return dialogues, skipped
+
+
+def load_imcs(path, verbose=True):
+    """Loads one IMCS split file, or every ``*.json`` split file in a folder.
+
+    Args:
+      path: a file such as ``IMCS-V2_train.json`` or a folder holding the
+        split files (``test_input.json`` in a folder is left out, with a note).
+      verbose: print a summary (dialogues per split, skipped empty dialogues).
+
+    Returns:
+      {split: [Dialogue, ...]}, split names taken from the file names
+      ("train", "dev", "test").
+    """
+    if os.path.isdir(path):
+        names = sorted(n for n in os.listdir(path) if n.endswith(".json"))
+        files = [os.path.join(path, n) for n in names if "test_input" not in n.lower()]
+        left_out = [n for n in names if "test_input" in n.lower()]
+        if not files:
+            raise FileNotFoundError(f"{path}: no labeled IMCS split files (*.json)")
+    elif os.path.isfile(path):
+        files, left_out = [path], []
+    else:
+        raise FileNotFoundError(f"{path}: no such IMCS file or folder")
+    out: Dict[str, List[Dialogue]] = {}
+    summary = []
+    for file in files:
+        dialogues, skipped = load_split_file(file)
+        split = _split_name(file)
+        out.setdefault(split, []).extend(dialogues)
+        summary.append(f"{os.path.basename(file)}: {len(dialogues)} dialogues"
+                       + (f", {skipped} with no turns skipped" if skipped else ""))
+    if verbose:
+        for line in summary:
+            print(line)
+        for name in left_out:
+            print(f"{name}: left out (unlabeled IMCS test input)")
+    return out
+
+
+def to_examples(dialogues, task):
+    """Builds a task's examples as a DataFrame: example_id, sentence_id, speaker, text, label.
+
+    Args:
+      dialogues: a list of :class:`Dialogue` (one split).
+      task: "symptom", "dialogue-act" or "diagnosis" (see the module docstring).
+
+    Returns:
+      A pandas DataFrame. Labels are ints: 0/1 (symptom), the index in
+      :data:`DIALOGUE_ACTS` (dialogue-act) or in :data:`DIAGNOSES` (diagnosis).
+    """
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; valid: {', '.join(TASKS)}")
+    rows = []
+    for d in dialogues:
+        if task == "diagnosis":
+            if d.diagnosis not in DIAGNOSES:
+                raise ImcsFormatError(d.source, f"unknown diagnosis {d.diagnosis!r}",
+                                      d.example_id, field="diagnosis")
+            text = "。".join([d.self_report] + [t["sentence"] for t in d.turns])
+            rows.append((d.example_id, "", "", text, DIAGNOSES.index(d.diagnosis)))
+            continue
+        for t in d.turns:
+            label = symptom_label(t) if task == "symptom" else DIALOGUE_ACTS.index(t["dialogue_act"])
+            rows.append((d.example_id, str(t["sentence_id"]), t["speaker"], t["sentence"], label))
+    return pd.DataFrame(rows, columns=["example_id", "sentence_id", "speaker", "text", "label"])
+
+
+def num_classes(task):
+    """Number of label classes of ``task``."""
+    return {"symptom": 2, "dialogue-act": len(DIALOGUE_ACTS), "diagnosis": len(DIAGNOSES)}[task]
+
+
+def label_names(task, english=False):
+    """Human-readable label names of ``task``, index-aligned with the labels."""
+    return {"symptom": ("no present symptom", "present symptom"),
+            "dialogue-act": DIALOGUE_ACTS,
+            "diagnosis": DIAGNOSES_EN if english else DIAGNOSES}[task]
+
+
+def symptom_norms(dialogues):
+    """The set of symptom norms annotated in ``dialogues`` (for the jieba dictionary)."""
+    return {n for d in dialogues for t in d.turns for n in t["symptom_norm"]}

@@ -1,0 +1,69 @@
+"""IMCS-V2 as :class:`FederatedData`: task examples, a dialogue-level split, token ids.
+
+Data flows one way: loaded dialogues (:mod:`tffre.data.imcs`) -> task examples
+-> client assignment of whole dialogues (:mod:`tffre.data.partition`) ->
+segmentation and encoding (:mod:`tffre.text`) -> per-client arrays.
+"""
+
+import collections
+
+import numpy as np
+import pandas as pd
+
+from tffre.data import imcs
+from tffre.data.federated import FederatedData
+from tffre.data.partition import DialoguePartitioner
+
+
+def diagnosis_vocabulary(dialogues):
+    """The diagnoses present, IMCS's 10 first in their standard order, others after."""
+    present = {d.diagnosis for d in dialogues}
+    known = [d for d in imcs.DIAGNOSES if d in present]
+    return known + sorted(present - set(known))
+
+
+def build_imcs_federated(splits, task, *, segmenter, vocab, max_len=32,
+                         partition="diagnosis-dirichlet", num_clients=10, alpha=0.5, seed=0,
+                         eval_split="test"):
+    """Builds the federated IMCS dataset for ``task``.
+
+    Args:
+      splits: {split: [Dialogue]} from :func:`tffre.data.imcs.load_imcs`;
+        needs "train" and ``eval_split``.
+      task: "symptom", "dialogue-act" or "diagnosis".
+      segmenter: a :class:`tffre.text.MedicalSegmenter`.
+      vocab: a :class:`tffre.text.Vocabulary` (from public vectors).
+      max_len: tokens per example (truncated / padded, 0 = padding).
+      partition, num_clients, alpha, seed: see :mod:`tffre.data.partition`.
+      eval_split: the split that becomes each client's test data.
+
+    Returns:
+      (FederatedData, stats): stats is a DataFrame with one row per client and
+      split: dialogues, examples and the count of each label.
+    """
+    for needed in ("train", eval_split):
+        if needed not in splits or not splits[needed]:
+            raise ValueError(f"IMCS data has no {needed!r} split (found: {sorted(splits)})")
+    diagnoses = diagnosis_vocabulary(splits["train"] + splits[eval_split])
+    partitioner = DialoguePartitioner(partition, num_clients, diagnoses, alpha=alpha, seed=seed)
+    arrays, stats = {}, []
+    names = imcs.label_names(task)
+    for split_seed, (role, split) in enumerate((("train", "train"), ("test", eval_split))):
+        dialogues = splits[split]
+        owner = partitioner.assign([d.diagnosis for d in dialogues], split_seed=split_seed,
+                                   min_per_client=1 if role == "train" else 0)
+        client_of = {d.example_id: c for d, c in zip(dialogues, owner)}
+        examples = imcs.to_examples(dialogues, task)
+        x = vocab.encode(segmenter.cut_all(examples["text"]), max_len)
+        y = examples["label"].to_numpy(np.int32)
+        clients = examples["example_id"].map(client_of).to_numpy()
+        for c in range(num_clients):
+            rows = clients == c
+            arrays.setdefault(f"client_{c:02d}", {})[role] = (x[rows], y[rows])
+            counts = np.bincount(y[rows], minlength=len(names))
+            stats.append(collections.OrderedDict(
+                client=f"client_{c:02d}", split=role, dialogues=int(np.sum(owner == c)),
+                examples=int(rows.sum()), **{names[k]: int(counts[k]) for k in range(len(names))}))
+    data = FederatedData(arrays, num_classes=imcs.num_classes(task),
+                         name=f"IMCS-V2 {task} ({partition}, {num_clients} clients)")
+    return data, pd.DataFrame(stats)

@@ -1,0 +1,6 @@
+"""Chinese text preprocessing: jieba segmentation with a medical dictionary, Word2Vec, vocabularies."""
+
+from tffre.text.segment import MedicalSegmenter, default_dictionary_path
+from tffre.text.vocab import Vocabulary
+
+__all__ = ["MedicalSegmenter", "Vocabulary", "default_dictionary_path"]

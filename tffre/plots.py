@@ -4,6 +4,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def plot_curves(metrics, path, title=None):
@@ -23,6 +24,7 @@ def plot_curves(metrics, path, title=None):
     ax_acc.set(xlabel="round", ylabel="test accuracy", title="Acc")
     ax_loss.set(xlabel="round", ylabel="train loss", title="loss")
     for ax in (ax_acc, ax_loss):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend()
     if title:

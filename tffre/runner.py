@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from tffre import algorithms
 from tffre.evaluation import GlobalModelEvaluator
 from tffre.plots import plot_curves
-from tffre.runtime import shutdown_workers
+from tffre.runtime import peak_rss_mib, shutdown_workers
 
 METRIC_COLUMNS = ["algorithm", "round", "train_loss", "test_accuracy", "round_seconds",
                   "bytes_broadcast", "bytes_uploaded", "local_train_loss", "num_examples",
@@ -118,6 +118,7 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                 summary["algorithms"][name] = {"hparams": process.hparams}
         finally:
             bar.close()
+            summary["peak_rss_mib"] = peak_rss_mib()
             shutdown_workers()
     frame = pd.read_csv(csv_path)
     for name in summary["algorithms"]:

@@ -44,6 +44,26 @@ def worker_pids():
     return _children_running()
 
 
+def peak_rss_mib():
+    """Peak resident memory so far, in MiB: this process and the live TFF workers (VmHWM).
+
+    Read it before :func:`shutdown_workers`: a stopped worker's peak is gone.
+    """
+    import resource
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    worker = 0.0
+    for pid in worker_pids():
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        worker = max(worker, int(line.split()[1]) / 1024)
+        except OSError:
+            continue
+    return {"python": round(own, 1), "tff_worker": round(worker, 1),
+            "total": round(own + worker, 1)}
+
+
 def shutdown_workers(timeout=10.0):
     """Stops the TFF ``worker_binary`` processes started by this process.
 

@@ -23,7 +23,7 @@ def _embedding(embedding_matrix, vocab_size, embedding_dim, trainable, seed, nam
 
 def lstm_classifier(num_classes, max_len, *, embedding_matrix=None, vocab_size=None,
                     embedding_dim=None, trainable_embedding=True, lstm_units=64,
-                    bidirectional=False, seed=0, name="lstm_classifier"):
+                    bidirectional=False, unroll=False, seed=0, name="lstm_classifier"):
     """Embedding (Word2Vec-initialised) -> LSTM (optionally bidirectional) -> dense softmax.
 
     Args:
@@ -35,6 +35,9 @@ def lstm_classifier(num_classes, max_len, *, embedding_matrix=None, vocab_size=N
       trainable_embedding: fine-tune the embedding (True) or freeze it.
       lstm_units: LSTM width.
       bidirectional: wrap the LSTM in ``Bidirectional``.
+      unroll: unroll the time loop. Faster in plain Keras for short inputs,
+        but slower under TFF, whose worker instantiates the (larger) graph for
+        every client call.
       seed: seeds the initialisers, so every call builds the same weights.
     """
     inputs = tf.keras.Input((max_len,), dtype=tf.int32, name="tokens")
@@ -42,7 +45,8 @@ def lstm_classifier(num_classes, max_len, *, embedding_matrix=None, vocab_size=N
                    "embedding")(inputs)
     lstm = tf.keras.layers.LSTM(
         lstm_units, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=seed + 1),
-        recurrent_initializer=tf.keras.initializers.Orthogonal(seed=seed + 2), name="lstm")
+        recurrent_initializer=tf.keras.initializers.Orthogonal(seed=seed + 2),
+        unroll=unroll, name="lstm")
     x = tf.keras.layers.Bidirectional(lstm, name="bilstm")(x) if bidirectional else lstm(x)
     outputs = tf.keras.layers.Dense(
         num_classes, activation="softmax",

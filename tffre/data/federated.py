@@ -1,7 +1,7 @@
 """The one container all tffre datasets share."""
 
 import dataclasses
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -17,10 +17,13 @@ class FederatedData:
       clients: client id -> {"train": (x, y), "test": (x, y)}, in a fixed order.
       num_classes: number of label classes.
       name: a short description for reports.
+      example_ids: optional client id -> {split: ids of the source record of
+        each example} (e.g. the IMCS dialogue of each sentence).
     """
     clients: Dict[str, Dict[str, Split]]
     num_classes: int
     name: str = "federated"
+    example_ids: Optional[Dict[str, Dict[str, np.ndarray]]] = None
 
     def __post_init__(self):
         for cid, splits in self.clients.items():

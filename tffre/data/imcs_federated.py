@@ -46,7 +46,7 @@ def build_imcs_federated(splits, task, *, segmenter, vocab, max_len=32,
             raise ValueError(f"IMCS data has no {needed!r} split (found: {sorted(splits)})")
     diagnoses = diagnosis_vocabulary(splits["train"] + splits[eval_split])
     partitioner = DialoguePartitioner(partition, num_clients, diagnoses, alpha=alpha, seed=seed)
-    arrays, stats = {}, []
+    arrays, ids, stats = {}, {}, []
     names = imcs.label_names(task)
     for split_seed, (role, split) in enumerate((("train", "train"), ("test", eval_split))):
         dialogues = splits[split]
@@ -60,10 +60,12 @@ def build_imcs_federated(splits, task, *, segmenter, vocab, max_len=32,
         for c in range(num_clients):
             rows = clients == c
             arrays.setdefault(f"client_{c:02d}", {})[role] = (x[rows], y[rows])
+            ids.setdefault(f"client_{c:02d}", {})[role] = examples["example_id"].to_numpy()[rows]
             counts = np.bincount(y[rows], minlength=len(names))
             stats.append(collections.OrderedDict(
                 client=f"client_{c:02d}", split=role, dialogues=int(np.sum(owner == c)),
                 examples=int(rows.sum()), **{names[k]: int(counts[k]) for k in range(len(names))}))
     data = FederatedData(arrays, num_classes=imcs.num_classes(task),
-                         name=f"IMCS-V2 {task} ({partition}, {num_clients} clients)")
+                         name=f"IMCS-V2 {task} ({partition}, {num_clients} clients)",
+                         example_ids=ids)
     return data, pd.DataFrame(stats)

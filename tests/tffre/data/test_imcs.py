@@ -1,0 +1,144 @@
+"""The IMCS-V2 loader, its validation errors and the task label rules."""
+
+import copy
+import json
+
+import pytest
+
+from tffre.data import imcs
+
+
+def turn(sid, speaker="患者", sentence="有发烧", act="Inform-Symptom", norms=("发热",), types=("1",)):
+    return {"sentence_id": str(sid), "speaker": speaker, "sentence": sentence, "dialogue_act": act,
+            "BIO_label": " ".join("O" * len(sentence)), "symptom_norm": list(norms),
+            "symptom_type": list(types), "local_implicit_info": {}}
+
+
+def record(diagnosis="小儿发热", turns=None, report_key="self_report"):
+    turns = [turn(1, "医生", "宝宝发烧吗？", "Request-Symptom"), turn(2)] if turns is None else turns
+    return {"diagnosis": diagnosis, report_key: "宝宝发烧两天了", "dialogue": turns,
+            "report": [{"诊断": diagnosis}], "explicit_info": {"Symptom": ["发热"]},
+            "implicit_info": {"Symptom": {"发热": "1"}}}
+
+
+def write(tmp_path, name, records):
+    path = tmp_path / name
+    path.write_text(json.dumps(records, ensure_ascii=False), encoding="utf-8")
+    return str(path)
+
+
+def test_loads_a_split_file_and_both_self_report_spellings(tmp_path):
+    path = write(tmp_path, "IMCS-V2_train.json",
+                 {"101": record(), "102": record("小儿腹泻", report_key="self-report")})
+    splits = imcs.load_imcs(path, verbose=False)
+    assert list(splits) == ["train"]
+    assert [d.self_report for d in splits["train"]] == ["宝宝发烧两天了"] * 2
+
+
+def test_loads_a_folder_and_leaves_out_test_input(tmp_path, capsys):
+    write(tmp_path, "IMCS-V2_train.json", {"1": record()})
+    write(tmp_path, "IMCS-V2_dev.json", {"2": record()})
+    write(tmp_path, "test_input.json", {"3": {"self_report": "x", "dialogue": [
+        {"sentence_id": "1", "speaker": "医生", "sentence": "你好"}]}})
+    splits = imcs.load_imcs(str(tmp_path))
+    assert sorted(splits) == ["dev", "train"]
+    assert "test_input.json: left out (unlabeled IMCS test input)" in capsys.readouterr().out
+
+
+def test_test_input_file_cannot_be_loaded_for_training(tmp_path):
+    path = write(tmp_path, "test_input.json", {"3": {"self_report": "x", "dialogue": [
+        {"sentence_id": "1", "speaker": "医生", "sentence": "你好"}]}})
+    with pytest.raises(imcs.UnlabeledSplitError, match="test_input.json.*has no labels.*training"):
+        imcs.load_imcs(path)
+
+
+def test_empty_dialogues_are_skipped_and_counted(tmp_path, capsys):
+    path = write(tmp_path, "IMCS-V2_train.json", {"1": record(), "2": record(turns=[]),
+                                                    "3": record(turns=[])})
+    splits = imcs.load_imcs(path)
+    assert len(splits["train"]) == 1
+    assert "IMCS-V2_train.json: 1 dialogues, 2 with no turns skipped" in capsys.readouterr().out
+
+
+def malformed_cases():
+    bad_turn_field = record()
+    del bad_turn_field["dialogue"][1]["speaker"]
+    unaligned = record(turns=[turn(1), turn(7, norms=("发热", "咳嗽"), types=("1",))])
+    bad_type = record(turns=[turn(5, types=("3",))])
+    no_diagnosis = record()
+    del no_diagnosis["diagnosis"]
+    return [
+        ({"42": bad_turn_field}, r"example_id=42, sentence_id=2, field=speaker: missing field"),
+        ({"43": unaligned}, r"example_id=43, sentence_id=7, field=symptom_type: unaligned"),
+        ({"44": bad_type}, r"example_id=44, sentence_id=5, field=symptom_type: .*not one of 0/1/2"),
+        ({"1": record(), "45": no_diagnosis}, r"example_id=45, field=diagnosis: missing field"),
+    ]
+
+
+@pytest.mark.parametrize("records,message", malformed_cases())
+def test_malformed_input_names_file_record_sentence_and_field(tmp_path, records, message):
+    path = write(tmp_path, "IMCS-V2_dev.json", records)
+    with pytest.raises(imcs.ImcsFormatError, match=r"IMCS-V2_dev.json, " + message):
+        imcs.load_imcs(path, verbose=False)
+
+
+def test_invalid_json_names_the_file_and_position(tmp_path):
+    path = tmp_path / "IMCS-V2_train.json"
+    path.write_text('{"1": {"diagnosis": "x",,}}', encoding="utf-8")
+    with pytest.raises(imcs.ImcsFormatError, match=r"IMCS-V2_train.json: invalid JSON at line 1"):
+        imcs.load_imcs(str(path))
+
+
+@pytest.mark.parametrize("norms,types,label", [
+    (["咳嗽"], ["1"], 1),
+    (["咳嗽"], ["0"], 0),            # negated: "不咳嗽"
+    (["咳嗽"], ["2"], 0),            # uncertain
+    (["咳嗽", "咳嗽"], ["0", "1"], 1),  # repeated norm: 1 beats 0
+    (["咳嗽", "咳嗽"], ["2", "0"], 0),  # 0 beats 2: still not present
+    (["咳嗽", "发热"], ["0", "1"], 1),
+    ([], [], 0),
+])
+def test_symptom_label_rule(norms, types, label):
+    assert imcs.symptom_label(turn(1, norms=norms, types=types)) == label
+
+
+def test_resolve_symptoms_priority():
+    assert imcs.resolve_symptoms(["a", "a", "b", "b", "c"], ["2", "0", "2", "1", "2"]) == \
+        {"a": "0", "b": "1", "c": "2"}
+
+
+def test_to_examples_for_each_task(tmp_path):
+    rec = record("小儿腹泻", turns=[turn(1, "医生", "拉肚子吗？", "Request-Symptom", ["腹泻"], ["1"]),
+                                 turn(2, "患者", "不拉肚子", "Inform-Symptom", ["腹泻"], ["0"]),
+                                 turn(3, "医生", "考虑是小儿腹泻", "Diagnose", [], [])])
+    dialogues = imcs.load_imcs(write(tmp_path, "IMCS-V2_train.json", {"9": rec}), verbose=False)["train"]
+    sx = imcs.to_examples(dialogues, "symptom")
+    assert list(sx.columns) == ["example_id", "sentence_id", "speaker", "text", "label"]
+    assert sx["label"].tolist() == [1, 0, 0]
+    assert sx["sentence_id"].tolist() == ["1", "2", "3"]
+    acts = imcs.to_examples(dialogues, "dialogue-act")["label"].tolist()
+    assert acts == [imcs.DIALOGUE_ACTS.index(a) for a in ("Request-Symptom", "Inform-Symptom", "Diagnose")]
+    dx = imcs.to_examples(dialogues, "diagnosis")
+    assert len(dx) == 1 and dx["sentence_id"].tolist() == [""]
+    assert dx["label"].tolist() == [imcs.DIAGNOSES.index("小儿腹泻")]
+    assert dx["text"][0].startswith("宝宝发烧两天了。拉肚子吗？")
+    with pytest.raises(ValueError, match="unknown task 'ner'"):
+        imcs.to_examples(dialogues, "ner")
+
+
+def test_embedded_sample_has_the_schema_and_all_acts():
+    splits = imcs.load_imcs(imcs_sample(), verbose=False)
+    assert {len(splits[s]) for s in ("train", "dev", "test")} == {320, 60, 100}
+    acts = {t["dialogue_act"] for d in splits["train"] for t in d.turns}
+    assert acts == set(imcs.DIALOGUE_ACTS)
+    assert {d.diagnosis for d in splits["train"]} == set(imcs.DIAGNOSES)
+    types = {s for d in splits["train"] for t in d.turns for s in t["symptom_type"]}
+    assert types == {"0", "1", "2"}
+    negated = [t["sentence"] for d in splits["train"] for t in d.turns
+               if t["symptom_type"] == ["0"] and t["sentence"].startswith("不")]
+    assert negated  # "不咳嗽"-style sentences labelled absent
+
+
+def imcs_sample():
+    import os
+    return os.path.join(os.path.dirname(__file__), "..", "..", "..", "data", "imcs_sample")

@@ -2,7 +2,7 @@
 # One-command install of tffre and everything it needs into ./.venv (or $TFFRE_VENV).
 #
 #   bash install.sh            # CPU
-#   TFFRE_GPU=1 bash install.sh  # CUDA TensorFlow 2.14 (tensorflow[and-cuda]==2.14.1)
+#   TFFRE_GPU=1 bash install.sh  # plus the CUDA 11.8 libraries of tensorflow[and-cuda]==2.14.1
 #
 # tensorflow-federated 0.87.0 pins jaxlib==0.4.14, which the package registry
 # does not have, so a plain `pip install tensorflow-federated` fails. We pin
@@ -23,7 +23,14 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 "${PIP[@]}" install -q --upgrade "pip<25" "setuptools>=65,<76" wheel
 "${PIP[@]}" install -q -r requirements.txt
 if [ "${TFFRE_GPU:-0}" = "1" ]; then
-    "${PIP[@]}" install -q "tensorflow[and-cuda]==2.14.1" "numpy~=1.25.2"
+    # tensorflow[and-cuda]==2.14.1 itself fails on Python 3.11 (its tensorrt pin has no
+    # wheel), so install its CUDA libraries directly, then point the loader at them.
+    "${PIP[@]}" install -q -r requirements-gpu.txt
+    LIBS=$("$VENV/bin/python" -c "import glob, os, nvidia; print(':'.join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], '*', 'lib')))))")
+    if ! grep -q "tffre CUDA" "$VENV/bin/activate"; then
+        printf '\n# tffre CUDA libraries (install.sh TFFRE_GPU=1)\nexport LD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"\n' "$LIBS" >> "$VENV/bin/activate"
+    fi
+    echo "GPU: run 'source $VENV/bin/activate' first (it sets LD_LIBRARY_PATH to the CUDA libraries)."
 fi
 "${PIP[@]}" install -q --no-deps tensorflow-federated==0.87.0
 "${PIP[@]}" install -q --no-deps --no-build-isolation -e .

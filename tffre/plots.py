@@ -7,6 +7,16 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
+def _save(fig, path, title):
+    """Titles, lays out, writes and closes a figure; returns the path."""
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plot_curves(metrics, path, title=None):
     """Writes a PNG with test accuracy and train loss against round.
 
@@ -27,12 +37,7 @@ def plot_curves(metrics, path, title=None):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend()
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path, title)
 
 
 def plot_partition(stats, path, label_columns, title=None, legend_names=None):
@@ -62,9 +67,4 @@ def plot_partition(stats, path, label_columns, title=None, legend_names=None):
         ax_mix.legend(fontsize=7, ncol=2)
     for ax in (ax_size, ax_mix):
         ax.tick_params(axis="x", labelrotation=90, labelsize=7)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path, title)

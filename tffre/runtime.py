@@ -95,4 +95,23 @@ def federated_runtime():
         shutdown_workers()
 
 
-atexit.register(shutdown_workers)
+def _release_tff_runtime():
+    """At exit: stop the workers, then drop TFF's execution context while Python still works.
+
+    TFF's ServiceManager reaps its worker in ``__del__``; left to interpreter
+    teardown that runs after ``subprocess`` is gone and prints an ignored
+    AttributeError. Replacing the default context here lets it run cleanly.
+    """
+    shutdown_workers()
+    import sys
+    if "tensorflow_federated" not in sys.modules:
+        return
+    import gc
+    from tensorflow_federated.python.core.impl.context_stack import context_stack_impl
+    from tensorflow_federated.python.core.impl.context_stack import runtime_error_context
+    context_stack_impl.context_stack.set_default_context(
+        runtime_error_context.RuntimeErrorContext())
+    gc.collect()
+
+
+atexit.register(_release_tff_runtime)

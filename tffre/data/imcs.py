@@ -135,6 +135,7 @@ def _validate_turn(path, eid, index, turn):
         if str(status) not in SYMPTOM_TYPES:
             raise ImcsFormatError(path, f"symptom_type {status!r} is not one of 0/1/2",
                                   eid, sid, "symptom_type")
+    turn["symptom_type"] = [str(status) for status in types]  # some exports use ints
 
 
 def load_split_file(path):

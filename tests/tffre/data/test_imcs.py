@@ -102,6 +102,12 @@ def test_symptom_label_rule(norms, types, label):
     assert imcs.symptom_label(turn(1, norms=norms, types=types)) == label
 
 
+def test_integer_symptom_types_are_accepted(tmp_path):
+    rec = record(turns=[turn(1, types=(1,)), turn(2, types=(0,))])
+    dialogues = imcs.load_imcs(write(tmp_path, "IMCS-V2_train.json", {"5": rec}), verbose=False)["train"]
+    assert imcs.to_examples(dialogues, "symptom")["label"].tolist() == [1, 0]
+
+
 def test_resolve_symptoms_priority():
     assert imcs.resolve_symptoms(["a", "a", "b", "b", "c"], ["2", "0", "2", "1", "2"]) == \
         {"a": "0", "b": "1", "c": "2"}

@@ -35,6 +35,7 @@ LR, EPOCHS, ITERS, BATCH = 0.01, 10, 20, 10
 
 
 def model_fn():
+    """The synthetic-data model: multinomial logistic regression, 60 features, 10 classes."""
     return logistic_regression(60, 10)
 
 

@@ -65,6 +65,7 @@ class MeasuredLearningProcess(tff.learning.templates.LearningProcess):
 
     @property
     def next(self):
+        """``next(state, client_datasets)``: the composed round plus ``metrics['round']``."""
         return self._measured_next
 
     def check_client_data(self, client_data):

@@ -100,13 +100,13 @@ def prepare(args):
         splits, args.task, segmenter=segmenter, vocab=vocab, max_len=args.max_len,
         partition=args.partition, num_clients=args.clients, alpha=args.alpha, seed=args.seed,
         eval_split=eval_split)
-    x_test, y_test = data.pooled("test")
-    majority = np.bincount(data.pooled("train")[1]).argmax()
+    y_train, y_test = data.pooled("train")[1], data.pooled("test")[1]
+    majority = np.bincount(y_train).argmax()
     sample_tokens = segmenter.cut_all(imcs.to_examples(splits["train"][:50], args.task)["text"])
     info = {"vectors": source, "vocab_size": len(vocab), "vector_dim": kv.vector_size,
             "oov_rate_sample": round(vocab.oov_rate(sample_tokens), 4), "eval_split": eval_split,
             "majority_class_test_accuracy": float(np.mean(y_test == majority)),
-            "train_examples": int(len(data.pooled("train")[1])), "test_examples": int(len(y_test))}
+            "train_examples": int(len(y_train)), "test_examples": int(len(y_test))}
     return data, stats, vocab.embedding_matrix(kv), info
 
 

@@ -87,7 +87,8 @@ def build_local_training(model, optimizer, *, num_epochs=1, num_iters=None, extr
             lambda u: tf.where(finite, u, tf.zeros_like(u)), update)
         weight = tf.where(finite, tf.cast(num_examples, tf.float32), 0.0)
         excluded = tf.cast(tf.logical_not(finite), tf.int32)
-        final_state = [tf.cast(v, tf.float32) for v in carried]
+        # Only a kept state travels back; otherwise don't copy the moments out.
+        final_state = [] if optimizer_state is None else [tf.cast(v, tf.float32) for v in carried]
         return update, weight, model.report_local_unfinalized_metrics(), excluded, final_state
 
     return train
@@ -113,9 +114,11 @@ def build_keras_optimizer_client_work(model_fn, optimizer_fn, *, num_epochs=1, n
     with tf.Graph().as_default():
         model = model_fn()
         metrics_aggregation_fn = tff.learning.metrics.sum_then_finalize(model.metric_finalizers())
-        optimizer = optimizer_fn()
-        optimizer.build(model.trainable_variables)
-        state_shapes = [v.shape for v in carried_optimizer_variables(optimizer)]
+        state_shapes = []
+        if keep_optimizer_state:
+            optimizer = optimizer_fn()
+            optimizer.build(model.trainable_variables)
+            state_shapes = [v.shape for v in carried_optimizer_variables(optimizer)]
     data_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
     weights_type = tff.learning.models.weights_type_from_model(model)
     opt_state_type = tff.StructWithPythonType(

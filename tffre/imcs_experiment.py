@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from tffre import resources
 from tffre.data import imcs
 from tffre.data.imcs_federated import build_imcs_federated
 from tffre.data.partition import METHODS
@@ -21,8 +22,7 @@ from tffre.plots import plot_partition
 from tffre.text import MedicalSegmenter, Vocabulary
 from tffre.text.word2vec import load_vectors, train_word2vec
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SAMPLE_DIR = os.path.join(REPO, "data", "imcs_sample")
+SAMPLE_DIR = resources.path("imcs_sample")
 SAMPLE_VECTORS = os.path.join(SAMPLE_DIR, "w2v_sample.txt")
 
 # FLCMC Table 10 (LSTM + Adam, IMCS-V2): max accuracy, min loss; Table 11: mean round ms.

@@ -19,6 +19,8 @@ import os
 import random
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The sample ships as package data, so that a non-editable install finds it.
+OUT_DIR = os.path.join(HERE, "..", "..", "tffre", "resources", "imcs_sample")
 SEED = 20241017
 PER_DISEASE = {"train": 32, "dev": 6, "test": 10}
 
@@ -261,7 +263,7 @@ def main():
                         help="also retrain w2v_sample.txt on the generated public sample")
     args = parser.parse_args()
     for split, records in generate().items():
-        path = os.path.join(HERE, f"IMCS-V2_{split}.json")
+        path = os.path.join(OUT_DIR, f"IMCS-V2_{split}.json")
         with open(path, "w", encoding="utf-8") as f:
             json.dump(records, f, ensure_ascii=False, indent=1)
         print(f"wrote {path}: {len(records)} dialogues")
@@ -269,8 +271,8 @@ def main():
         import sys
         sys.path.insert(0, os.path.join(HERE, "..", ".."))
         from tffre.text.word2vec import train_word2vec_on_files
-        out = os.path.join(HERE, "w2v_sample.txt")
-        files = [os.path.join(HERE, f"IMCS-V2_{s}.json") for s in PER_DISEASE]
+        out = os.path.join(OUT_DIR, "w2v_sample.txt")
+        files = [os.path.join(OUT_DIR, f"IMCS-V2_{s}.json") for s in PER_DISEASE]
         train_word2vec_on_files(files, out, vector_size=64, seed=0)
         print(f"wrote {out}")
 

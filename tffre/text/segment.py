@@ -1,6 +1,6 @@
 """jieba segmentation with a medical user dictionary.
 
-The shipped dictionary ``data/medical_dict.txt`` starts from the IMCS public
+The shipped dictionary ``tffre/resources/medical_dict.txt`` starts from the IMCS public
 symptom-norm list (331 terms, ``imcs_symptom_norm.csv`` of the corpus
 authors) plus the 10 IMCS diagnoses; loaders add the norms they find in a
 training split with :meth:`MedicalSegmenter.add_terms`. With it, terms such
@@ -11,12 +11,11 @@ import os
 
 import jieba
 
-_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
+from tffre import resources
 
 def default_dictionary_path():
     """Path of the shipped medical user dictionary (jieba format: word [freq] [tag])."""
-    return os.path.join(_PACKAGE_ROOT, "data", "medical_dict.txt")
+    return resources.path("medical_dict.txt")
 
 
 class MedicalSegmenter:

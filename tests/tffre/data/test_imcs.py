@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from tffre import resources
 from tffre.data import imcs
 
 
@@ -146,5 +147,4 @@ def test_embedded_sample_has_the_schema_and_all_acts():
 
 
 def imcs_sample():
-    import os
-    return os.path.join(os.path.dirname(__file__), "..", "..", "..", "data", "imcs_sample")
+    return resources.path("imcs_sample")

@@ -1,0 +1,16 @@
+"""Files shipped inside the package (package data), found with ``importlib.resources``.
+
+They are read from the installed package, so a plain, non-editable
+``pip install .`` finds them too. The generators that write them live in the
+repository's ``data/`` folder.
+
+* ``medical_dict.txt``: the jieba medical user dictionary.
+* ``imcs_sample/``: the synthetic IMCS-V2-format sample and its Word2Vec vectors.
+"""
+
+import importlib.resources
+
+
+def path(*parts):
+    """The filesystem path of a shipped resource, e.g. ``path("imcs_sample", "w2v_sample.txt")``."""
+    return str(importlib.resources.files(__name__).joinpath(*parts))

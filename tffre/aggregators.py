@@ -29,6 +29,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tffre import runtime
+
+runtime.install_worker_death_signal()
+
 GRANULARITIES = ("layer", "model")
 
 
@@ -200,9 +204,10 @@ def weighted_mean_factory():
     """Eq. 6: theta_{t+1} = sum_k n_k theta_k / sum_k n_k, as TFF's ``MeanFactory``.
 
     Applied to model deltas with weights n_k and a server step of 1, this is
-    exactly Eq. 6.
+    exactly Eq. 6. A round whose clients were all excluded (every weight 0)
+    gives a zero delta, not 0/0 = NaN, so the model is kept as it was.
     """
-    return tff.aggregators.MeanFactory()
+    return tff.aggregators.MeanFactory(no_nan_division=True)
 
 
 def extra_traffic_types(factory, value_type):

@@ -16,7 +16,7 @@ import tensorflow_federated as tff
 
 import optimizers as tffre_optimizers
 from tffre import aggregators
-from tffre.client_work import build_keras_optimizer_client_work
+from tffre.client_work import build_keras_optimizer_client_work, check_client_weighting
 from tffre.process import MeasuredLearningProcess
 
 
@@ -92,9 +92,12 @@ ALGORITHMS = {spec.name.lower(): spec for spec in (
 )}
 
 # Defaults from FLCMC Table 7; learning_rate defaults per optimizer (0.01 SGD, 0.001 Adam).
+# client_weighting "dataset_size" is Eq. 6's n_k (see tffre.client_work).
 DEFAULT_HPARAMS = {"num_epochs": 10, "num_iters": 20, "mu": 1.0, "stepsize": 1.2,
-                   "granularity": "layer", "keep_optimizer_state": False}
-COMMON_HPARAMS = ("learning_rate", "num_epochs", "num_iters", "keep_optimizer_state")
+                   "granularity": "layer", "keep_optimizer_state": False,
+                   "client_weighting": "dataset_size"}
+COMMON_HPARAMS = ("learning_rate", "num_epochs", "num_iters", "keep_optimizer_state",
+                  "client_weighting")
 
 
 def get_spec(name):
@@ -133,12 +136,14 @@ def resolve_hparams(name, **hparams):
     resolved["learning_rate"] = LOCAL_OPTIMIZERS[spec.local_optimizer].default_learning_rate
     resolved.update({k: v for k, v in hparams.items() if v is not None or k == "num_iters"})
     for key in ("learning_rate", "mu", "stepsize"):
-        if key in resolved and not resolved[key] >= 0:
-            raise ValueError(f"{spec.name}: {key} must be >= 0, got {resolved[key]}")
+        if key in resolved and not 0 <= resolved[key] < float("inf"):
+            raise ValueError(f"{spec.name}: {key} must be a finite number >= 0, "
+                             f"got {resolved[key]}")
     if resolved["num_epochs"] < 1:
         raise ValueError(f"{spec.name}: num_epochs must be >= 1, got {resolved['num_epochs']}")
     if resolved["num_iters"] is not None and resolved["num_iters"] < 1:
         raise ValueError(f"{spec.name}: num_iters must be >= 1 or None, got {resolved['num_iters']}")
+    check_client_weighting(resolved["client_weighting"])
     return resolved
 
 
@@ -187,7 +192,8 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, **hparams
         (attention), granularity ("layer" or "model", attention),
         keep_optimizer_state (default False: optimizer state such as Adam
         moments is reset each round; True keeps its example-weighted mean at
-        the server, see :mod:`tffre.client_work`).
+        the server, see :mod:`tffre.client_work`), client_weighting
+        ("dataset_size", Eq. 6's n_k, by default; "processed" or "uniform").
 
     Returns:
       A :class:`tffre.process.MeasuredLearningProcess` (a
@@ -210,7 +216,8 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, **hparams
     client_work = build_keras_optimizer_client_work(
         tff_model_fn, lambda: local.factory(hp), num_epochs=hp["num_epochs"],
         num_iters=hp["num_iters"], extra_loss=spec.extra_loss,
-        keep_optimizer_state=hp["keep_optimizer_state"])
+        keep_optimizer_state=hp["keep_optimizer_state"],
+        client_weighting=hp["client_weighting"])
     update_type = weights_type.trainable
     factory = server.factory(hp)
     aggregator = factory.create(update_type, tff.TensorType(np.float32))

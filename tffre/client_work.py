@@ -12,9 +12,14 @@ the size of the optimizer state). Proximal optimizers get the round's global
 weights through ``set_anchor``.
 
 The client update follows TFF's convention, ``initial - trained`` trainable
-weights, weighted by the number of examples. An update with a NaN or Inf is
-zeroed, its weight set to 0 and its training metrics dropped, and the round's
-measurements count it in ``num_excluded_clients``: it is never averaged in.
+weights. Its weight is n_k, the client's number of training examples (one pass
+over its dataset), as FLCMC Eq. 6 says; ``client_weighting="processed"`` weighs
+by the examples processed in local training (epochs and the step cap
+included, what TFF's ``ClientWeighting.NUM_EXAMPLES`` counts) and
+``"uniform"`` gives every client 1. An update with a NaN or Inf is zeroed,
+its weight set to 0, its kept optimizer state zeroed and its training
+metrics dropped, and the round's measurements count it in
+``num_excluded_clients``: it is never averaged in.
 """
 
 import collections
@@ -23,7 +28,24 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tffre import runtime
+
+runtime.install_worker_death_signal()
+
 ModelWeights = tff.learning.models.ModelWeights
+
+CLIENT_WEIGHTINGS = ("dataset_size", "processed", "uniform")
+
+
+def check_client_weighting(client_weighting):
+    """Raises ValueError unless ``client_weighting`` is one of :data:`CLIENT_WEIGHTINGS`."""
+    if client_weighting not in CLIENT_WEIGHTINGS:
+        raise ValueError(f"client_weighting must be one of {', '.join(CLIENT_WEIGHTINGS)}, "
+                         f"got {client_weighting!r}")
+
+
+def _batch_size(batch):
+    return tf.cast(tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)
 
 
 def carried_optimizer_variables(optimizer):
@@ -32,7 +54,8 @@ def carried_optimizer_variables(optimizer):
     return [v for v in optimizer.variables if id(v) not in anchors]
 
 
-def build_local_training(model, optimizer, *, num_epochs=1, num_iters=None, extra_loss=None):
+def build_local_training(model, optimizer, *, num_epochs=1, num_iters=None, extra_loss=None,
+                         client_weighting="dataset_size"):
     """Returns a ``tf.function`` (initial_weights, dataset, optimizer_state=None) ->
     (update, weight, metrics, excluded, final_optimizer_state).
 
@@ -50,7 +73,10 @@ def build_local_training(model, optimizer, *, num_epochs=1, num_iters=None, extr
       num_iters: cap on local steps (batches) across all epochs; None = no cap.
       extra_loss: optional callable (model, batch, output, initial_weights)
         -> scalar, added to the model loss (room for FedCMC-style terms).
+      client_weighting: the update weight, one of :data:`CLIENT_WEIGHTINGS`
+        (see the module docstring).
     """
+    check_client_weighting(client_weighting)
     weights = ModelWeights.from_model(model)
     carried = carried_optimizer_variables(optimizer)
 
@@ -85,23 +111,35 @@ def build_local_training(model, optimizer, *, num_epochs=1, num_iters=None, extr
             model.reset_metrics()
         update = tf.nest.map_structure(
             lambda u: tf.where(finite, u, tf.zeros_like(u)), update)
-        weight = tf.where(finite, tf.cast(num_examples, tf.float32), 0.0)
+        if client_weighting == "dataset_size":
+            # n_k of Eq. 6: one pass over the data, whatever the epochs and step cap.
+            n_k = dataset.reduce(tf.constant(0, tf.int64), lambda n, b: n + _batch_size(b))
+        elif client_weighting == "processed":
+            n_k = num_examples
+        else:
+            n_k = tf.constant(1, tf.int64)
+        weight = tf.where(finite, tf.cast(n_k, tf.float32), 0.0)
         excluded = tf.cast(tf.logical_not(finite), tf.int32)
         # Only a kept state travels back; otherwise don't copy the moments out.
-        final_state = [] if optimizer_state is None else [tf.cast(v, tf.float32) for v in carried]
+        # An excluded client's state may be NaN, and 0 * NaN is NaN: zero it.
+        final_state = [] if optimizer_state is None else [
+            tf.where(finite, tf.cast(v, tf.float32), tf.zeros(v.shape, tf.float32))
+            for v in carried]
         return update, weight, model.report_local_unfinalized_metrics(), excluded, final_state
 
     return train
 
 
 def build_keras_optimizer_client_work(model_fn, optimizer_fn, *, num_epochs=1, num_iters=None,
-                                      extra_loss=None, keep_optimizer_state=False):
+                                      extra_loss=None, keep_optimizer_state=False,
+                                      client_weighting="dataset_size"):
     """Builds a ``tff.learning.templates.ClientWorkProcess`` using a Keras optimizer.
 
     Args:
       model_fn: no-arg callable returning a fresh ``tff.learning.models.VariableModel``.
       optimizer_fn: no-arg callable returning a fresh Keras optimizer.
-      num_epochs, num_iters, extra_loss: see :func:`build_local_training`.
+      num_epochs, num_iters, extra_loss, client_weighting: see
+        :func:`build_local_training`.
       keep_optimizer_state: keep the optimizer state across rounds at the
         server (see the module docstring); otherwise it is reset every round.
 
@@ -111,6 +149,7 @@ def build_keras_optimizer_client_work(model_fn, optimizer_fn, *, num_epochs=1, n
       training metrics, including ``loss`` and ``num_examples``) and
       ``num_excluded_clients``.
     """
+    check_client_weighting(client_weighting)
     with tf.Graph().as_default():
         model = model_fn()
         metrics_aggregation_fn = tff.learning.metrics.sum_then_finalize(model.metric_finalizers())
@@ -129,7 +168,8 @@ def build_keras_optimizer_client_work(model_fn, optimizer_fn, *, num_epochs=1, n
         optimizer = optimizer_fn()
         optimizer.build(model.trainable_variables)
         train = build_local_training(model, optimizer, num_epochs=num_epochs,
-                                     num_iters=num_iters, extra_loss=extra_loss)
+                                     num_iters=num_iters, extra_loss=extra_loss,
+                                     client_weighting=client_weighting)
         update, weight, metrics, excluded, final_state = train(initial_weights, dataset,
                                                                optimizer_state)
         result = tff.learning.templates.ClientResult(update=update, update_weight=weight)

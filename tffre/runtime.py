@@ -2,16 +2,29 @@
 
 TFF 0.87's local C++ runtime starts a ``worker_binary`` subprocess on first
 use. It inherits this process's stdout and outlives it, which hangs CI and any
-script that reads our output. Everything that runs federated computations
-(the CLI, the examples, the tests) therefore calls :func:`shutdown_workers`
-when done; :func:`federated_runtime` is a context manager that does it.
+script that reads our output. Three mechanisms stop it:
+
+* importing :mod:`tffre` registers :func:`shutdown_workers` at interpreter exit
+  (plain library use, without :func:`federated_runtime`);
+* :func:`install_worker_death_signal` (applied when tffre first imports TFF)
+  makes the kernel send the worker SIGKILL when its parent dies, so a
+  Python process ended by SIGTERM or SIGKILL, where no exit hook runs, does not
+  leave it behind (Linux ``PR_SET_PDEATHSIG``);
+* :func:`federated_runtime` is a context manager that stops it on exit.
+
+This module imports nothing heavy: ``import tffre`` stays cheap.
 """
 
 import atexit
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
+import subprocess
+import sys
 import time
+import types
 
 _WORKER_NAME = "worker_binary"
 
@@ -84,6 +97,57 @@ def shutdown_workers(timeout=10.0):
     # signals its old pid before restarting, and that must not fail (or hit a
     # reused pid) because we reaped it first.
     return pids
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _death_signal_preexec():
+    """Runs in the forked child before exec: die with SIGKILL when the parent thread dies.
+
+    The death signal survives ``execve``. If the parent is already gone (a race
+    with its death), exit at once rather than run orphaned.
+    """
+    parent = _death_signal_preexec.parent
+    if _death_signal_preexec.libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        return  # no death signal on this kernel: the exit hooks remain
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+class _DeathSignalPopen(subprocess.Popen):
+    """``subprocess.Popen`` whose child gets a parent-death signal (see the module docstring)."""
+
+    def __init__(self, *args, **kwargs):
+        if kwargs.get("preexec_fn") is None:
+            _death_signal_preexec.parent = os.getpid()
+            kwargs["preexec_fn"] = _death_signal_preexec
+        super().__init__(*args, **kwargs)
+
+
+def install_worker_death_signal():
+    """Makes TFF start its ``worker_binary`` with a parent-death signal (Linux only).
+
+    TFF's local executor factory starts the worker with ``subprocess.Popen``;
+    this gives that module a ``subprocess`` whose ``Popen`` sets
+    ``PR_SET_PDEATHSIG``, so the worker is killed by the kernel when the
+    Python process dies, even by SIGKILL. The signal fires when the *thread*
+    that started the worker ends; TFF starts it from its event-loop thread,
+    which lives as long as the execution context. Returns True if installed.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
+    if isinstance(getattr(executor_factory, "subprocess", None), types.SimpleNamespace):
+        return True
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return False
+    _death_signal_preexec.libc = ctypes.CDLL(libc_name, use_errno=True)
+    names = {k: getattr(subprocess, k) for k in dir(subprocess) if not k.startswith("__")}
+    names["Popen"] = _DeathSignalPopen
+    executor_factory.subprocess = types.SimpleNamespace(**names)
+    return True
 
 
 @contextlib.contextmanager

@@ -106,7 +106,7 @@ def test_fedprox_matches_numpy_eq_22(loss):
                 gw, gb = reference.softmax_regression_grads(w, b, x[start:start + 5], y[start:start + 5], NUM_CLASSES)
                 w, b = w - 0.2 * (gw + 0.5 * (w - w0[0])), b - 0.2 * (gb + 0.5 * (b - w0[1]))
         finals.append((w, b))
-        counts.append(3 * len(y))
+        counts.append(len(y))   # Eq. 6: n_k, the client's number of training examples
     want_w = sum(c * f[0] for c, f in zip(counts, finals)) / sum(counts)
     want_b = sum(c * f[1] for c, f in zip(counts, finals)) / sum(counts)
     np.testing.assert_allclose(got[0], want_w, atol=1e-5)
@@ -174,27 +174,119 @@ def test_nan_client_is_excluded_and_reported(name, loss):
     assert out.metrics["client_work"]["train"]["num_examples"] == 14
 
 
+# Hand count for tiny_model (Dense 6->5, Dense 5->3), float32: kernels 30 and 15, biases 5
+# and 3 = 53 numbers = 212 bytes, in 4 tensors.
+TINY_WEIGHT_BYTES, TINY_TENSORS = 212, 4
+
+
 def test_round_metrics_report_time_and_bytes(loss):
     process = build_algorithm("fedpap", tiny_model, loss=loss, input_spec=INPUT_SPEC, mu=0.1,
                               stepsize=2.0)
     out = process.next(process.initialize(), to_datasets(client_arrays([5, 6])))
     rnd = out.metrics["round"]
-    n_params = sum(w.size for w in tiny_model().get_weights())
-    num_layers = len(tiny_model().get_weights())
-    assert rnd["bytes_broadcast"] == 2 * (4 * n_params + 4 * num_layers)     # weights + max distances
-    assert rnd["bytes_uploaded"] == 2 * (4 * n_params + 4 + 2 * 4 * num_layers)  # update, weight, s_k, scores
+    # Down: the weights (212) and the 4 per-layer max distances (16) = 228 per client.
+    assert rnd["bytes_broadcast"] == 2 * 228
+    # Up: the update (212), its weight (4), 4 distances (16) and 4 scores (16) = 248 per client.
+    assert rnd["bytes_uploaded"] == 2 * 248
     assert rnd["wall_seconds"] > 0
     assert out.metrics["client_work"]["train"]["loss"] > 0
     assert process.hparams["mu"] == 0.1 and process.hparams["learning_rate"] == 0.001
+
+
+def test_fedavg_bytes_by_hand():
+    process = build_algorithm("fedavg", lambda: logistic_regression(2, 3),
+                              loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+                              input_spec=(tf.TensorSpec((None, 2), tf.float32),
+                                          tf.TensorSpec((None,), tf.int32)))
+    # Logistic 2 -> 3: kernel 6 + bias 3 = 9 float32 = 36 bytes; up also the 4-byte weight.
+    assert process.broadcast_bytes_per_client == 36
+    assert process.upload_bytes_per_client == 40
 
 
 def test_keep_optimizer_state_option_adds_state_traffic(loss):
     kept = build_algorithm("fedavgs", tiny_model, loss=loss, input_spec=INPUT_SPEC,
                            keep_optimizer_state=True)
     reset = build_algorithm("fedavgs", tiny_model, loss=loss, input_spec=INPUT_SPEC)
-    n_params = sum(w.size for w in tiny_model().get_weights())
-    state_bytes = 4 * (1 + 2 * n_params)   # step count, m and v (float32)
-    assert kept.broadcast_bytes_per_client - reset.broadcast_bytes_per_client == state_bytes
-    assert kept.upload_bytes_per_client - reset.upload_bytes_per_client == state_bytes
+    # The step count (1) and m and v (53 each), sent as float32: 4 * 107 = 428 bytes each way.
+    assert kept.broadcast_bytes_per_client - reset.broadcast_bytes_per_client == 428
+    assert kept.upload_bytes_per_client - reset.upload_bytes_per_client == 428
+    assert reset.broadcast_bytes_per_client == TINY_WEIGHT_BYTES
     out = kept.next(kept.initialize(), to_datasets(client_arrays([5, 9])))
     assert out.metrics["round"]["bytes_uploaded"] == 2 * kept.upload_bytes_per_client
+
+
+def test_fedavg_weighs_clients_by_dataset_size_not_steps(loss):
+    """Eq. 6 under a step cap: one SGD step each, but the mean weighs 4 : 40, not 4 : 4."""
+    arrays = client_arrays([4, 40], seed=8)
+    model_fn = lambda: logistic_regression(NUM_FEATURES, NUM_CLASSES)  # noqa: E731
+    kwargs = dict(loss=loss, input_spec=INPUT_SPEC, learning_rate=0.5, num_epochs=5, num_iters=1)
+    rng = np.random.RandomState(1)
+    w0 = [rng.randn(NUM_FEATURES, NUM_CLASSES).astype(np.float32),
+          rng.randn(NUM_CLASSES).astype(np.float32)]
+    finals = []
+    for x, y in arrays:   # one step on each client's first batch of 4
+        gw, gb = reference.softmax_regression_grads(w0[0].astype(np.float64), w0[1], x[:4], y[:4],
+                                                    NUM_CLASSES)
+        finals.append((w0[0] - 0.5 * gw, w0[1] - 0.5 * gb))
+    for weighting, counts in (("dataset_size", [4, 40]), ("processed", [4, 4])):
+        process = build_algorithm("fedavg", model_fn, client_weighting=weighting, **kwargs)
+        state = set_weights(process, process.initialize(), w0)
+        got = process.get_model_weights(process.next(state, to_datasets(arrays)).state).trainable
+        want_w = sum(c * f[0] for c, f in zip(counts, finals)) / sum(counts)
+        want_b = sum(c * f[1] for c, f in zip(counts, finals)) / sum(counts)
+        np.testing.assert_allclose(got[0], want_w, atol=1e-5)
+        np.testing.assert_allclose(got[1], want_b, atol=1e-5)
+
+
+def poisoned(arrays, which):
+    """Copies of ``arrays`` where the clients in ``which`` have one NaN feature."""
+    out = []
+    for i, (x, y) in enumerate(arrays):
+        if i in which:
+            x = x.copy()
+            x[0, 0] = np.nan
+        out.append((x, y))
+    return out
+
+
+def test_nan_client_does_not_poison_the_kept_optimizer_state(loss):
+    arrays = client_arrays([8, 10, 6], seed=7)
+    process = build_algorithm("fedavgs", tiny_model, loss=loss, input_spec=INPUT_SPEC,
+                              keep_optimizer_state=True, num_epochs=1)
+    w0 = initial_weights()
+    bad = process.next(set_weights(process, process.initialize(), w0),
+                       to_datasets(poisoned(arrays, {1})))
+    clean = process.next(set_weights(process, process.initialize(), w0),
+                         to_datasets([arrays[0], arrays[2]]))
+    assert bad.metrics["client_work"]["num_excluded_clients"] == 1
+    got, want = bad.state.client_work, clean.state.client_work
+    assert len(got) == 1 + 2 * TINY_TENSORS   # step count, m and v per tensor
+    for a, b in zip(got, want):
+        assert np.all(np.isfinite(a))
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    # A second round starts from finite moments and trains.
+    again = process.next(bad.state, to_datasets([arrays[0]]))
+    assert all(np.all(np.isfinite(w)) for w in process.get_model_weights(again.state).trainable)
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedatt"])
+def test_round_with_every_client_excluded_keeps_the_model(name, loss):
+    arrays = client_arrays([8, 10], seed=3)
+    process = build_algorithm(name, tiny_model, loss=loss, input_spec=INPUT_SPEC, num_epochs=1)
+    w0 = initial_weights()
+    out = process.next(set_weights(process, process.initialize(), w0),
+                       to_datasets(poisoned(arrays, {0, 1})))
+    assert out.metrics["client_work"]["num_excluded_clients"] == 2
+    assert out.metrics["client_work"]["train"]["num_examples"] == 0
+    for got, want in zip(process.get_model_weights(out.state).trainable, w0):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_weighted_mean_of_all_zero_weights_is_zero_not_nan():
+    """The aggregator itself, not TFF's finalizer, keeps an empty round NaN-free."""
+    from tffre.aggregators import weighted_mean_factory
+    value_type = tff.TensorType(np.float32, [2])
+    process = weighted_mean_factory().create(value_type, tff.TensorType(np.float32))
+    out = process.next(process.initialize(), [np.array([1.0, 2.0], np.float32)] * 2,
+                       [np.float32(0.0)] * 2)
+    np.testing.assert_array_equal(out.result, [0.0, 0.0])

@@ -51,11 +51,31 @@ def test_client_update_equals_plain_keras_loop(make_opt, num_epochs, num_iters, 
         want = plain_keras_update(make_opt(), initial, ds, loss, num_epochs, num_iters)
         for got, exp in zip(result.update, want):
             np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-6)
-        steps = num_epochs * int(np.ceil(len(y) / 4))
-        steps = steps if num_iters is None else min(steps, num_iters)
-        examples = sum(len(b[1]) for b in list(ds.repeat(num_epochs))[:steps])
-        assert result.update_weight == examples
+        assert result.update_weight == len(y)   # Eq. 6: n_k, the client's dataset size
     assert out.measurements["num_excluded_clients"] == 0
+
+
+@pytest.mark.parametrize("client_weighting", ["dataset_size", "processed", "uniform"])
+def test_client_weighting_options(client_weighting, loss):
+    """Eq. 6's n_k by default; TFF's examples-processed count and uniform as options."""
+    tff_model_fn = keras_model_fn_to_tff(tiny_model, loss=loss, input_spec=INPUT_SPEC)
+    work = build_keras_optimizer_client_work(
+        tff_model_fn, lambda: tf.keras.optimizers.SGD(0.1), num_epochs=10, num_iters=3,
+        client_weighting=client_weighting)
+    weights = tff.learning.models.ModelWeights(trainable=tiny_model().get_weights(),
+                                               non_trainable=[])
+    # Sizes 6 and 30 in batches of 4: 3 capped steps process 4+2+4 = 10 and 4+4+4 = 12.
+    out = work.next(work.initialize(), [weights, weights], to_datasets(client_arrays([6, 30])))
+    want = {"dataset_size": [6, 30], "processed": [10, 12], "uniform": [1, 1]}[client_weighting]
+    assert [float(r.update_weight) for r in out.result] == want
+    assert out.measurements["train"]["num_examples"] == 22
+
+
+def test_unknown_client_weighting(loss):
+    tff_model_fn = keras_model_fn_to_tff(tiny_model, loss=loss, input_spec=INPUT_SPEC)
+    with pytest.raises(ValueError, match="client_weighting must be one of dataset_size"):
+        build_keras_optimizer_client_work(tff_model_fn, lambda: tf.keras.optimizers.SGD(0.1),
+                                          client_weighting="examples")
 
 
 def test_kept_optimizer_state_continues_adam_across_rounds(loss):

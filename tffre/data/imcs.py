@@ -20,6 +20,7 @@ Tasks (``to_examples(dialogues, task)``):
   self-report followed by every turn. ``sentence_id`` is empty.
 """
 
+import collections.abc
 import dataclasses
 import json
 import os
@@ -44,6 +45,8 @@ TASKS = ("symptom", "dialogue-act", "diagnosis")
 RECORD_FIELDS = ("diagnosis", "dialogue")
 TURN_FIELDS = ("sentence_id", "speaker", "sentence", "dialogue_act", "symptom_norm", "symptom_type")
 LABEL_FIELDS = ("diagnosis", "dialogue_act", "symptom_norm", "symptom_type")
+EXPECTED = ("expected IMCS records: a JSON object keyed by example_id, each record an object "
+            "with a 'dialogue' list of turns and a 'diagnosis'")
 
 
 class ImcsFormatError(ValueError):
@@ -98,17 +101,47 @@ def _split_name(path):
     return name
 
 
+def _json_kind(value):
+    """The JSON name of a decoded value's type, for error messages."""
+    for kind, types in (("object", dict), ("array", list), ("string", str), ("boolean", bool),
+                        ("number", (int, float))):
+        if isinstance(value, types):
+            return kind
+    return "null"
+
+
+def _check_record_shape(path, eid, record):
+    """Checks that a record is an object with a ``dialogue`` list: the IMCS shape."""
+    if not isinstance(record, dict):
+        raise ImcsFormatError(path, f"record is a JSON {_json_kind(record)}; {EXPECTED}", eid)
+    if "dialogue" not in record:
+        raise ImcsFormatError(path, f"missing field; {EXPECTED}", eid, field="dialogue")
+    if not isinstance(record["dialogue"], list):
+        kind = _json_kind(record["dialogue"])
+        raise ImcsFormatError(path, f"dialogue must be a list of turns, got a JSON {kind}; "
+                              f"{EXPECTED}", eid, field="dialogue")
+
+
+def _is_unlabeled(record):
+    """True for a record shaped like IMCS test input: sentence turns, no label field anywhere."""
+    turns = record["dialogue"]
+    return (bool(turns) and "diagnosis" not in record
+            and all(isinstance(t, dict) and "sentence" in t for t in turns)
+            and not any(f in t for t in turns for f in LABEL_FIELDS))
+
+
 def _check_labels_present(path, records):
-    """Raises UnlabeledSplitError for a file without labels, like IMCS's test_input.json."""
-    first_id, first = next(iter(records.items()))
-    turns = first.get("dialogue") if isinstance(first, dict) else None
-    turn = turns[0] if isinstance(turns, list) and turns and isinstance(turns[0], dict) else {}
+    """Raises UnlabeledSplitError for a file without labels, like IMCS's test_input.json.
+
+    Runs after the shape check, so other JSON is reported as malformed, not as test input.
+    """
+    with_turns = [(eid, r) for eid, r in records.items() if r["dialogue"]]
     if "test_input" in os.path.basename(path).lower() or (
-            "diagnosis" not in first and not any(f in turn for f in LABEL_FIELDS)):
+            with_turns and all(_is_unlabeled(r) for _, r in with_turns)):
         raise UnlabeledSplitError(
             path, "this file has no labels (diagnosis, dialogue_act, symptom_norm, symptom_type); "
             "it is the IMCS unlabeled test input and cannot be used for training or evaluation",
-            example_id=first_id)
+            example_id=(with_turns or list(records.items()))[0][0])
 
 
 def _validate_turn(path, eid, index, turn):
@@ -118,6 +151,8 @@ def _validate_turn(path, eid, index, turn):
     for field in TURN_FIELDS:
         if field not in turn:
             raise ImcsFormatError(path, "missing field", eid, sid, field)
+    if not isinstance(turn["sentence"], str):
+        raise ImcsFormatError(path, "sentence must be a string", eid, sid, "sentence")
     if turn["speaker"] not in SPEAKERS:
         raise ImcsFormatError(path, f"speaker {turn['speaker']!r} is not one of {SPEAKERS}",
                               eid, sid, "speaker")
@@ -146,9 +181,9 @@ def load_split_file(path):
       many records had no turns (skipped).
 
     Raises:
-      ImcsFormatError: invalid JSON, a missing field, unaligned symptom lists,
-        a symptom_type outside 0/1/2 (the message names file, example_id,
-        sentence_id and field).
+      ImcsFormatError: invalid JSON, JSON that is not IMCS records, a missing
+        field, unaligned symptom lists, a symptom_type outside 0/1/2 (the
+        message names file, example_id, sentence_id and field).
       UnlabeledSplitError: a file without labels (``test_input.json``).
     """
     try:
@@ -157,14 +192,16 @@ def load_split_file(path):
     except json.JSONDecodeError as err:
         raise ImcsFormatError(path, f"invalid JSON at line {err.lineno} column {err.colno}: "
                               f"{err.msg}") from err
-    if not isinstance(records, dict) or not records:
-        raise ImcsFormatError(path, "expected a non-empty JSON object keyed by example_id")
+    if not isinstance(records, dict):
+        raise ImcsFormatError(path, f"the top level is a JSON {_json_kind(records)}; {EXPECTED}")
+    if not records:
+        raise ImcsFormatError(path, f"no records; {EXPECTED}")
+    for eid, record in records.items():
+        _check_record_shape(path, eid, record)
     _check_labels_present(path, records)
     split = _split_name(path)
     dialogues, skipped = [], 0
     for eid, record in records.items():
-        if not isinstance(record, dict):
-            raise ImcsFormatError(path, "record is not an object", eid)
         for field in RECORD_FIELDS:
             if field not in record:
                 raise ImcsFormatError(path, "missing field", eid, field=field)
@@ -172,9 +209,11 @@ def load_split_file(path):
         if report is None:
             raise ImcsFormatError(path, "missing field (also looked for 'self-report')", eid,
                                   field="self_report")
+        for field, value in (("diagnosis", record["diagnosis"]), ("self_report", report)):
+            if not isinstance(value, str):
+                raise ImcsFormatError(path, f"{field} must be a string, got a JSON "
+                                      f"{_json_kind(value)}", eid, field=field)
         turns = record["dialogue"]
-        if not isinstance(turns, list):
-            raise ImcsFormatError(path, "dialogue must be a list of turns", eid, field="dialogue")
         if not turns:
             skipped += 1
             continue
@@ -222,32 +261,61 @@ def load_imcs(path, verbose=True):
     return out
 
 
+def _dialogue_list(dialogues):
+    """Flattens ``dialogues`` (a list of Dialogue, or load_imcs's {split: [Dialogue]})."""
+    usage = "pass a list of Dialogue or the {split: [Dialogue]} mapping returned by load_imcs"
+    if isinstance(dialogues, collections.abc.Mapping):
+        items = []
+        for split, group in dialogues.items():
+            if not isinstance(group, (list, tuple)):
+                raise TypeError(f"to_examples got split {split!r} as a {type(group).__name__}; "
+                                f"{usage}")
+            items.extend(group)
+    elif isinstance(dialogues, (str, bytes, Dialogue)) or not isinstance(
+            dialogues, collections.abc.Iterable):
+        raise TypeError(f"to_examples got a {type(dialogues).__name__}; {usage}")
+    else:
+        items = list(dialogues)
+    bad = next((d for d in items if not isinstance(d, Dialogue)), None)
+    if bad is not None:
+        raise TypeError(f"to_examples got a {type(bad).__name__} where a Dialogue was expected; "
+                        f"{usage}")
+    return items
+
+
 def to_examples(dialogues, task):
-    """Builds a task's examples as a DataFrame: example_id, sentence_id, speaker, text, label.
+    """A task's examples as a DataFrame: example_id, split, sentence_id, speaker, text, label.
 
     Args:
-      dialogues: a list of :class:`Dialogue` (one split).
+      dialogues: a list of :class:`Dialogue`, or the {split: [Dialogue]}
+        mapping from :func:`load_imcs` (its splits in order).
       task: "symptom", "dialogue-act" or "diagnosis" (see the module docstring).
 
     Returns:
-      A pandas DataFrame. Labels are ints: 0/1 (symptom), the index in
-      :data:`DIALOGUE_ACTS` (dialogue-act) or in :data:`DIAGNOSES` (diagnosis).
+      A pandas DataFrame; ``split`` is each Dialogue's split. Labels are ints:
+      0/1 (symptom), the index in :data:`DIALOGUE_ACTS` (dialogue-act) or in
+      :data:`DIAGNOSES` (diagnosis).
+
+    Raises:
+      TypeError: ``dialogues`` is neither of the above.
     """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; valid: {', '.join(TASKS)}")
     rows = []
-    for d in dialogues:
+    for d in _dialogue_list(dialogues):
         if task == "diagnosis":
             if d.diagnosis not in DIAGNOSES:
                 raise ImcsFormatError(d.source, f"unknown diagnosis {d.diagnosis!r}",
                                       d.example_id, field="diagnosis")
             text = "。".join([d.self_report] + [t["sentence"] for t in d.turns])
-            rows.append((d.example_id, "", "", text, DIAGNOSES.index(d.diagnosis)))
+            rows.append((d.example_id, d.split, "", "", text, DIAGNOSES.index(d.diagnosis)))
             continue
         for t in d.turns:
             label = symptom_label(t) if task == "symptom" else DIALOGUE_ACTS.index(t["dialogue_act"])
-            rows.append((d.example_id, str(t["sentence_id"]), t["speaker"], t["sentence"], label))
-    return pd.DataFrame(rows, columns=["example_id", "sentence_id", "speaker", "text", "label"])
+            rows.append((d.example_id, d.split, str(t["sentence_id"]), t["speaker"], t["sentence"],
+                         label))
+    return pd.DataFrame(rows, columns=["example_id", "split", "sentence_id", "speaker", "text",
+                                       "label"])
 
 
 def num_classes(task):

@@ -24,7 +24,7 @@ def diagnosis_vocabulary(dialogues):
 
 def build_imcs_federated(splits, task, *, segmenter, vocab, max_len=32,
                          partition="diagnosis-dirichlet", num_clients=10, alpha=0.5, seed=0,
-                         eval_split="test"):
+                         eval_split="test", dev_split="dev"):
     """Builds the federated IMCS dataset for ``task``.
 
     Args:
@@ -35,20 +35,31 @@ def build_imcs_federated(splits, task, *, segmenter, vocab, max_len=32,
       vocab: a :class:`tffre.text.Vocabulary` (from public vectors).
       max_len: tokens per example (truncated / padded, 0 = padding).
       partition, num_clients, alpha, seed: see :mod:`tffre.data.partition`.
-      eval_split: the split that becomes each client's test data.
+      eval_split: the split that becomes each client's "test" data.
+      dev_split: the split that becomes each client's "dev" data (for model
+        selection), when ``splits`` has it (non-empty) and it is neither
+        "train" nor ``eval_split``; None never adds a dev role.
 
     Returns:
       (FederatedData, stats): stats is a DataFrame with one row per client and
-      split: dialogues, examples and the count of each label.
+      role ("train", "test", and "dev" when present): dialogues, examples and
+      the count of each label. A client without examples of a role gets empty
+      int32 arrays x [0, max_len], y [0].
     """
     for needed in ("train", eval_split):
         if needed not in splits or not splits[needed]:
             raise ValueError(f"IMCS data has no {needed!r} split (found: {sorted(splits)})")
-    diagnoses = diagnosis_vocabulary(splits["train"] + splits[eval_split])
+    roles = [("train", "train"), ("test", eval_split)]
+    if dev_split is not None and dev_split not in ("train", eval_split) and splits.get(dev_split):
+        roles.append(("dev", dev_split))
+    # Every split's diagnoses, so the partitioner knows all of them; IMCS's splits share the
+    # same 10, so adding dev does not change the Dirichlet columns (and the train/test split).
+    diagnoses = diagnosis_vocabulary([d for _, split in roles for d in splits[split]])
     partitioner = DialoguePartitioner(partition, num_clients, diagnoses, alpha=alpha, seed=seed)
     arrays, ids, stats = {}, {}, []
     names = imcs.label_names(task)
-    for split_seed, (role, split) in enumerate((("train", "train"), ("test", eval_split))):
+    # split_seed = position in roles (train 0, test 1, dev 2), so each split is drawn separately.
+    for split_seed, (role, split) in enumerate(roles):
         dialogues = splits[split]
         owner = partitioner.assign([d.diagnosis for d in dialogues], split_seed=split_seed,
                                    min_per_client=1 if role == "train" else 0)

@@ -2,10 +2,13 @@
 
 Methods:
 * ``diagnosis-dirichlet`` (alpha): each client c draws a disease mix
-  q_c ~ Dirichlet(alpha * 1); a dialogue of disease d goes to client c with
+  q_c ~ Dirichlet(alpha * 1) (``mix = RandomState(seed).dirichlet(alpha * 1_D, C)``,
+  one row per client); a dialogue of disease d goes to client c with
   probability q_c[d] / sum_c' q_c'[d]. Small alpha = strong skew between
   "departments"; large alpha approaches IID.
-* ``iid``: dialogues are shuffled and dealt round-robin.
+* ``iid``: dialogues are shuffled with ``RandomState([seed, split_seed + 1])
+  .permutation(n)`` and dealt round-robin: the k-th dialogue of the
+  permutation goes to client k mod C.
 * ``by-diagnosis``: whole diseases per client (disease i -> client i mod C),
   so at most as many clients as diseases.
 

@@ -1,7 +1,7 @@
 """The IMCS-V2 loader, its validation errors and the task label rules."""
 
-import copy
 import json
+import os
 
 import pytest
 
@@ -83,6 +83,36 @@ def test_malformed_input_names_file_record_sentence_and_field(tmp_path, records,
         imcs.load_imcs(path, verbose=False)
 
 
+@pytest.mark.parametrize("records,message", [
+    ({"a": 1}, r"example_id=a: record is a JSON number; expected IMCS records"),
+    ({"a": {"b": 1}}, r"example_id=a, field=dialogue: missing field; expected IMCS records"),
+    ({"a": {"dialogue": "你好", "diagnosis": "小儿发热"}},
+     r"example_id=a, field=dialogue: dialogue must be a list of turns, got a JSON string"),
+    ({"a": {"dialogue": "你好"}}, r"example_id=a, field=dialogue: dialogue must be a list"),
+    ({"1": record(), "b": ["x"]}, r"example_id=b: record is a JSON array; expected IMCS records"),
+    ([record()], r"the top level is a JSON array; expected IMCS records"),
+    ({}, r"no records; expected IMCS records"),
+])
+def test_non_imcs_json_is_malformed_not_unlabeled(tmp_path, records, message):
+    path = write(tmp_path, "IMCS-V2_train.json", records)
+    with pytest.raises(imcs.ImcsFormatError, match=r"^IMCS-V2_train.json(, |: )" + message) as err:
+        imcs.load_imcs(path, verbose=False)
+    assert not isinstance(err.value, imcs.UnlabeledSplitError)
+    # The message says what an IMCS file holds.
+    text = str(err.value)
+    if "expected IMCS records" in text:
+        assert "keyed by example_id" in text and "'dialogue' list of turns" in text
+        assert "'diagnosis'" in text
+
+
+def test_turns_without_labels_are_the_unlabeled_input_whatever_the_file_name(tmp_path):
+    path = write(tmp_path, "IMCS-V2_test.json", {"7": {"self_report": "x", "dialogue": [
+        {"sentence_id": "1", "speaker": "医生", "sentence": "你好"}]}})
+    with pytest.raises(imcs.UnlabeledSplitError,
+                       match=r"IMCS-V2_test.json, example_id=7: .*no labels"):
+        imcs.load_imcs(path, verbose=False)
+
+
 def test_invalid_json_names_the_file_and_position(tmp_path):
     path = tmp_path / "IMCS-V2_train.json"
     path.write_text('{"1": {"diagnosis": "x",,}}', encoding="utf-8")
@@ -120,7 +150,8 @@ def test_to_examples_for_each_task(tmp_path):
                                  turn(3, "医生", "考虑是小儿腹泻", "Diagnose", [], [])])
     dialogues = imcs.load_imcs(write(tmp_path, "IMCS-V2_train.json", {"9": rec}), verbose=False)["train"]
     sx = imcs.to_examples(dialogues, "symptom")
-    assert list(sx.columns) == ["example_id", "sentence_id", "speaker", "text", "label"]
+    assert list(sx.columns) == ["example_id", "split", "sentence_id", "speaker", "text", "label"]
+    assert sx["split"].tolist() == ["train"] * 3
     assert sx["label"].tolist() == [1, 0, 0]
     assert sx["sentence_id"].tolist() == ["1", "2", "3"]
     acts = imcs.to_examples(dialogues, "dialogue-act")["label"].tolist()
@@ -131,6 +162,51 @@ def test_to_examples_for_each_task(tmp_path):
     assert dx["text"][0].startswith("宝宝发烧两天了。拉肚子吗？")
     with pytest.raises(ValueError, match="unknown task 'ner'"):
         imcs.to_examples(dialogues, "ner")
+
+
+def raw_sample():
+    """The embedded sample's split files, read with json alone: {split: {example_id: record}}."""
+    out = {}
+    for split in ("train", "dev", "test"):
+        with open(os.path.join(imcs_sample(), f"IMCS-V2_{split}.json"), encoding="utf-8") as f:
+            out[split] = json.load(f)
+    return out
+
+
+@pytest.mark.parametrize("task", ["symptom", "diagnosis"])
+def test_to_examples_takes_load_imcs_mapping_and_records_the_split(task):
+    raw = raw_sample()
+    examples = imcs.to_examples(imcs.load_imcs(imcs_sample(), verbose=False), task)
+    assert list(examples.columns) == ["example_id", "split", "sentence_id", "speaker", "text",
+                                      "label"]
+    total = 0
+    for split, records in raw.items():
+        rows = examples[examples["split"] == split]
+        per_dialogue = {eid: len(r["dialogue"]) if task == "symptom" else 1
+                        for eid, r in records.items() if r["dialogue"]}
+        assert rows["example_id"].value_counts().to_dict() == per_dialogue
+        total += sum(per_dialogue.values())
+        if task == "symptom":
+            assert rows["text"].tolist() == [t["sentence"] for r in records.values()
+                                             for t in r["dialogue"]]
+            # Hand rule: a "1" anywhere in symptom_type wins the 1 > 0 > 2 resolution.
+            assert rows["label"].tolist() == [int("1" in map(str, t["symptom_type"]))
+                                              for r in records.values() for t in r["dialogue"]]
+        else:
+            assert rows["label"].tolist() == [imcs.DIAGNOSES.index(r["diagnosis"])
+                                              for r in records.values() if r["dialogue"]]
+    assert len(examples) == total
+
+
+def test_to_examples_refuses_other_inputs_saying_what_to_pass(tmp_path):
+    path = write(tmp_path, "IMCS-V2_train.json", {"9": record()})
+    dialogues = imcs.load_imcs(path, verbose=False)
+    usage = r"pass a list of Dialogue or the \{split: \[Dialogue\]\} mapping returned by load_imcs"
+    for bad in ("IMCS-V2_train.json", ["a", "b"], [{"dialogue": []}], dialogues["train"][0], 3,
+                {"train": "x"}):
+        with pytest.raises(TypeError, match=usage):
+            imcs.to_examples(bad, "symptom")
+    assert len(imcs.to_examples(tuple(dialogues["train"]), "symptom")) == 2
 
 
 def test_embedded_sample_has_the_schema_and_all_acts():

@@ -1,4 +1,4 @@
-"""Dialogue-level federated splits: no dialogue spans two clients, and seeds reproduce."""
+"""Dialogue-level federated splits: each method follows its documented rule, and seeds reproduce."""
 
 import numpy as np
 import pytest
@@ -14,12 +14,58 @@ def diagnoses(n=300, seed=0):
 
 
 @pytest.mark.parametrize("method", ["diagnosis-dirichlet", "iid", "by-diagnosis"])
-def test_seed_reproduces_and_every_dialogue_has_one_client(method):
+def test_same_seed_reproduces(method):
     dx = diagnoses()
     a = DialoguePartitioner(method, 5, DISEASES, alpha=0.5, seed=3).assign(dx)
     b = DialoguePartitioner(method, 5, DISEASES, alpha=0.5, seed=3).assign(dx)
     np.testing.assert_array_equal(a, b)
-    assert a.shape == (len(dx),) and a.min() >= 0 and a.max() < 5
+
+
+@pytest.mark.parametrize("n,num_clients,split_seed", [(300, 7, 0), (23, 5, 1), (40, 8, 2)])
+def test_iid_deals_the_seeds_permutation_round_robin(n, num_clients, split_seed):
+    dx = diagnoses(n)
+    clients = DialoguePartitioner("iid", num_clients, DISEASES, seed=3).assign(
+        dx, split_seed=split_seed)
+    counts = np.bincount(clients, minlength=num_clients)
+    assert set(counts.tolist()) <= {n // num_clients, n // num_clients + 1}
+    assert counts.sum() == n
+    # The documented rule: the k-th dialogue of RandomState([seed, split_seed + 1]).permutation(n)
+    # goes to client k mod C.
+    perm = np.random.RandomState([3, split_seed + 1]).permutation(n)
+    for c in range(num_clients):
+        assert set(np.flatnonzero(clients == c)) == set(perm[c::num_clients])
+
+
+@pytest.mark.parametrize("num_clients", [3, 4, 10])
+def test_by_diagnosis_sends_disease_i_to_client_i_mod_c(num_clients):
+    dx = diagnoses()
+    clients = DialoguePartitioner("by-diagnosis", num_clients, DISEASES, seed=3).assign(dx)
+    expected = [int(name[1:]) % num_clients for name in dx]  # "d7" is disease 7
+    assert clients.tolist() == expected
+
+
+def test_dirichlet_mix_is_the_documented_draw():
+    part = DialoguePartitioner("diagnosis-dirichlet", 6, DISEASES, alpha=0.7, seed=11)
+    expected = np.random.RandomState(11).dirichlet(np.full(len(DISEASES), 0.7), 6)
+    np.testing.assert_array_equal(part.mix, expected)
+
+
+def test_dirichlet_client_frequencies_match_the_mix_columns():
+    num_clients, per_disease = 5, 3000
+    dx = [d for d in DISEASES for _ in range(per_disease)]
+    part = DialoguePartitioner("diagnosis-dirichlet", num_clients, DISEASES, alpha=0.5, seed=3)
+    clients = part.assign(dx, split_seed=0)
+    q = part.mix
+    for i, disease in enumerate(DISEASES):
+        p = q[:, i] / q[:, i].sum()  # P(client c | disease d)
+        owners = clients[[k for k, d in enumerate(dx) if d == disease]]
+        freq = np.bincount(owners, minlength=num_clients) / per_disease
+        # Each frequency is a binomial proportion: within 5 standard errors (+1 count of slack).
+        tol = 5 * np.sqrt(p * (1 - p) / per_disease) + 1 / per_disease
+        np.testing.assert_array_less(np.abs(freq - p), tol, err_msg=disease)
+    # The check can tell the mix from a uniform assignment: some column is far from 1/C.
+    columns = q / q.sum(axis=0, keepdims=True)
+    assert np.abs(columns - 1 / num_clients).max() > 0.2
 
 
 def test_different_seed_differs():

@@ -1,50 +1,125 @@
-"""Accuracy and loss curves against round, one line per algorithm (like FLCMC Figs. 14-21)."""
+"""Curves against round (like FLCMC Figs. 14-21) and the federated split (Figs. 5-6).
+
+Safe to use from a library or a notebook: each function builds its own
+``matplotlib.figure.Figure``, draws it with the Agg canvas and writes a PNG.
+This module never imports ``matplotlib.pyplot`` and never changes the
+backend. Both functions return the Figure (already written to ``path``);
+``fig.savefig`` writes it again elsewhere, and a notebook shows it inline.
+"""
+
+import math
 
 import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import LinearSegmentedColormap
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+# Curves with more points than this are drawn as lines only: markers would
+# merge into a thick band, and the line shows every point anyway.
+_MAX_MARKED_POINTS = 40
+# Legend rows per column, beyond which the legend grows another column
+# instead of running off the bottom of the figure.
+_LEGEND_ROWS = 20
+
+
+def _distinct_colors(n):
+    """Returns ``n`` pairwise distinct RGBA colours, qualitative while that is possible.
+
+    tab10 for up to 10, tab20 for up to 20 (the default colour cycle repeats
+    after 10), then ``n`` points of a smoothly interpolated turbo map.
+    """
+    if n <= 10:
+        return [matplotlib.colormaps["tab10"](i) for i in range(n)]
+    if n <= 20:
+        return [matplotlib.colormaps["tab20"](i) for i in range(n)]
+    # Interpolated (not the 256-entry lookup table) so any n gives n colours.
+    turbo = LinearSegmentedColormap.from_list("turbo_smooth", matplotlib.colormaps["turbo"].colors)
+    return [turbo(x) for x in np.linspace(0.0, 1.0, n)]
+
+
+def _new_figure(ncols, figsize):
+    fig = Figure(figsize=figsize, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(1, ncols)
 
 
 def _save(fig, path, title):
-    """Titles, lays out, writes and closes a figure; returns the path."""
+    """Titles and writes a figure; returns it."""
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    # bbox_inches="tight": nothing drawn outside the axes (legends) is cut off.
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    return fig
 
 
-def plot_curves(metrics, path, title=None):
-    """Writes a PNG with test accuracy and train loss against round.
+def _finite(rows, column):
+    """``rows``' rounds and ``column`` values where the value is a finite number."""
+    if column not in rows:
+        return rows["round"].iloc[:0], rows["round"].iloc[:0]
+    values = pd.to_numeric(rows[column], errors="coerce")
+    keep = np.isfinite(values.to_numpy(dtype=float))
+    return rows["round"][keep], values[keep]
+
+
+def plot_curves(metrics, path, title=None, reference=None):
+    """Writes a PNG with test accuracy and train loss against round; returns the Figure.
 
     Args:
       metrics: a pandas DataFrame with columns algorithm, round, test_accuracy,
-        train_loss (rows without evaluation are skipped).
+        train_loss. Points whose value is missing, NaN or infinite (rounds
+        without evaluation, or where every client was excluded) are skipped.
       path: the PNG path.
       title: optional figure title.
+      reference: optional paper values, ``{algorithm: {"test_accuracy": value
+        or None, "train_loss": value or None}}``, drawn as dashed horizontal
+        lines in the algorithm's colour, labelled "<algorithm> (paper)".
+
+    Returns:
+      The ``matplotlib.figure.Figure``; its axes are [accuracy, loss].
     """
-    evaluated = metrics.dropna(subset=["test_accuracy"])
-    fig, (ax_acc, ax_loss) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, rows in evaluated.groupby("algorithm", sort=False):
-        ax_acc.plot(rows["round"], rows["test_accuracy"], label=name)
-        ax_loss.plot(rows["round"], rows["train_loss"], label=name)
-    ax_acc.set(xlabel="round", ylabel="test accuracy", title="Acc")
-    ax_loss.set(xlabel="round", ylabel="train loss", title="loss")
-    for ax in (ax_acc, ax_loss):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    reference = reference or {}
+    names = list(dict.fromkeys(metrics["algorithm"]))
+    names += [n for n in reference if n not in names]
+    colors = dict(zip(names, _distinct_colors(len(names))))
+    fig, (ax_acc, ax_loss) = _new_figure(2, (11, 4))
+    panels = ((ax_acc, "test_accuracy", "test accuracy", "Acc"),
+              (ax_loss, "train_loss", "train loss", "loss"))
+    rounds = pd.to_numeric(metrics["round"], errors="coerce").dropna()
+    for ax, column, ylabel, short in panels:
+        for name, rows in metrics.groupby("algorithm", sort=False):
+            x, y = _finite(rows, column)
+            if len(x):
+                ax.plot(x, y, label=name, color=colors[name],
+                        marker="o" if len(x) <= _MAX_MARKED_POINTS else None, markersize=4)
+        for name, values in reference.items():
+            value = (values or {}).get(column)
+            if value is not None and np.isfinite(value):
+                ax.axhline(value, linestyle="--", linewidth=1, color=colors[name],
+                           label=f"{name} (paper)")
+        ax.set(xlabel="round", ylabel=ylabel, title=short)
+        # min_n_ticks=1: with the default 2, a 1-round run (one integer in
+        # view) falls back to fractional ticks.
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1, steps=[1, 2, 5, 10]))
+        if len(rounds):
+            # Padding keeps a lone round (or the first and last) off the frame.
+            lo, hi = float(rounds.min()), float(rounds.max())
+            pad = max(0.5, 0.03 * (hi - lo))
+            ax.set_xlim(lo - pad, hi + pad)
         ax.grid(alpha=0.3)
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     return _save(fig, path, title)
 
 
 def plot_partition(stats, path, label_columns, title=None, legend_names=None):
-    """Writes a PNG of the federated split, like FLCMC Figures 5 and 6.
+    """Writes a PNG of the federated split, like FLCMC Figures 5 and 6; returns the Figure.
 
     Left: training examples per client; right: each client's training label
-    mix as stacked bars.
+    mix as stacked bars, one distinct colour per label, with the legend to
+    the right of the axes (in as many columns as the labels need).
 
     Args:
       stats: DataFrame with columns client, split, examples and one column per label.
@@ -52,19 +127,30 @@ def plot_partition(stats, path, label_columns, title=None, legend_names=None):
       label_columns: the label column names, in label order.
       title: optional figure title.
       legend_names: names to show in the legend instead of the column names.
+
+    Returns:
+      The ``matplotlib.figure.Figure``; its axes are [examples per client,
+      label mix per client].
     """
     train = stats[stats["split"] == "train"]
-    fig, (ax_size, ax_mix) = plt.subplots(1, 2, figsize=(12, 4))
-    ax_size.bar(train["client"], train["examples"], color="tab:blue")
+    shown = list(legend_names or label_columns)
+    ncol = max(1, math.ceil(len(label_columns) / _LEGEND_ROWS))
+    # Each legend column takes width from the axes; widen the figure to match.
+    fig, (ax_size, ax_mix) = _new_figure(2, (12 + 1.8 * ncol, 4.5))
+    clients = train["client"].astype(str)
+    ax_size.bar(clients, train["examples"], color="tab:blue")
     ax_size.set(xlabel="client", ylabel="training examples", title="examples per client")
-    bottom = None
-    for column, shown in zip(label_columns, legend_names or label_columns):
-        values = train[column].to_numpy()
-        ax_mix.bar(train["client"], values, bottom=bottom, label=shown)
-        bottom = values if bottom is None else bottom + values
+    bottom = np.zeros(len(train))
+    for column, name, color in zip(label_columns, shown, _distinct_colors(len(label_columns))):
+        values = train[column].to_numpy(dtype=float)
+        ax_mix.bar(clients, values, bottom=bottom, label=name, color=color)
+        bottom = bottom + values
     ax_mix.set(xlabel="client", ylabel="training examples", title="label mix per client")
-    if len(label_columns) <= 16:
-        ax_mix.legend(fontsize=7, ncol=2)
+    if len(label_columns):
+        # Reversed, so the legend reads top to bottom like the stacks.
+        handles, labels = ax_mix.get_legend_handles_labels()
+        ax_mix.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                      borderaxespad=0.0, fontsize=7, ncol=ncol)
     for ax in (ax_size, ax_mix):
         ax.tick_params(axis="x", labelrotation=90, labelsize=7)
     return _save(fig, path, title)

@@ -7,6 +7,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest  # noqa: E402
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: a slow test (run by default; deselect with -m 'not slow')")
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Stops the TFF worker_binary processes and fails the run if any survive."""
     from tffre import runtime

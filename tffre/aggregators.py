@@ -33,7 +33,7 @@ from tffre import runtime
 
 runtime.install_worker_death_signal()
 
-GRANULARITIES = ("layer", "model")
+from tffre.registry import GRANULARITIES
 
 
 def _check_granularity(granularity):

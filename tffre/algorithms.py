@@ -1,4 +1,4 @@
-"""The algorithm registry and :func:`build_algorithm`.
+""":func:`build_algorithm`: a registry row (:mod:`tffre.registry`) as a TFF learning process.
 
 Every algorithm is one row: a local optimizer, an optional extra client loss
 and a server aggregator (FLCMC Tables 5 and 6). :func:`build_algorithm`
@@ -6,145 +6,16 @@ composes the row into a TFF ``LearningProcess`` (distributor, client work,
 aggregator, finalizer) with ``tff.learning.templates.compose_learning_process``.
 """
 
-import dataclasses
-
-from typing import Callable, Optional
-
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-import optimizers as tffre_optimizers
 from tffre import aggregators
-from tffre.client_work import build_keras_optimizer_client_work, check_client_weighting
+from tffre.client_work import build_keras_optimizer_client_work
 from tffre.process import MeasuredLearningProcess
-
-
-@dataclasses.dataclass(frozen=True)
-class LocalOptimizer:
-    """How a client optimizes: a Keras optimizer factory and the hyperparameters it reads."""
-    description: str
-    factory: Callable[..., tf.keras.optimizers.Optimizer]
-    hparams: tuple
-    default_learning_rate: float
-
-
-@dataclasses.dataclass(frozen=True)
-class ServerAggregator:
-    """How the server combines client deltas, and the server step it takes (Eq. 6 or Eq. 14)."""
-    description: str
-    factory: Callable[..., tff.aggregators.WeightedAggregationFactory]
-    server_learning_rate: Callable[[dict], float]
-    hparams: tuple
-
-
-@dataclasses.dataclass(frozen=True)
-class AlgorithmSpec:
-    """One registry row."""
-    name: str
-    local_optimizer: str
-    aggregator: str
-    extra_loss: Optional[Callable] = None
-
-
-LOCAL_OPTIMIZERS = {
-    "sgd": LocalOptimizer(
-        "SGD", lambda hp: tf.keras.optimizers.SGD(hp["learning_rate"], jit_compile=False),
-        ("learning_rate",), 0.01),
-    "pgd": LocalOptimizer(
-        "PGD (SGD on Eq. 22)",
-        lambda hp: tffre_optimizers.PGD(hp["learning_rate"], mu=hp["mu"], jit_compile=False),
-        ("learning_rate", "mu"), 0.01),
-    "self_adam": LocalOptimizer(
-        "Self-Adam (Eq. 15-20)",
-        lambda hp: tffre_optimizers.SelfAdam(hp["learning_rate"], jit_compile=False),
-        ("learning_rate",), 0.001),
-    "tf_adam": LocalOptimizer(
-        "tf.keras Adam",
-        lambda hp: tf.keras.optimizers.Adam(hp["learning_rate"], jit_compile=False),
-        ("learning_rate",), 0.001),
-    "padam": LocalOptimizer(
-        "PAdam (Eq. 21-27)",
-        lambda hp: tffre_optimizers.PAdam(hp["learning_rate"], mu=hp["mu"], jit_compile=False),
-        ("learning_rate", "mu"), 0.001),
-}
-
-SERVER_AGGREGATORS = {
-    "mean": ServerAggregator(
-        "weighted mean (Eq. 6)", lambda hp: aggregators.weighted_mean_factory(),
-        lambda hp: 1.0, ()),
-    "attention": ServerAggregator(
-        "attention step (Eq. 11-14)",
-        lambda hp: aggregators.AttentionFactory(hp["granularity"]),
-        lambda hp: hp["stepsize"], ("stepsize", "granularity")),
-}
-
-ALGORITHMS = {spec.name.lower(): spec for spec in (
-    AlgorithmSpec("FedAvg", "sgd", "mean"),
-    AlgorithmSpec("FedProx", "pgd", "mean"),
-    AlgorithmSpec("FedAtt", "sgd", "attention"),
-    AlgorithmSpec("FedPA", "pgd", "attention"),
-    AlgorithmSpec("FedAvgS", "self_adam", "mean"),
-    AlgorithmSpec("FedAvgT", "tf_adam", "mean"),
-    AlgorithmSpec("FedProxP", "padam", "mean"),
-    AlgorithmSpec("FedAttS", "self_adam", "attention"),
-    AlgorithmSpec("FedPAP", "padam", "attention"),
-)}
-
-# Defaults from FLCMC Table 7; learning_rate defaults per optimizer (0.01 SGD, 0.001 Adam).
-# client_weighting "dataset_size" is Eq. 6's n_k (see tffre.client_work).
-DEFAULT_HPARAMS = {"num_epochs": 10, "num_iters": 20, "mu": 1.0, "stepsize": 1.2,
-                   "granularity": "layer", "keep_optimizer_state": False,
-                   "client_weighting": "dataset_size"}
-COMMON_HPARAMS = ("learning_rate", "num_epochs", "num_iters", "keep_optimizer_state",
-                  "client_weighting")
-
-
-def get_spec(name):
-    """Returns the registry row for ``name`` (case-insensitive) or raises listing the valid names."""
-    key = str(name).lower()
-    if key not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {name!r}; valid: {', '.join(valid_algorithm_names())}")
-    return ALGORITHMS[key]
-
-
-def valid_algorithm_names():
-    """The registry's algorithm names, in Table 5/6 order."""
-    return [spec.name for spec in ALGORITHMS.values()]
-
-
-def valid_hparams(name):
-    """The hyperparameter names ``name`` accepts."""
-    spec = get_spec(name)
-    names = COMMON_HPARAMS + LOCAL_OPTIMIZERS[spec.local_optimizer].hparams \
-        + SERVER_AGGREGATORS[spec.aggregator].hparams
-    return tuple(dict.fromkeys(names))
-
-
-def resolve_hparams(name, **hparams):
-    """Fills defaults and validates ``hparams`` for algorithm ``name``.
-
-    Raises ValueError naming the unknown hyperparameters and the valid ones.
-    """
-    spec = get_spec(name)
-    valid = valid_hparams(name)
-    unknown = sorted(set(hparams) - set(valid))
-    if unknown:
-        raise ValueError(f"{spec.name} does not take hyperparameter(s) {', '.join(unknown)}; "
-                         f"valid: {', '.join(valid)}")
-    resolved = {k: DEFAULT_HPARAMS[k] for k in valid if k in DEFAULT_HPARAMS}
-    resolved["learning_rate"] = LOCAL_OPTIMIZERS[spec.local_optimizer].default_learning_rate
-    resolved.update({k: v for k, v in hparams.items() if v is not None or k == "num_iters"})
-    for key in ("learning_rate", "mu", "stepsize"):
-        if key in resolved and not 0 <= resolved[key] < float("inf"):
-            raise ValueError(f"{spec.name}: {key} must be a finite number >= 0, "
-                             f"got {resolved[key]}")
-    if resolved["num_epochs"] < 1:
-        raise ValueError(f"{spec.name}: num_epochs must be >= 1, got {resolved['num_epochs']}")
-    if resolved["num_iters"] is not None and resolved["num_iters"] < 1:
-        raise ValueError(f"{spec.name}: num_iters must be >= 1 or None, got {resolved['num_iters']}")
-    check_client_weighting(resolved["client_weighting"])
-    return resolved
+from tffre.registry import (  # noqa: F401  (re-exported: the registry's public API)
+    ALGORITHMS, COMMON_HPARAMS, DEFAULT_HPARAMS, LOCAL_OPTIMIZERS, SERVER_AGGREGATORS,
+    get_spec, resolve_hparams, valid_algorithm_names, valid_hparams)
 
 
 def keras_model_fn_to_tff(model_fn, *, loss, input_spec, metrics=None):

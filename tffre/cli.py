@@ -1,133 +1,104 @@
-"""Command line: ``python -m tffre run ...`` (also installed as ``tffre``).
+"""Command line: ``python -m tffre run ...`` and ``python -m tffre predict ...`` (also ``tffre``).
 
-Example (FLCMC Table 8):
+One flag vocabulary for every dataset (:mod:`tffre.config`), the FLCMC
+paper's hyperparameter names, and ``--config FILE`` (JSON or YAML) with the
+same names. Examples (FLCMC Table 8 and Table 10):
 
-    python -m tffre run --algorithm fedavgs,fedproxp,fedatts,fedpap --dataset synthetic \\
-        --alpha 0.5 --beta 0.5 --model logistic --num-rounds 100 --clients-per-round 10 \\
+    python -m tffre run --dataset synthetic --algorithm fedavgs,fedproxp,fedatts,fedpap \\
+        --alpha 0.5 --beta 0.5 --num-rounds 100 --clients-per-round 10 \\
         --learning-rate 0.001 --mu 0.03 --stepsize 4 --seed 0 --out results/x
+    python -m tffre run --dataset imcs --model lstm --data /path/to/IMCS-V2 --w2v vectors.bin \\
+        --algorithm fedavgs,fedpap --num-rounds 100 --clients 20 --out results/imcs
+    python -m tffre predict --model results/imcs/models/FedPAP --text "宝宝咳嗽两天了"
+
+Argument errors answer in one line, before TensorFlow is imported or any
+data is read.
 """
 
 import argparse
 import os
 import sys
 
-# Quieten TensorFlow's C++ start-up logging unless the user asked for it.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Quieten TensorFlow's C++ logging (CUDA plugin noise on CPU machines) unless the user
+# set TF_CPP_MIN_LOG_LEVEL; real errors still surface as Python exceptions.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-DATASETS = ("synthetic",)
-MODELS = ("logistic",)
+from tffre import config as config_lib  # noqa: E402  (light: no TensorFlow)
+
+PROG = "python -m tffre"
 
 
-class _OneLineParser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     """Reports bad arguments in one line, without the usage block."""
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
-
-
-def _non_negative_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
-    return value
-
-
-def build_parser():
+def build_parser(prog=PROG):
     """The argument parser of ``python -m tffre``."""
-    parser = _OneLineParser(prog="python -m tffre", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
-    run = sub.add_parser("run", help="run federated algorithms and write metrics, summary, plot")
-    run.add_argument("--algorithm", required=True,
-                     help="comma-separated names: fedavg,fedprox,fedatt,fedpa,fedavgs,"
-                          "fedavgt,fedproxp,fedatts,fedpap")
-    run.add_argument("--dataset", default="synthetic", choices=DATASETS)
-    run.add_argument("--alpha", type=_non_negative_float, default=0.5,
-                     help="synthetic label-skew alpha")
-    run.add_argument("--beta", type=_non_negative_float, default=0.5,
-                     help="synthetic feature-skew beta")
-    run.add_argument("--iid", action="store_true", help="synthetic IID variant")
-    run.add_argument("--num-clients", type=_positive_int, default=30)
-    run.add_argument("--model", default="logistic", choices=MODELS)
-    run.add_argument("--num-rounds", type=_positive_int, default=100)
-    run.add_argument("--clients-per-round", type=_positive_int, default=10)
-    run.add_argument("--batch-size", type=_positive_int, default=10)
-    run.add_argument("--learning-rate", type=_non_negative_float, default=None,
-                     help="default: 0.01 for SGD/PGD, 0.001 for the Adam family")
-    run.add_argument("--num-epochs", type=_positive_int, default=None)
-    run.add_argument("--num-iters", type=_positive_int, default=None)
-    run.add_argument("--mu", type=_non_negative_float, default=None)
-    run.add_argument("--stepsize", type=_non_negative_float, default=None)
-    run.add_argument("--granularity", choices=("layer", "model"), default=None)
-    run.add_argument("--eval-every", type=_positive_int, default=1)
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--out", required=True, help="output folder")
-    run.add_argument("--no-progress", action="store_true")
+    parser = OneLineParser(prog=prog, description=__doc__.splitlines()[0],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    sub.add_parser("run", help="train federated algorithms; write metrics, models, plots "
+                   "(see run --help)", add_help=False)
+    sub.add_parser("predict", help="label new texts with a saved model (see predict --help)",
+                   add_help=False)
     return parser
 
 
-def main(argv=None):
-    """Entry point; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    from tffre import algorithms  # heavy imports after argument checks
-    names = [n.strip() for n in args.algorithm.split(",") if n.strip()]
-    if not names:
-        parser.error("--algorithm: give at least one algorithm name")
-    for name in names:
-        try:
-            algorithms.get_spec(name)
-        except ValueError as err:
-            parser.error(f"--algorithm: {err}")
-    import tensorflow as tf
-    from tffre.data.synthetic import make_synthetic
-    from tffre.models import logistic_regression
-    from tffre.runner import run_experiment
-    from tffre.runtime import federated_runtime
+def build_run_parser(prog=f"{PROG} run"):
+    """The parser of ``run``: every option of :data:`tffre.config.OPTIONS`."""
+    parser = OneLineParser(prog=prog, description="Train federated algorithms and write "
+                           "metrics.csv, summary.json, curves.png and the final models to --out.")
+    config_lib.add_run_arguments(parser)
+    return parser
 
-    data = make_synthetic(args.alpha, args.beta, iid=args.iid, num_clients=args.num_clients,
-                          seed=args.seed)
-    num_features = data.element_spec()[0].shape[-1]
-    hparams = {"learning_rate": args.learning_rate, "num_epochs": args.num_epochs,
-               "num_iters": args.num_iters, "mu": args.mu, "stepsize": args.stepsize,
-               "granularity": args.granularity}
+
+def run_main(argv=None, *, preset=None, prog=f"{PROG} run"):
+    """``run``: checks every argument, then runs the experiment. Returns the exit code.
+
+    Args:
+      argv: the arguments after ``run``.
+      preset: {option: value} defaults an example sets, below --config and the flags.
+      prog: the program name shown in messages.
+    """
+    args = build_run_parser(prog).parse_args(argv)
+    given = {k: v for k, v in vars(args).items() if k in config_lib.BY_NAME}
     try:
-        with federated_runtime():
-            summary = run_experiment(
-                data, lambda: logistic_regression(num_features, data.num_classes),
-                loss=tf.keras.losses.SparseCategoricalCrossentropy(), algorithm_names=names,
-                num_rounds=args.num_rounds, clients_per_round=args.clients_per_round,
-                batch_size=args.batch_size, seed=args.seed, eval_every=args.eval_every,
-                hparams=hparams, out_dir=args.out, progress=not args.no_progress)
-    except ValueError as err:
-        parser.error(str(err))
+        cfg = config_lib.resolve(given, preset=preset, config_path=args.config)
+    except config_lib.ConfigError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    from tffre import experiments  # heavy imports only after the arguments are checked
+    try:
+        experiments.run(cfg)
+    except config_lib.ConfigError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except (ValueError, FileNotFoundError) as err:
+        # Bad data: the message names the file, record and field. Rows computed so far
+        # stay in --out.
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        print(f"interrupted; rows so far are in {args.out}/metrics.csv", file=sys.stderr)
+        print(f"interrupted; rows so far are in {cfg.out}/metrics.csv (continue with --resume)",
+              file=sys.stderr)
         return 130
-    print(format_summary(summary))
-    print(f"wrote {args.out}/metrics.csv, summary.json, curves.png")
+    print(f"wrote {cfg.out}/: metrics.csv, summary.json, curves.png, models/, checkpoints/")
     return 0
 
 
-def format_summary(summary):
-    """A Table 8-style text table of max accuracy and min loss per algorithm."""
-    lines = [f"{'algorithm':<10} {'max acc':>8} {'min loss':>9} {'round ms':>9} {'up bytes/round':>15}"]
-    for name, s in summary["algorithms"].items():
-        lines.append(f"{name:<10} {s['max_test_accuracy']:>8.4f} {s['min_train_loss']:>9.4f} "
-                     f"{s['mean_round_ms']:>9.1f} {s['bytes_uploaded_per_round']:>15,.0f}")
-    return "\n".join(lines)
+def main(argv=None, *, prog=PROG):
+    """Entry point of ``python -m tffre``; returns the process exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["predict"]:
+        from tffre import predict
+        return predict.main(argv[1:], prog=f"{prog} predict")
+    if argv[:1] == ["run"]:
+        return run_main(argv[1:], prog=f"{prog} run")
+    build_parser(prog).parse_args(argv)  # --help, or a one-line error
+    return 2
 
 
 if __name__ == "__main__":

@@ -29,20 +29,11 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffre import runtime
+from tffre.registry import CLIENT_WEIGHTINGS, check_client_weighting  # noqa: F401
 
 runtime.install_worker_death_signal()
 
 ModelWeights = tff.learning.models.ModelWeights
-
-CLIENT_WEIGHTINGS = ("dataset_size", "processed", "uniform")
-
-
-def check_client_weighting(client_weighting):
-    """Raises ValueError unless ``client_weighting`` is one of :data:`CLIENT_WEIGHTINGS`."""
-    if client_weighting not in CLIENT_WEIGHTINGS:
-        raise ValueError(f"client_weighting must be one of {', '.join(CLIENT_WEIGHTINGS)}, "
-                         f"got {client_weighting!r}")
-
 
 def _batch_size(batch):
     return tf.cast(tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)

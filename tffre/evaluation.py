@@ -2,7 +2,9 @@
 
 * test accuracy: the global model on every client's test set, weighted by
   test-set size (equivalently, accuracy on the pooled test sets);
-* loss: the global model's cross-entropy on all clients' training data.
+* loss: the global model's cross-entropy on all clients' training data;
+* dev accuracy, when every client has a "dev" split (for choosing a round
+  without looking at the test set).
 
 This is a simulation-side measurement: the pooled arrays never enter a
 federated computation.
@@ -28,6 +30,8 @@ class GlobalModelEvaluator:
         self._per_example_loss = loss.__class__.from_config({**loss.get_config(), "reduction": "none"})
         self._test = self._dataset(*data.pooled("test"), batch_size)
         self._train = self._dataset(*data.pooled("train"), batch_size)
+        self._dev = self._dataset(*data.pooled("dev"), batch_size) if data.has_split("dev") \
+            else None
         self._sums = tf.function(self._sums_impl)
 
     @staticmethod
@@ -47,10 +51,19 @@ class GlobalModelEvaluator:
             count += tf.shape(labels, out_type=tf.int64)[0]
         return loss_sum, correct, count
 
-    def __call__(self, model_weights):
-        """Returns {"test_accuracy": ..., "train_loss": ...} for ``model_weights``."""
+    def model_for(self, model_weights):
+        """Assigns ``model_weights`` to the evaluation model and returns it (a Keras model)."""
         model_weights.assign_weights_to(self.model)
+        return self.model
+
+    def __call__(self, model_weights):
+        """Returns {"test_accuracy", "train_loss"} (and "dev_accuracy") for ``model_weights``."""
+        self.model_for(model_weights)
         _, correct, count = self._sums(self._test)
         loss_sum, _, train_count = self._sums(self._train)
-        return {"test_accuracy": float(correct) / max(int(count), 1),
-                "train_loss": float(loss_sum) / max(int(train_count), 1)}
+        out = {"test_accuracy": float(correct) / max(int(count), 1),
+               "train_loss": float(loss_sum) / max(int(train_count), 1)}
+        if self._dev is not None:
+            _, correct, count = self._sums(self._dev)
+            out["dev_accuracy"] = float(correct) / max(int(count), 1)
+        return out

@@ -1,67 +1,163 @@
-"""The experiment runner: several algorithms, the same clients, metrics to files.
+"""The experiment runner: several algorithms, the same clients, metrics to files, resumable.
 
 For each algorithm it builds the process from the registry, starts from the
 same initial weights (``tf.keras.utils.set_random_seed(seed)`` before the
-model is built), samples the same clients each round (``RandomState(seed)``),
-trains ``num_rounds`` rounds and evaluates the global model every
-``eval_every`` rounds. Each row is appended to ``metrics.csv`` and flushed as
-soon as it exists, so an interrupted run keeps what it computed.
+model is built), trains ``num_rounds`` rounds on clients drawn from
+(seed, round) and batches shuffled from (seed, round), and evaluates the
+global model every ``eval_every`` rounds. So round r is the same computation
+whether or not the run was interrupted before it.
+
+Files in ``out_dir``:
+
+* ``metrics.csv``: one row per algorithm and round, appended and flushed as
+  soon as it exists;
+* ``checkpoints/<algorithm>/``: the server state every ``checkpoint_every``
+  rounds and at the last round, with ``tff.program.FileProgramStateManager``;
+  ``resume=True`` continues from there, dropping the rows after the
+  checkpoint (they are recomputed identically);
+* ``models/<algorithm>/``: the final global model (see :mod:`tffre.bundle`),
+  when ``save_model`` is given;
+* ``summary.json`` (NaN written as null) and ``curves.png``.
 """
 
+import asyncio
 import csv
 import json
+import math
 import os
-import time
+import shutil
+import sys
 
 import numpy as np
 import pandas as pd
 import tensorflow as tf
+import tensorflow_federated as tff
 from tqdm.auto import tqdm
 
-from tffre import algorithms
+from tffre import algorithms, registry
 from tffre.evaluation import GlobalModelEvaluator
 from tffre.plots import plot_curves
 from tffre.runtime import peak_rss_mib, shutdown_workers
 
-METRIC_COLUMNS = ["algorithm", "round", "train_loss", "test_accuracy", "round_seconds",
-                  "bytes_broadcast", "bytes_uploaded", "local_train_loss", "num_examples",
-                  "num_excluded_clients", "clients"]
+METRIC_COLUMNS = ["algorithm", "round", "train_loss", "test_accuracy", "dev_accuracy",
+                  "round_seconds", "bytes_broadcast", "bytes_uploaded", "local_train_loss",
+                  "num_examples", "num_excluded_clients", "clients"]
+TIMING_COLUMNS = ("round_seconds",)
+OUTPUT_NAMES = ("metrics.csv", "summary.json", "curves.png", "checkpoints", "models")
 
 
-def sample_clients(client_ids, clients_per_round, num_rounds, seed):
-    """The clients of each round: ``clients_per_round`` ids without replacement, seeded."""
-    if clients_per_round < 1:
-        raise ValueError(f"clients_per_round must be >= 1, got {clients_per_round}")
-    rng = np.random.RandomState(seed)
-    k = min(clients_per_round, len(client_ids))
-    return [[client_ids[i] for i in sorted(rng.choice(len(client_ids), k, replace=False))]
-            for _ in range(num_rounds)]
+def sample_clients(client_ids, clients_per_round, seed, round_num):
+    """The clients of round ``round_num``: ``clients_per_round`` ids without replacement.
+
+    Drawn from ``RandomState([seed, round_num])``, so a round's clients depend
+    only on (seed, round), not on the rounds run before it (resumable runs).
+    """
+    if not 1 <= clients_per_round <= len(client_ids):
+        raise ValueError(f"clients_per_round must be between 1 and the {len(client_ids)} "
+                         f"clients, got {clients_per_round}")
+    rng = np.random.RandomState([seed, round_num])
+    return [client_ids[i] for i in sorted(rng.choice(len(client_ids), clients_per_round,
+                                                     replace=False))]
+
+
+def data_seed(seed, round_num):
+    """The shuffle seed of round ``round_num``'s client datasets."""
+    return seed * 1_000_003 + round_num
 
 
 def algorithm_hparams(name, hparams):
-    """The subset of ``hparams`` that algorithm ``name`` takes (None values dropped)."""
-    valid = algorithms.valid_hparams(name)
-    return {k: v for k, v in hparams.items() if k in valid and v is not None}
+    """The subset of ``hparams`` that algorithm ``name`` takes.
+
+    None values are dropped (left to the defaults), except ``num_iters``,
+    where None means "no cap".
+    """
+    valid = registry.valid_hparams(name)
+    return {k: v for k, v in hparams.items() if k in valid and (v is not None or k == "num_iters")}
+
+
+def prepare_out_dir(out_dir, *, resume=False, overwrite=False):
+    """Creates ``out_dir``; refuses one that holds results unless resuming or overwriting.
+
+    ``overwrite`` removes only the files this runner writes.
+    """
+    existing = [n for n in OUTPUT_NAMES if os.path.exists(os.path.join(out_dir, n))]
+    if resume and "metrics.csv" not in existing:
+        raise ValueError(f"{out_dir}: no metrics.csv to resume")
+    if existing and not (resume or overwrite):
+        raise ValueError(f"{out_dir} already holds results ({', '.join(existing)}); resume "
+                         f"or overwrite it")
+    if overwrite:
+        for name in existing:
+            path = os.path.join(out_dir, name)
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+    os.makedirs(out_dir, exist_ok=True)
+
+
+class Checkpoints:
+    """The server state of one algorithm, saved by round with TFF's ``FileProgramStateManager``."""
+
+    def __init__(self, root_dir):
+        self.manager = tff.program.FileProgramStateManager(root_dir, prefix="round_",
+                                                           keep_total=2, keep_first=False)
+
+    def save(self, state, round_num):
+        """Saves ``state`` as version ``round_num``."""
+        asyncio.run(self.manager.save(state, round_num))
+
+    def load_latest(self, structure):
+        """(state, round) of the newest readable checkpoint, or (None, 0).
+
+        A checkpoint cut short by a kill cannot be read; it is removed and the
+        one before it is used.
+        """
+        versions = asyncio.run(self.manager.get_versions()) or []
+        for version in sorted(versions, reverse=True):
+            try:
+                return asyncio.run(self.manager.load(version, structure)), version
+            except Exception as err:  # a partial SavedModel raises several types
+                _warn(f"checkpoint round {version} is unreadable ({type(err).__name__}); "
+                      f"trying the one before")
+                shutil.rmtree(self.manager._get_path_for_version(version), ignore_errors=True)
+        return None, 0
+
+
+def _read_rows(csv_path):
+    """The rows of an existing metrics.csv as (algorithm, round, raw dict) in file order."""
+    if not os.path.isfile(csv_path):
+        return []
+    with open(csv_path, newline="") as f:
+        return [(r["algorithm"], int(r["round"]), r) for r in csv.DictReader(f)]
 
 
 def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients_per_round,
                    out_dir, batch_size=10, seed=0, eval_every=1, hparams=None, metrics=None,
-                   progress=True, title=None):
-    """Runs ``algorithm_names`` on ``data`` and writes metrics.csv, summary.json and curves.png.
+                   progress=True, title=None, checkpoint_every=5, resume=False, overwrite=False,
+                   save_model=None, reference=None):
+    """Runs ``algorithm_names`` on ``data``; writes metrics, checkpoints, models, summary, plot.
 
     Args:
-      data: a :class:`tffre.data.FederatedData`.
+      data: a :class:`tffre.data.FederatedData`; a "dev" split, when every
+        client has one, is evaluated too.
       model_fn: no-arg callable returning a fresh, uncompiled Keras model.
       loss: the Keras loss.
       algorithm_names: registry names, e.g. ["fedavgs", "fedpap"].
       num_rounds, clients_per_round, batch_size, eval_every: as in FLCMC Table 7.
-      out_dir: folder for the result files (created).
+      out_dir: folder for the result files.
       seed: seeds client sampling, shuffling and model initialisation.
       hparams: shared hyperparameters (learning_rate, mu, stepsize, num_epochs,
-        num_iters, granularity); each algorithm takes the ones it uses.
+        num_iters, granularity, client_weighting, keep_optimizer_state); each
+        algorithm takes the ones it uses.
       metrics: optional Keras metric constructors for the training metrics.
       progress: show a progress bar.
       title: plot title.
+      checkpoint_every: save the server state every N rounds (0: only after
+        the last round).
+      resume: continue from the checkpoints and metrics already in ``out_dir``.
+      overwrite: replace the results already in ``out_dir``.
+      save_model: optional callable (folder, keras_model, algorithm_name,
+        round) that writes the final global model (e.g. a bundle).
+      reference: optional {algorithm: {"test_accuracy": v, "train_loss": v}}
+        of published figures, drawn as reference lines.
 
     Returns:
       The summary dict that is also written to summary.json.
@@ -70,86 +166,163 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
         raise ValueError(f"num_rounds must be >= 1, got {num_rounds}")
     if eval_every < 1:
         raise ValueError(f"eval_every must be >= 1, got {eval_every}")
-    names = [algorithms.get_spec(n).name for n in algorithm_names]
+    if checkpoint_every < 0:
+        raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
+    names = [registry.get_spec(n).name for n in algorithm_names]
     hparams = dict(hparams or {})
-    for name in names:  # fail before any work if a hyperparameter is invalid
-        algorithms.resolve_hparams(name, **algorithm_hparams(name, hparams))
-    os.makedirs(out_dir, exist_ok=True)
+    resolved = {n: registry.resolve_hparams(n, **algorithm_hparams(n, hparams)) for n in names}
+    sample_clients(data.client_ids, clients_per_round, seed, 1)  # fail early if too many
+    prepare_out_dir(out_dir, resume=resume, overwrite=overwrite)
     csv_path = os.path.join(out_dir, "metrics.csv")
-    schedule = sample_clients(data.client_ids, clients_per_round, num_rounds, seed)
     input_spec = data.element_spec()
     summary = {"dataset": data.name, "num_rounds": num_rounds,
                "clients_per_round": clients_per_round, "batch_size": batch_size, "seed": seed,
                "eval_every": eval_every, "algorithms": {}}
+
+    old_rows = _read_rows(csv_path) if resume else []
+    start = {}
+    for name in names:
+        done = [r for a, r, _ in old_rows if a == name]
+        start[name] = max(done, default=0)
     bar = tqdm(total=num_rounds * len(names), disable=not progress, unit="round",
                dynamic_ncols=True)
-    with open(csv_path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=METRIC_COLUMNS)
-        writer.writeheader()
-        f.flush()
-        try:
+    states = {}
+    try:
+        # Decide, per algorithm, the round to continue from: its newest readable checkpoint.
+        for name in names:
+            tf.keras.utils.set_random_seed(seed)
+            process = algorithms.build_algorithm(name, model_fn, loss=loss,
+                                                 input_spec=input_spec, metrics=metrics,
+                                                 **algorithm_hparams(name, hparams))
+            checkpoints = Checkpoints(os.path.join(out_dir, "checkpoints", name))
+            state, done = process.initialize(), 0
+            if resume:
+                loaded, done = checkpoints.load_latest(state)
+                state = loaded if loaded is not None else state
+            states[name] = (process, checkpoints, state, done)
+        kept = [raw for a, r, raw in old_rows if a in states and r <= states[a][3]]
+        with open(csv_path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=METRIC_COLUMNS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(kept)
+            f.flush()
             for name in names:
-                tf.keras.utils.set_random_seed(seed)
-                process = algorithms.build_algorithm(
-                    name, model_fn, loss=loss, input_spec=input_spec, metrics=metrics,
-                    **algorithm_hparams(name, hparams))
+                process, checkpoints, state, done = states[name]
+                summary["algorithms"][name] = {"hparams": resolved[name]}
+                bar.update(done)
+                if done:
+                    tqdm.write(f"{name}: resuming after round {done}", file=sys.stderr)
                 # Built after the process: Keras invalidates eager models when
                 # TFF later traces model_fn in a graph.
                 evaluator = GlobalModelEvaluator(model_fn, data, loss)
-                state = process.initialize()
-                for rnd, clients in enumerate(schedule, start=1):
+                for rnd in range(done + 1, num_rounds + 1):
                     bar.set_description(f"{name} round {rnd}/{num_rounds}")
+                    clients = sample_clients(data.client_ids, clients_per_round, seed, rnd)
                     datasets = [data.client_dataset(c, "train", batch_size=batch_size,
-                                                    seed=seed * 1_000_003 + rnd)
-                                for c in clients]
+                                                    seed=data_seed(seed, rnd)) for c in clients]
                     output = process.next(state, datasets)
                     state = output.state
                     row = _row(name, rnd, clients, output.metrics)
-                    if row["num_excluded_clients"]:
-                        tqdm.write(f"warning: {name} round {rnd}: {row['num_excluded_clients']} "
-                                   f"client update(s) had NaN/Inf and were excluded")
+                    _warn_exclusions(name, rnd, row, len(clients))
                     if rnd % eval_every == 0 or rnd == num_rounds:
                         row.update(evaluator(process.get_model_weights(state)))
                         bar.set_postfix(acc=f"{row['test_accuracy']:.3f}",
                                         loss=f"{row['train_loss']:.3f}")
                     writer.writerow(row)
                     f.flush()
+                    if rnd == num_rounds or (checkpoint_every and rnd % checkpoint_every == 0):
+                        checkpoints.save(state, rnd)
                     bar.update(1)
-                summary["algorithms"][name] = {"hparams": process.hparams}
-        finally:
-            bar.close()
-            summary["peak_rss_mib"] = peak_rss_mib()
-            shutdown_workers()
+                if save_model is not None:
+                    folder = os.path.join(out_dir, "models", name)
+                    evaluator.model_for(process.get_model_weights(state))
+                    save_model(folder, evaluator.model, name, num_rounds)
+                    summary["algorithms"][name]["model"] = os.path.relpath(folder, out_dir)
+    finally:
+        bar.close()
+        summary["peak_rss_mib"] = peak_rss_mib()
+        shutdown_workers()
     frame = pd.read_csv(csv_path)
     for name in summary["algorithms"]:
         summary["algorithms"][name].update(summarise(frame[frame["algorithm"] == name]))
-    with open(os.path.join(out_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
-    plot_curves(frame, os.path.join(out_dir, "curves.png"), title=title or data.name)
+    write_json(os.path.join(out_dir, "summary.json"), summary)
+    plot_curves(frame, os.path.join(out_dir, "curves.png"), title=title or data.name,
+                reference=reference)
     return summary
+
+
+def _warn(message):
+    """A warning on stderr that does not break the progress bar."""
+    tqdm.write(f"warning: {message}", file=sys.stderr)
+
+
+def _warn_exclusions(name, rnd, row, num_clients):
+    excluded = row["num_excluded_clients"]
+    if excluded == num_clients:
+        _warn(f"{name} round {rnd}: every client update had NaN/Inf; the round was empty and "
+              f"the global model was kept")
+    elif excluded:
+        _warn(f"{name} round {rnd}: {excluded} client update(s) had NaN/Inf and were excluded")
 
 
 def _row(name, rnd, clients, m):
     train = m["client_work"]["train"]
+    num_examples = int(train["num_examples"])
     return {"algorithm": name, "round": rnd, "train_loss": None, "test_accuracy": None,
-            "round_seconds": m["round"]["wall_seconds"],
+            "dev_accuracy": None, "round_seconds": m["round"]["wall_seconds"],
             "bytes_broadcast": m["round"]["bytes_broadcast"],
             "bytes_uploaded": m["round"]["bytes_uploaded"],
-            "local_train_loss": float(train["loss"]), "num_examples": int(train["num_examples"]),
+            # An empty round has no local loss (TFF reports 0.0): write it as missing.
+            "local_train_loss": float(train["loss"]) if num_examples else None,
+            "num_examples": num_examples,
             "num_excluded_clients": int(m["client_work"]["num_excluded_clients"]),
             "clients": " ".join(clients)}
 
 
 def summarise(rows):
-    """Table 8-style figures for one algorithm's metric rows."""
+    """The figures of one algorithm's metric rows.
+
+    ``max_test_accuracy`` is the maximum over rounds, as the paper's tables
+    report it (it selects on the test set). Where a dev split was evaluated,
+    ``test_accuracy_at_best_dev`` is the test accuracy at the round of best
+    dev accuracy, the figure without that selection.
+    """
     evaluated = rows.dropna(subset=["test_accuracy"])
+    out = {"rounds": int(rows["round"].max()),
+           "mean_round_ms": float(rows["round_seconds"].mean() * 1000),
+           "median_round_ms": float(rows["round_seconds"].median() * 1000),
+           "bytes_uploaded_per_round": float(rows["bytes_uploaded"].mean()),
+           "bytes_broadcast_per_round": float(rows["bytes_broadcast"].mean()),
+           "empty_rounds": int((rows["num_examples"] == 0).sum())}
+    if evaluated.empty:
+        return out
     best = evaluated.loc[evaluated["test_accuracy"].idxmax()]
-    return {"max_test_accuracy": float(best["test_accuracy"]),
-            "round_of_max_accuracy": int(best["round"]),
-            "min_train_loss": float(evaluated["train_loss"].min()),
-            "final_test_accuracy": float(evaluated["test_accuracy"].iloc[-1]),
-            "mean_round_ms": float(rows["round_seconds"].mean() * 1000),
-            "median_round_ms": float(rows["round_seconds"].median() * 1000),
-            "bytes_uploaded_per_round": float(rows["bytes_uploaded"].mean()),
-            "bytes_broadcast_per_round": float(rows["bytes_broadcast"].mean()),
-            "rounds": int(rows["round"].max())}
+    out.update(max_test_accuracy=float(best["test_accuracy"]),
+               round_of_max_accuracy=int(best["round"]),
+               min_train_loss=float(evaluated["train_loss"].min()),
+               final_test_accuracy=float(evaluated["test_accuracy"].iloc[-1]))
+    dev = evaluated.dropna(subset=["dev_accuracy"])
+    if not dev.empty:
+        at = dev.loc[dev["dev_accuracy"].idxmax()]
+        out.update(best_dev_accuracy=float(at["dev_accuracy"]), round_of_best_dev=int(at["round"]),
+                   test_accuracy_at_best_dev=float(at["test_accuracy"]))
+    return out
+
+
+def _json_safe(value):
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def write_json(path, obj):
+    """Writes ``obj`` as strict JSON: NaN and infinities become null."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(_json_safe(obj), f, indent=2, ensure_ascii=False, allow_nan=False)
+    return path

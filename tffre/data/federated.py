@@ -41,6 +41,10 @@ class FederatedData:
         """Number of examples per client, in client order."""
         return np.array([len(self.clients[c][split][1]) for c in self.clients])
 
+    def has_split(self, split):
+        """True if every client has a ``split`` entry (possibly empty)."""
+        return all(split in splits for splits in self.clients.values())
+
     def pooled(self, split):
         """All clients' ``split`` arrays concatenated (for centralised evaluation only)."""
         xs, ys = zip(*(self.clients[c][split] for c in self.clients))
@@ -56,7 +60,10 @@ class FederatedData:
         """A ``tf.data.Dataset`` of (x, y) batches for one client.
 
         With a ``seed`` the examples are shuffled in a fixed order for that
-        seed; without one they keep their stored order.
+        seed (the same order in every pass, so local epochs repeat it); without
+        one they keep their stored order. A reshuffle per pass is not
+        reproducible once TFF serializes the dataset (its seed generator is not
+        carried over), and a resumed run must replay each round exactly.
         """
         if client_id not in self.clients:
             raise KeyError(f"{self.name}: no client {client_id!r}")
@@ -65,7 +72,7 @@ class FederatedData:
             raise ValueError(f"{self.name}: client {client_id} has no {split} examples")
         ds = tf.data.Dataset.from_tensor_slices((x, y))
         if seed is not None:
-            ds = ds.shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
+            ds = ds.shuffle(len(y), seed=seed, reshuffle_each_iteration=False)
         return ds.batch(batch_size)
 
     def to_tf_datasets(self, split="train", *, batch_size=10, seed=None):

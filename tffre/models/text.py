@@ -8,11 +8,50 @@ import numpy as np
 import tensorflow as tf
 
 
+@tf.keras.utils.register_keras_serializable(package="tffre")
+class WordVectors(tf.keras.initializers.Initializer):
+    """Initialises an embedding with a given [vocab, dim] matrix (e.g. Word2Vec vectors).
+
+    Unlike ``tf.keras.initializers.Constant(matrix)``, its config holds only
+    the shape, not the values, so a saved ``.keras`` model config stays small:
+    the saved weights carry the values. Rebuilt from a config it has no values
+    and gives zeros, which loading the weights then overwrites.
+
+    Args:
+      matrix: the [vocab, dim] values; None only when rebuilt from a config.
+      shape: the matrix shape, when ``matrix`` is None.
+    """
+
+    def __init__(self, matrix=None, shape=None):
+        if matrix is not None:
+            matrix = np.asarray(matrix, np.float32)
+            if matrix.ndim != 2:
+                raise ValueError(f"embedding matrix must be 2-D, got shape {matrix.shape}")
+            shape = matrix.shape
+        if shape is None:
+            raise ValueError("give the embedding matrix or its shape")
+        self.matrix = matrix
+        self.shape = tuple(int(d) for d in shape)
+
+    def __call__(self, shape, dtype=None, **kwargs):
+        if tuple(shape) != self.shape:
+            raise ValueError(f"embedding shape {tuple(shape)} does not match the word vector "
+                             f"matrix {self.shape}")
+        dtype = tf.as_dtype(dtype or tf.float32)
+        if self.matrix is None:
+            return tf.zeros(self.shape, dtype)
+        # A constant tensor (no variable, no py_function), so it also works while TFF traces
+        # model_fn in a graph.
+        return tf.constant(self.matrix, dtype=dtype)
+
+    def get_config(self):
+        return {"shape": list(self.shape)}
+
+
 def _embedding(embedding_matrix, vocab_size, embedding_dim, trainable, seed, name):
     if embedding_matrix is not None:
-        embedding_matrix = np.asarray(embedding_matrix, np.float32)
-        vocab_size, embedding_dim = embedding_matrix.shape
-        init = tf.keras.initializers.Constant(embedding_matrix)
+        init = WordVectors(embedding_matrix)
+        vocab_size, embedding_dim = init.shape
     else:
         if vocab_size is None or embedding_dim is None:
             raise ValueError("give embedding_matrix, or vocab_size and embedding_dim")

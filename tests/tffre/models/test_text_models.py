@@ -66,3 +66,47 @@ def test_lstm_trains_with_fit_and_our_optimizer():
     model.compile(opt, "sparse_categorical_crossentropy", metrics=["accuracy"])
     hist = model.fit(x, y, epochs=20, batch_size=16, verbose=0).history
     assert hist["accuracy"][-1] > 0.8
+
+
+@pytest.mark.parametrize("make", [
+    lambda: lstm_classifier(3, 10, embedding_matrix=MATRIX, lstm_units=4),
+    lambda: lstm_classifier(3, 10, embedding_matrix=MATRIX, lstm_units=4, bidirectional=True),
+    lambda: mean_embedding_logistic(3, 10, embedding_matrix=MATRIX),
+])
+def test_config_holds_the_shape_not_the_vectors(make):
+    import json
+    model = make()
+    np.testing.assert_array_equal(model.get_layer("embedding").embeddings.numpy(), MATRIX)
+    init = model.get_layer("embedding").get_config()["embeddings_initializer"]
+    assert init["config"] == {"shape": [30, 8]}
+    assert len(json.dumps(model.get_config())) < 5000   # Constant(matrix) stored every value
+
+
+def test_saved_keras_file_round_trip(tmp_path):
+    model = lstm_classifier(3, 10, embedding_matrix=MATRIX, lstm_units=4)
+    model.set_weights([w + 0.1 for w in model.get_weights()])
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    loaded = tf.keras.models.load_model(path)
+    x = np.random.RandomState(3).randint(0, 30, (5, 10)).astype(np.int32)
+    np.testing.assert_allclose(loaded(x).numpy(), model(x).numpy(), atol=1e-6)
+
+
+def test_initializer_from_config_and_shape_check():
+    from tffre.models.text import WordVectors
+    init = WordVectors(MATRIX)
+    np.testing.assert_array_equal(init((30, 8)).numpy(), MATRIX)
+    rebuilt = WordVectors.from_config(init.get_config())
+    np.testing.assert_array_equal(rebuilt((30, 8)).numpy(), np.zeros((30, 8)))
+    with pytest.raises(ValueError, match="does not match"):
+        init((31, 8))
+
+
+def test_builds_in_a_graph_like_tff_tracing():
+    # TFF calls model_fn while tracing a graph: the initializer must not need eager values.
+    with tf.Graph().as_default():
+        model = lstm_classifier(2, 6, embedding_matrix=MATRIX, lstm_units=3)
+        emb = model.get_layer("embedding").embeddings
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            np.testing.assert_array_equal(sess.run(emb), MATRIX)

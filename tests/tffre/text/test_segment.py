@@ -27,3 +27,46 @@ def test_negation_stays_a_separate_token():
 def test_missing_dictionary_is_an_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.txt"):
         MedicalSegmenter(dictionary=str(tmp_path / "nope.txt"))
+
+
+def test_user_dicts_load_after_the_shipped_dictionary(tmp_path):
+    extra = tmp_path / "extra.txt"
+    extra.write_text("喘憋性支气管\n", encoding="utf-8")
+    seg = MedicalSegmenter(user_dicts=[str(extra)])
+    assert "喘憋性支气管" in seg.cut("孩子喘憋性支气管问题")
+    assert "支气管肺炎" in seg.cut("医生说是支气管肺炎")  # the shipped one is still loaded
+    assert seg.dictionary_files[1:] == [str(extra)]
+
+
+def test_missing_user_dict_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="extra_missing.txt"):
+        MedicalSegmenter(user_dicts=[str(tmp_path / "extra_missing.txt")])
+
+
+def test_saved_dictionary_reproduces_the_segmenter(tmp_path):
+    from tffre import resources
+    from tffre.data import imcs
+
+    splits = imcs.load_imcs(resources.path("imcs_sample"), verbose=False)
+    texts = list(imcs.to_examples(splits["dev"], "symptom")["text"])
+    extra = tmp_path / "extra.txt"
+    extra.write_text("喘憋性支气管 5 n\n嗓子哑\n", encoding="utf-8")  # no trailing newline needed
+    seg = MedicalSegmenter(terms=imcs.symptom_norms(splits["train"]), user_dicts=[str(extra)])
+    seg.add_terms(["小儿手足口", "维生素D3"])   # added after construction: saved too
+    assert seg.added_terms[-2:] == ["小儿手足口", "维生素D3"]
+    path = seg.save_dictionary(str(tmp_path / "merged" / "jieba_dict.txt"))
+    reloaded = MedicalSegmenter(dictionary=path)
+    # jieba's whole state matches (entries without a frequency get one computed in order).
+    assert reloaded._tokenizer.FREQ == seg._tokenizer.FREQ
+    assert reloaded._tokenizer.total == seg._tokenizer.total
+    probe = ["孩子喘憋性支气管问题", "得了小儿手足口吗", "吃维生素D3了", "医生说是支气管肺炎"]
+    assert reloaded.cut_all(texts + probe) == seg.cut_all(texts + probe)
+    cut = reloaded.cut_all(probe)
+    assert "喘憋性支气管" in cut[0] and "小儿手足口" in cut[1] and "维生素D3" in cut[2]
+
+
+def test_saved_dictionary_of_a_plain_segmenter_is_empty(tmp_path):
+    seg = MedicalSegmenter(dictionary="")
+    path = seg.save_dictionary(str(tmp_path / "d.txt"))
+    assert open(path, encoding="utf-8").read() == ""
+    assert MedicalSegmenter(dictionary=path).cut("孩子咳嗽三天了") == seg.cut("孩子咳嗽三天了")

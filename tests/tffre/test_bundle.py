@@ -1,0 +1,156 @@
+"""Model bundles: save, reload with plain Keras and with load_bundle, predict; errors."""
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tffre import resources
+from tffre.bundle import BundleError, load_bundle, read_manifest, save_bundle
+from tffre.data import imcs
+from tffre.models import logistic_regression, lstm_classifier
+from tffre.text import FeatureEncoder, MedicalSegmenter, TextEncoder, Vocabulary
+from tffre.text.word2vec import load_vectors
+
+SAMPLE = resources.path("imcs_sample")
+MAX_LEN = 16
+
+
+@pytest.fixture(scope="module")
+def imcs_bundle(tmp_path_factory):
+    """An LSTM over the IMCS sample's vocabulary with random (non-initial) weights, saved."""
+    splits = imcs.load_imcs(SAMPLE, verbose=False)
+    texts = list(imcs.to_examples(splits["dev"], "symptom")["text"][:50])
+    kv = load_vectors(os.path.join(SAMPLE, "w2v_sample.txt"))
+    vocab = Vocabulary.from_vectors(kv)
+    extra = tmp_path_factory.mktemp("dicts") / "extra.txt"
+    extra.write_text("喘憋性支气管\n", encoding="utf-8")
+    seg = MedicalSegmenter(terms=imcs.symptom_norms(splits["train"]), user_dicts=[str(extra)])
+    seg.add_terms(["小儿手足口"])
+    texts += ["孩子喘憋性支气管问题", "得了小儿手足口吗"]
+    encoder = TextEncoder(seg, vocab, MAX_LEN)
+    model = lstm_classifier(2, MAX_LEN, embedding_matrix=vocab.embedding_matrix(kv), lstm_units=6)
+    rng = np.random.RandomState(7)
+    model.set_weights([w + 0.3 * rng.randn(*w.shape).astype(np.float32)
+                       for w in model.get_weights()])
+    model.compile("adam", "sparse_categorical_crossentropy")  # the optimizer must not be saved
+    folder = str(tmp_path_factory.mktemp("bundle") / "model")
+    meta = {"algorithm": "FedAvgS", "dataset": "imcs_sample", "task": "symptom", "round": 3}
+    assert save_bundle(folder, model, label_names=imcs.label_names("symptom"), encoder=encoder,
+                       metadata=meta) == folder
+    expected = model(encoder.encode(texts)).numpy()
+    return {"folder": folder, "texts": texts, "expected": expected, "encoder": encoder,
+            "meta": meta, "model": model}
+
+
+def test_bundle_files_and_manifest(imcs_bundle):
+    folder = imcs_bundle["folder"]
+    assert sorted(os.listdir(folder)) == ["bundle.json", "jieba_dict.txt", "model.keras",
+                                          "text_encoder.json", "vocab.txt"]
+    manifest = json.loads(open(os.path.join(folder, "bundle.json"), encoding="utf-8").read())
+    assert manifest["format"] == "tffre-model/1" and manifest["encoder"] == "text"
+    assert manifest["label_names"] == list(imcs.label_names("symptom"))
+    assert manifest["metadata"] == imcs_bundle["meta"]
+    assert read_manifest(folder) == manifest
+    with zipfile.ZipFile(os.path.join(folder, "model.keras")) as z:
+        config = json.loads(z.read("config.json"))
+    assert "compile_config" not in config       # no optimizer, no compile state
+    assert "tffre" not in json.dumps(config)    # nothing but plain Keras objects
+
+
+def test_plain_keras_reload_predicts_the_same(imcs_bundle):
+    path = os.path.join(imcs_bundle["folder"], "model.keras")
+    loaded = tf.keras.models.load_model(path)
+    assert loaded.optimizer is None
+    x = imcs_bundle["encoder"].encode(imcs_bundle["texts"])
+    np.testing.assert_allclose(loaded(x).numpy(), imcs_bundle["expected"], atol=1e-6)
+
+
+def test_load_bundle_predicts_the_same(imcs_bundle):
+    bundle = load_bundle(imcs_bundle["folder"])
+    assert bundle.label_names == list(imcs.label_names("symptom"))
+    assert bundle.metadata == imcs_bundle["meta"] and bundle.kind == "text"
+    texts = imcs_bundle["texts"]
+    # The reloaded merged dictionary segments identically (user-dict and added terms included).
+    assert bundle.encoder.segmenter.cut_all(texts) == imcs_bundle["encoder"].segmenter.cut_all(texts)
+    assert "喘憋性支气管" in bundle.encoder.segmenter.cut(texts[-2])
+    assert "小儿手足口" in bundle.encoder.segmenter.cut(texts[-1])
+    probs = bundle.predict(texts)
+    assert probs.shape == (len(texts), 2)
+    np.testing.assert_allclose(probs, imcs_bundle["expected"], atol=1e-6)
+    top = bundle.top(texts[:4], k=2)
+    for row, pairs in zip(probs, top):
+        assert [p for _, p in pairs] == sorted(row.tolist(), reverse=True)
+        assert pairs[0][0] == bundle.label_names[int(np.argmax(row))]
+    assert len(bundle.top(texts[:1], k=9)[0]) == 2   # k is capped at the number of labels
+    assert bundle.predict([]).shape == (0, 2)
+
+
+def test_fresh_process_loads_with_plain_keras(imcs_bundle):
+    folder = imcs_bundle["folder"]
+    np.save(os.path.join(folder, "..", "x.npy"), imcs_bundle["encoder"].encode(imcs_bundle["texts"]))
+    script = ("import sys, numpy as np, tensorflow as tf\n"
+              f"m = tf.keras.models.load_model({os.path.join(folder, 'model.keras')!r})\n"
+              f"np.save(sys.argv[1], m(np.load({os.path.join(folder, '..', 'x.npy')!r})).numpy())\n"
+              "assert 'tffre' not in sys.modules\n")
+    out = os.path.join(folder, "..", "y.npy")
+    proc = subprocess.run([sys.executable, "-c", script, out], capture_output=True, text=True,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, cwd="/",
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    np.testing.assert_allclose(np.load(out), imcs_bundle["expected"], atol=1e-6)
+
+
+def test_feature_bundle_round_trip(tmp_path):
+    model = logistic_regression(3, 2)
+    model.set_weights([np.array([[2.0, -2.0], [0.0, 0.0], [-1.0, 1.0]], np.float32),
+                       np.zeros(2, np.float32)])
+    save_bundle(str(tmp_path), model, label_names=["pos", "neg"], encoder=FeatureEncoder(3))
+    bundle = load_bundle(str(tmp_path))
+    assert bundle.kind == "features" and bundle.metadata == {}
+    rows = [[1.0, 0.0, 0.0], [0.0, 5.0, 2.0]]
+    np.testing.assert_allclose(bundle.predict(rows), model(np.array(rows, np.float32)).numpy(),
+                               atol=1e-6)
+    assert [t[0][0] for t in bundle.top(rows)] == ["pos", "neg"]
+    with pytest.raises(ValueError, match="expected 3 features"):
+        bundle.predict([[1.0, 2.0]])
+
+
+def test_label_count_must_match_the_model(tmp_path):
+    with pytest.raises(ValueError, match="2 outputs but 3 label names"):
+        save_bundle(str(tmp_path), logistic_regression(3, 2), label_names=["a", "b", "c"],
+                    encoder=FeatureEncoder(3))
+    assert not os.path.exists(tmp_path / "bundle.json")
+
+
+def _one_line_error(folder, match):
+    with pytest.raises(BundleError, match=match) as info:
+        load_bundle(str(folder))
+    assert "\n" not in str(info.value)
+
+
+def test_not_a_bundle_errors(tmp_path):
+    _one_line_error(tmp_path / "nowhere", "model folder not found")
+    _one_line_error(tmp_path, "missing bundle.json")
+    save_bundle(str(tmp_path / "b"), logistic_regression(3, 2), label_names=["a", "b"],
+                encoder=FeatureEncoder(3))
+    os.remove(tmp_path / "b" / "feature_encoder.json")
+    _one_line_error(tmp_path / "b", "missing feature_encoder.json")
+    os.remove(tmp_path / "b" / "model.keras")
+    _one_line_error(tmp_path / "b", "missing model.keras")
+    (tmp_path / "b" / "bundle.json").write_text("{oops")
+    _one_line_error(tmp_path / "b", "bundle.json: not valid JSON")
+    (tmp_path / "b" / "bundle.json").write_text('{"format": "other/2"}')
+    _one_line_error(tmp_path / "b", "format is 'other/2'")
+
+
+def test_missing_text_encoder_file(imcs_bundle, tmp_path):
+    import shutil
+    copy = shutil.copytree(imcs_bundle["folder"], tmp_path / "copy")
+    os.remove(copy / "vocab.txt")
+    _one_line_error(copy, "missing vocab.txt")

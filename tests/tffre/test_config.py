@@ -1,0 +1,144 @@
+"""The one flag vocabulary: precedence, config files, and one-line argument errors, fast."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tffre import config, registry
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}   # TF would log at this level if imported
+
+
+def resolve(tmp_path, preset=None, config_path=None, **given):
+    given.setdefault("out", str(tmp_path / "out"))
+    return config.resolve(given, preset=preset, config_path=config_path)
+
+
+def test_precedence_defaults_preset_file_flags(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"num-rounds": 7, "mu": 0.2, "stepsize": 3}))
+    cfg = resolve(tmp_path, preset={"num_rounds": 5, "mu": 0.1, "learning_rate": 0.01},
+                  config_path=str(path), stepsize=9.0)
+    assert cfg.num_rounds == 7          # file over preset
+    assert cfg.mu == 0.2                # file over preset
+    assert cfg.stepsize == 9.0          # flag over file
+    assert cfg.learning_rate == 0.01    # preset over default
+    assert cfg.clients == 30 and cfg.model == "logistic"   # synthetic defaults
+    imcs = resolve(tmp_path, dataset="imcs")
+    assert imcs.clients == 20 and imcs.model == "lstm" and imcs.data == config.SAMPLE
+
+
+def test_yaml_config_with_the_same_names(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("dataset: imcs\nalgorithm: [fedavgs, FEDPAP]\nnum_iters: none\n"
+                    "keep-optimizer-state: true\n")
+    cfg = resolve(tmp_path, config_path=str(path))
+    assert cfg.algorithm == "FedAvgS,FedPAP"
+    assert cfg.num_iters is None and cfg.keep_optimizer_state is True
+
+
+@pytest.mark.parametrize("text,want", [("0", None), ("none", None), ("None", None), ("12", 12)])
+def test_num_iters_zero_or_none_means_no_cap(text, want):
+    assert config.num_iters(text) == want
+
+
+def test_no_cap_reaches_the_algorithm(tmp_path):
+    cfg = resolve(tmp_path, num_iters=None, algorithm="FedAvg")
+    hparams = config.algorithm_hparams(cfg, "FedAvg")
+    assert "num_iters" in hparams and hparams["num_iters"] is None
+    assert registry.resolve_hparams("FedAvg", **hparams)["num_iters"] is None
+
+
+@pytest.mark.parametrize("given,message", [
+    ({"clients": 5, "clients_per_round": 6}, "--clients-per-round 6 is larger than --clients 5"),
+    ({"task": "symptom"}, "--task applies to --dataset imcs, not synthetic"),
+    ({"dataset": "imcs", "model": "logistic"}, "--model logistic does not apply to --dataset imcs"),
+    ({"resume": True, "overwrite": True}, "give --resume or --overwrite, not both"),
+    ({"dataset": "imcs", "w2v": "/no/such.bin"}, "--w2v: no such file: /no/such.bin"),
+    ({"dataset": "imcs", "data": "/no/such/folder"}, "--data: no such file or folder"),
+    ({"algorithm": "FedAvg", "out": "/dev/null"}, "exists and is not a folder"),
+    ({"algorithm": "FedAvg", "out": "/proc/tffre-out"}, "cannot create folders in /proc"),
+])
+def test_cross_checks(tmp_path, given, message):
+    with pytest.raises(config.ConfigError, match=message.replace("(", r"\(")):
+        resolve(tmp_path, **given)
+
+
+def test_config_file_errors_name_file_and_key(tmp_path):
+    bad_key = tmp_path / "a.json"
+    bad_key.write_text(json.dumps({"lr": 0.1}))
+    with pytest.raises(config.ConfigError, match=r"a.json: unknown option 'lr'"):
+        resolve(tmp_path, config_path=str(bad_key))
+    bad_value = tmp_path / "b.yaml"
+    bad_value.write_text("mu: -1\n")
+    with pytest.raises(config.ConfigError, match=r"b.yaml: mu: expected a finite number >= 0"):
+        resolve(tmp_path, config_path=str(bad_value))
+    broken = tmp_path / "c.json"
+    broken.write_text("{not json")
+    with pytest.raises(config.ConfigError, match=r"c.json: not valid JSON"):
+        resolve(tmp_path, config_path=str(broken))
+
+
+def test_out_with_results_needs_resume_or_overwrite(tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(config.ConfigError, match="holds no run to resume"):
+        resolve(tmp_path, resume=True)
+    out.mkdir()
+    (out / "metrics.csv").write_text("algorithm,round\n")
+    with pytest.raises(config.ConfigError, match="already holds results; add --resume"):
+        resolve(tmp_path)
+    assert resolve(tmp_path, resume=True).resume
+    assert resolve(tmp_path, overwrite=True).overwrite
+
+
+@pytest.mark.parametrize("value,message", [
+    ("inf", "expected a finite number >= 0, got inf"), ("nan", "expected a finite number"),
+    ("-0.5", "got -0.5"), ("x", "expected a number, got 'x'")])
+def test_learning_rate_must_be_finite(value, message):
+    with pytest.raises(ValueError, match=message):
+        config.non_negative_float(value)
+
+
+def test_seed_range():
+    with pytest.raises(ValueError, match=">= 0, got -1"):
+        config.seed("-1")
+    with pytest.raises(ValueError, match="<= 4294967295"):
+        config.seed(str(2 ** 32))
+
+
+def cli(*args):
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "tffre", *args], capture_output=True, text=True,
+                          env=ENV, timeout=120)
+    return proc, time.perf_counter() - start
+
+
+def test_help_is_fast_and_quiet():
+    for args in (["--help"], ["run", "--help"]):
+        proc, seconds = cli(*args)
+        assert proc.returncode == 0 and "usage:" in proc.stdout
+        assert proc.stderr == ""            # no TensorFlow log lines
+        assert seconds < 2.0, f"{args}: {seconds:.2f} s"
+    assert "--learning-rate" in cli("run", "--help")[0].stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--algorithm", "fedfoo"], "unknown algorithm 'fedfoo'"),
+    (["--num-rounds", "0"], "--num-rounds: expected a number >= 1"),
+    (["--mu", "abc"], "--mu: expected a number"),
+    (["--learning-rate", "inf"], "--learning-rate: expected a finite number"),
+    (["--seed", "-1"], "--seed: expected a number >= 0"),
+    (["--clients", "4", "--clients-per-round", "5"], "larger than --clients 4"),
+    (["--dataset", "imcs", "--alpha", "0"], "--alpha must be > 0"),
+])
+def test_argument_errors_are_one_fast_line(tmp_path, args, message):
+    proc, seconds = cli("run", *args, "--out", str(tmp_path / "x"))
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert seconds < 2.0
+    assert not (tmp_path / "x").exists()    # nothing created before the checks pass

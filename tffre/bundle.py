@@ -1,0 +1,203 @@
+"""Saved models: a Keras model with what it needs to run on new inputs.
+
+A bundle is a folder::
+
+    model.keras          the model, plain Keras (no optimizer): tf.keras.models.load_model reads it
+    bundle.json          {"format": "tffre-model/1", "encoder": "text"|"features",
+                          "label_names": [...], "metadata": {algorithm, dataset, task, round, ...}}
+    jieba_dict.txt       text encoder: the merged jieba user dictionary actually used,
+    vocab.txt            the vocabulary (one token a line, index order),
+    text_encoder.json    max_len;
+    feature_encoder.json or, for numeric inputs, the number of features.
+
+:func:`save_bundle` writes one and :func:`load_bundle` reads it back into a
+:class:`Bundle` that predicts label probabilities for raw texts (or feature
+lists). TensorFlow is imported only when a model is saved or loaded, so
+:func:`read_manifest` can check a folder cheaply (the predict CLI does that
+before importing TensorFlow).
+"""
+
+import json
+import os
+
+import numpy as np
+
+from tffre.text.encoder import ENCODERS
+
+FORMAT = "tffre-model/1"
+MANIFEST = "bundle.json"
+MODEL = "model.keras"
+
+
+class BundleError(ValueError):
+    """The folder is not a readable model bundle; the message is one line naming the problem."""
+
+
+def _one_line(text):
+    return " ".join(str(text).split())
+
+
+def save_bundle(folder, model, *, label_names, encoder, metadata=None):
+    """Writes a model bundle into ``folder`` (created if needed) and returns ``folder``.
+
+    Args:
+      model: a Keras model whose output is [n, len(label_names)] probabilities.
+      label_names: the task's label names, index-aligned with the model's outputs.
+      encoder: a :class:`~tffre.text.TextEncoder` or :class:`~tffre.text.FeatureEncoder`.
+      metadata: JSON-serialisable facts to record (e.g. algorithm, dataset, task, round).
+    """
+    import tensorflow as tf
+
+    label_names = [str(n) for n in label_names]
+    if encoder.kind not in ENCODERS:
+        raise ValueError(f"unknown encoder kind {encoder.kind!r}")
+    outputs = model.outputs[0].shape[-1] if getattr(model, "outputs", None) else None
+    if outputs is not None and outputs != len(label_names):
+        raise ValueError(f"the model has {outputs} outputs but {len(label_names)} label names "
+                         f"were given")
+    metadata = dict(metadata or {})
+    manifest = {"format": FORMAT, "encoder": encoder.kind, "label_names": label_names,
+                "metadata": metadata, "tensorflow_version": tf.__version__}
+    json.dumps(manifest)  # fail on non-JSON metadata before writing anything
+    os.makedirs(folder, exist_ok=True)
+    # Remove a stale manifest first and write the new one last: a folder left half-written by
+    # an interrupted save is then not mistaken for a bundle.
+    if os.path.exists(os.path.join(folder, MANIFEST)):
+        os.remove(os.path.join(folder, MANIFEST))
+    _plain_copy(model).save(os.path.join(folder, MODEL))
+    encoder.save(folder)
+    with open(os.path.join(folder, MANIFEST), "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    return folder
+
+
+def _plain_copy(model):
+    """A copy of ``model`` that plain Keras can load: no optimizer, only built-in initializers.
+
+    ``WordVectors`` (tffre's embedding initializer) becomes "zeros" in the copy:
+    the initializer is only used before weights are loaded and the file holds
+    the weights, while Keras' Embedding.from_config cannot find a custom
+    initializer in a process that has not imported tffre. Cloning also drops
+    any compile state, so no optimizer is saved.
+    """
+    import tensorflow as tf
+
+    try:
+        copy = tf.keras.models.clone_model(model, clone_function=_clone_layer)
+    except ValueError:  # subclassed models cannot be cloned: save them as they are
+        if getattr(model, "optimizer", None) is not None:
+            raise ValueError("cannot save a compiled subclassed model without its optimizer: "
+                             "pass an uncompiled model") from None
+        return model
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def _clone_layer(layer):
+    import tensorflow as tf
+
+    from tffre.models.text import WordVectors
+
+    if isinstance(layer, tf.keras.Model):  # a nested model: its layers need the same treatment
+        return tf.keras.models.clone_model(layer, clone_function=_clone_layer)
+    config = layer.get_config()
+    for key in config:
+        if key.endswith("_initializer") and isinstance(getattr(layer, key, None), WordVectors):
+            config[key] = tf.keras.initializers.serialize(tf.keras.initializers.Zeros())
+    return layer.__class__.from_config(config)
+
+
+def read_manifest(folder):
+    """Checks that ``folder`` holds every bundle file and returns its ``bundle.json``.
+
+    Cheap (no TensorFlow). Raises :class:`BundleError` naming the missing file or bad field.
+    """
+    if not os.path.isdir(folder):
+        raise BundleError(f"model folder not found: {folder}")
+    path = os.path.join(folder, MANIFEST)
+    if not os.path.isfile(path):
+        raise BundleError(f"{folder}: not a tffre model bundle (missing {MANIFEST})")
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise BundleError(f"{path}: not valid JSON ({_one_line(err)})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise BundleError(f"{path}: format is {found!r}, expected {FORMAT!r}")
+    kind = manifest.get("encoder")
+    if kind not in ENCODERS:
+        raise BundleError(f"{path}: unknown encoder {kind!r} (expected one of "
+                          f"{', '.join(sorted(ENCODERS))})")
+    names = manifest.get("label_names")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise BundleError(f"{path}: label_names must be a non-empty list of strings")
+    if not isinstance(manifest.get("metadata", {}), dict):
+        raise BundleError(f"{path}: metadata must be an object")
+    for name in (MODEL,) + ENCODERS[kind].FILES:
+        if not os.path.isfile(os.path.join(folder, name)):
+            raise BundleError(f"{folder}: not a complete tffre model bundle (missing {name})")
+    return manifest
+
+
+class Bundle:
+    """A loaded model bundle: ``model``, ``encoder``, ``label_names``, ``metadata``."""
+
+    def __init__(self, model, encoder, label_names, metadata=None, folder=None):
+        self.model = model
+        self.encoder = encoder
+        self.label_names = list(label_names)
+        self.metadata = dict(metadata or {})
+        self.folder = folder
+
+    @property
+    def kind(self):
+        """The encoder kind: "text" (inputs are strings) or "features" (lists of floats)."""
+        return self.encoder.kind
+
+    def predict(self, inputs, batch_size=256):
+        """Label probabilities, float32 [n, num_labels], for texts or feature lists."""
+        x = self.encoder.encode(list(inputs))
+        if not len(x):
+            return np.zeros((0, len(self.label_names)), np.float32)
+        # Direct calls in fixed-size chunks: no tf.function retracing per input size, and
+        # the same numbers as calling the in-memory model.
+        parts = [np.asarray(self.model(x[i:i + batch_size], training=False))
+                 for i in range(0, len(x), batch_size)]
+        return np.concatenate(parts).astype(np.float32)
+
+    def top(self, inputs, k=1):
+        """The ``k`` most probable labels per input: a list of [(label, probability), ...]."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        probs = self.predict(inputs)
+        k = min(k, len(self.label_names))
+        # A stable sort keeps the lower label index first among equal probabilities.
+        order = np.argsort(-probs, axis=1, kind="stable")[:, :k]
+        return [[(self.label_names[j], float(row[j])) for j in idx]
+                for row, idx in zip(probs, order)]
+
+
+def load_bundle(folder):
+    """Loads a bundle written by :func:`save_bundle`; :class:`BundleError` if it is not one."""
+    manifest = read_manifest(folder)
+    import tensorflow as tf
+
+    import tffre.models.text  # noqa: F401  (registers the embedding initializer)
+
+    try:
+        encoder = ENCODERS[manifest["encoder"]].load(folder)
+    except (OSError, ValueError) as err:
+        raise BundleError(f"{folder}: cannot read the {manifest['encoder']} encoder "
+                          f"({_one_line(err)})") from None
+    path = os.path.join(folder, MODEL)
+    try:
+        model = tf.keras.models.load_model(path, compile=False)
+    except Exception as err:  # Keras raises many types for a corrupt or foreign file
+        raise BundleError(f"{path}: cannot load the Keras model ({_one_line(err)[:300]})") from None
+    outputs = model.outputs[0].shape[-1] if getattr(model, "outputs", None) else None
+    if outputs is not None and outputs != len(manifest["label_names"]):
+        raise BundleError(f"{path}: the model has {outputs} outputs but {MANIFEST} names "
+                          f"{len(manifest['label_names'])} labels")
+    return Bundle(model, encoder, manifest["label_names"], manifest.get("metadata", {}), folder)

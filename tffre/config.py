@@ -1,0 +1,392 @@
+"""The one flag vocabulary of ``python -m tffre run``, config files, and argument checks.
+
+Every option is defined once, in :data:`OPTIONS`, with the FLCMC paper's
+hyperparameter names. The same names (with ``_`` or ``-``) are the keys of a
+``--config`` file (JSON, or YAML when the file ends in .yaml/.yml). Values are
+taken, lowest first, from: the option defaults (some per dataset), an
+example's preset, the config file, and the command line.
+
+Nothing here imports TensorFlow: ``--help`` and every argument error answer
+at once, in one line, before any data is read.
+"""
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from typing import Any, Callable, Optional, Tuple
+
+from tffre import registry
+
+DATASETS = ("synthetic", "imcs")
+MODELS = ("logistic", "lstm", "mean-logistic")
+IMCS_TASKS = ("symptom", "dialogue-act", "diagnosis")
+IMCS_PARTITIONS = ("diagnosis-dirichlet", "iid", "by-diagnosis")
+RESULT_FILES = ("metrics.csv", "summary.json", "config.json")
+
+
+class ConfigError(ValueError):
+    """An invalid option value; the message names the option (and the config file)."""
+
+
+# --- value parsers: each takes a string (command line) or a value (config file) ---
+
+def _int(value, minimum):
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"expected a whole number, got {value!r}")
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a whole number, got {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"expected a number >= {minimum}, got {number}")
+    return number
+
+
+def positive_int(value):
+    """A whole number >= 1."""
+    return _int(value, 1)
+
+
+def non_negative_int(value):
+    """A whole number >= 0."""
+    return _int(value, 0)
+
+
+def seed(value):
+    """A seed: a whole number in [0, 2**32 - 1] (numpy's RandomState range)."""
+    number = _int(value, 0)
+    if number > 2 ** 32 - 1:
+        raise ValueError(f"expected a number <= {2 ** 32 - 1}, got {number}")
+    return number
+
+
+def non_negative_float(value):
+    """A finite number >= 0."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number, got {value!r}") from None
+    if not (math.isfinite(number) and number >= 0):
+        raise ValueError(f"expected a finite number >= 0, got {value}")
+    return number
+
+
+def positive_float(value):
+    """A finite number > 0."""
+    number = non_negative_float(value)
+    if number == 0:
+        raise ValueError(f"expected a number > 0, got {value}")
+    return number
+
+
+def num_iters(value):
+    """A cap on local steps: a whole number >= 1, or 0 / "none" for no cap (None)."""
+    if value is None or str(value).strip().lower() in ("0", "none"):
+        return None
+    return _int(value, 1)
+
+
+def algorithm_list(value):
+    """Comma-separated registry names (or a list), each checked against the registry."""
+    names = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    names = [str(n).strip() for n in names if str(n).strip()]
+    if not names:
+        raise ValueError("give at least one algorithm name")
+    return ",".join(registry.get_spec(n).name for n in names)
+
+
+def boolean(value):
+    """true/false (config files); a bare flag on the command line."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def text(value):
+    """Any non-empty string."""
+    if value is None or not str(value).strip():
+        raise ValueError("expected a non-empty value")
+    return str(value)
+
+
+def choice(*choices):
+    """A parser accepting one of ``choices``."""
+    def parse(value):
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {value!r}")
+        return value
+    parse.choices = choices
+    return parse
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One option: its name, parser, default (a value, or {dataset: value}), help and scope.
+
+    ``datasets`` limits an option to some datasets (None: all). ``flag`` options
+    take no value on the command line. ``algorithm`` options are
+    hyperparameters passed to the algorithms that take them.
+    """
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+    datasets: Optional[Tuple[str, ...]] = None
+    flag: bool = False
+    algorithm: bool = False
+    persistent: bool = True   # part of a run's identity (checked on --resume)
+
+    @property
+    def cli(self):
+        return "--" + self.name.replace("_", "-")
+
+    def default_for(self, dataset):
+        return self.default.get(dataset) if isinstance(self.default, dict) else self.default
+
+
+SAMPLE = "sample"   # --data default for imcs: the embedded synthetic sample
+
+OPTIONS = (
+    # What to run.
+    Option("dataset", choice(*DATASETS), "synthetic", "synthetic (FLCMC section 5.1) or imcs"),
+    Option("algorithm", algorithm_list, "FedAvg",
+           "comma-separated registry names: " + ",".join(registry.valid_algorithm_names())),
+    Option("model", choice(*MODELS), {"synthetic": "logistic", "imcs": "lstm"},
+           "logistic (synthetic); lstm or mean-logistic (imcs, Table 10 / Table 9)"),
+    # Federation (FLCMC Table 7 names).
+    Option("num_rounds", positive_int, 100, "communication rounds"),
+    Option("clients", positive_int, {"synthetic": 30, "imcs": 20},
+           "number of clients (institutions)"),
+    Option("clients_per_round", positive_int, 10, "clients sampled each round"),
+    Option("batch_size", positive_int, 10, "local batch size"),
+    Option("learning_rate", non_negative_float, None,
+           "local learning rate; default 0.01 for SGD/PGD, 0.001 for the Adam family",
+           algorithm=True),
+    Option("num_epochs", positive_int, None, "local epochs (default 10)", algorithm=True),
+    Option("num_iters", num_iters, 20, "cap on local steps per round; 0 or none: no cap",
+           algorithm=True),
+    Option("mu", non_negative_float, None, "proximal coefficient (Eq. 21-22; default 1)",
+           algorithm=True),
+    Option("stepsize", non_negative_float, None, "attention server step lambda (Eq. 14; "
+           "default 1.2)", algorithm=True),
+    Option("granularity", choice(*registry.GRANULARITIES), None,
+           "attention per layer or over the whole model", algorithm=True),
+    Option("client_weighting", choice(*registry.CLIENT_WEIGHTINGS), None,
+           "update weight: dataset_size (Eq. 6's n_k, default), processed, uniform",
+           algorithm=True),
+    Option("keep_optimizer_state", boolean, False,
+           "keep the optimizer state (Adam moments) across rounds at the server",
+           flag=True, algorithm=True),
+    # Evaluation, output, reproducibility.
+    Option("eval_every", positive_int, 1, "evaluate the global model every N rounds"),
+    Option("seed", seed, 0, "seeds data, split, initial weights, client sampling and order"),
+    Option("out", text, None, "output folder (required)"),
+    Option("checkpoint_every", non_negative_int, 5,
+           "save the server state every N rounds (0: only the last round)"),
+    Option("resume", boolean, False, "continue the run in --out from its last checkpoint",
+           flag=True, persistent=False),
+    Option("overwrite", boolean, False, "replace the results already in --out", flag=True,
+           persistent=False),
+    Option("no_progress", boolean, False, "no progress bar", flag=True, persistent=False),
+    # Synthetic data (FedProx's construction).
+    Option("alpha", non_negative_float, 0.5,
+           "synthetic: label skew; imcs: Dirichlet concentration of the disease mix"),
+    Option("beta", non_negative_float, 0.5, "synthetic feature skew", datasets=("synthetic",)),
+    Option("iid", boolean, False, "synthetic IID variant", datasets=("synthetic",), flag=True),
+    # IMCS-V2.
+    Option("data", text, SAMPLE, "IMCS-V2 folder or split file (default: the embedded "
+           "synthetic sample)", datasets=("imcs",)),
+    Option("task", choice(*IMCS_TASKS), "symptom", "IMCS task", datasets=("imcs",)),
+    Option("partition", choice(*IMCS_PARTITIONS), "diagnosis-dirichlet",
+           "how whole dialogues are split over clients", datasets=("imcs",)),
+    Option("w2v", text, None, "pretrained Word2Vec vectors (text or binary format)",
+           datasets=("imcs",)),
+    Option("w2v_from_clients", boolean, False, "train vectors on the clients' pooled texts "
+           "(breaks the privacy model; experiments only)", datasets=("imcs",), flag=True),
+    Option("user_dict", text, None, "extra jieba user dictionary (public terms)",
+           datasets=("imcs",)),
+    Option("dict_from_clients", boolean, False, "add the clients' annotated symptom norms to "
+           "the jieba dictionary (reads client labels; experiments only)", datasets=("imcs",),
+           flag=True),
+    Option("max_len", positive_int, None, "tokens per example (default 16; 192 for diagnosis)",
+           datasets=("imcs",)),
+    Option("lstm_units", positive_int, 64, "LSTM width", datasets=("imcs",)),
+    Option("bidirectional", boolean, False, "bidirectional LSTM", datasets=("imcs",), flag=True),
+    Option("freeze_embedding", boolean, False, "freeze the Word2Vec embedding",
+           datasets=("imcs",), flag=True),
+)
+BY_NAME = {o.name: o for o in OPTIONS}
+ALGORITHM_OPTIONS = tuple(o.name for o in OPTIONS if o.algorithm)
+
+
+def _parser_type(option):
+    def convert(value):
+        try:
+            return option.parse(value)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    convert.__name__ = option.name
+    return convert
+
+
+def add_run_arguments(parser):
+    """Adds every option to an argparse parser (defaults suppressed, so given flags are known)."""
+    parser.add_argument("--config", help="JSON or YAML file whose keys are these option names")
+    for option in OPTIONS:
+        scope = "" if option.datasets is None else f" [{'/'.join(option.datasets)}]"
+        if option.flag:
+            parser.add_argument(option.cli, action="store_true", default=argparse.SUPPRESS,
+                                help=option.help + scope)
+        else:
+            choices = getattr(option.parse, "choices", None)
+            parser.add_argument(option.cli, type=_parser_type(option), default=argparse.SUPPRESS,
+                                metavar=None if choices is None else "{" + ",".join(choices) + "}",
+                                help=option.help + scope)
+
+
+def read_config_file(path):
+    """Reads a JSON or YAML config file into {option name: parsed value}.
+
+    Raises ConfigError naming the file and the key for an unknown key or a bad value.
+    """
+    if not os.path.isfile(path):
+        raise ConfigError(f"--config: no such file: {path}")
+    with open(path, encoding="utf-8") as f:
+        content = f.read()
+    try:
+        if path.lower().endswith((".yaml", ".yml")):
+            import yaml
+            raw = yaml.safe_load(content)
+        else:
+            raw = json.loads(content)
+    except Exception as err:  # json and yaml raise their own types
+        raise ConfigError(f"{path}: not valid {'YAML' if path.endswith(('yaml', 'yml')) else 'JSON'}: "
+                          f"{str(err).splitlines()[0]}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of option names to values")
+    values = {}
+    for key, value in raw.items():
+        name = str(key).replace("-", "_")
+        option = BY_NAME.get(name)
+        if option is None or name in ("resume", "overwrite"):
+            raise ConfigError(f"{path}: unknown option {key!r}; valid: "
+                              f"{', '.join(o.name for o in OPTIONS if o.name not in ('resume', 'overwrite'))}")
+        try:
+            values[name] = option.parse(value)
+        except ValueError as err:
+            raise ConfigError(f"{path}: {key}: {err}") from None
+    return values
+
+
+def resolve(given, *, preset=None, config_path=None):
+    """Merges defaults, a preset, a config file and the given flags; then checks them.
+
+    Args:
+      given: {option name: parsed value} from the command line.
+      preset: {option name: value} an example sets (parsed here).
+      config_path: a ``--config`` file.
+
+    Returns:
+      An ``argparse.Namespace`` with every option, and ``given_options``, the
+      names set by the preset, the file or the command line.
+
+    Raises:
+      ConfigError: a one-line message naming the option.
+    """
+    layers = []
+    if preset:
+        layers.append({k: BY_NAME[k].parse(v) for k, v in preset.items()})
+    if config_path:
+        layers.append(read_config_file(config_path))
+    layers.append(dict(given))
+    chosen = {}
+    for layer in layers:
+        chosen.update(layer)
+    dataset = chosen.get("dataset", BY_NAME["dataset"].default)
+    values = {o.name: o.default_for(dataset) for o in OPTIONS}
+    values.update(chosen)
+    for name in chosen:
+        option = BY_NAME[name]
+        if option.datasets and dataset not in option.datasets and name in given:
+            raise ConfigError(f"{option.cli} applies to --dataset {'/'.join(option.datasets)}, "
+                              f"not {dataset}")
+    cfg = argparse.Namespace(**values, given_options=sorted(chosen))
+    check(cfg)
+    return cfg
+
+
+def check(cfg):
+    """Cross-option checks that need no data: raises ConfigError with a one-line message."""
+    if cfg.out is None:
+        raise ConfigError("--out is required (the folder for results)")
+    if cfg.clients_per_round > cfg.clients:
+        raise ConfigError(f"--clients-per-round {cfg.clients_per_round} is larger than --clients "
+                          f"{cfg.clients}")
+    if cfg.resume and cfg.overwrite:
+        raise ConfigError("give --resume or --overwrite, not both")
+    if cfg.w2v and cfg.w2v_from_clients:
+        raise ConfigError("give --w2v or --w2v-from-clients, not both")
+    models = {"synthetic": ("logistic",), "imcs": ("lstm", "mean-logistic")}[cfg.dataset]
+    if cfg.model not in models:
+        raise ConfigError(f"--model {cfg.model} does not apply to --dataset {cfg.dataset}; "
+                          f"valid: {', '.join(models)}")
+    if cfg.dataset == "imcs" and cfg.partition == "diagnosis-dirichlet" and not cfg.alpha > 0:
+        raise ConfigError(f"--alpha must be > 0 for the Dirichlet partition, got {cfg.alpha}")
+    for name in ("w2v", "user_dict"):
+        path = getattr(cfg, name)
+        if path and not os.path.isfile(path):
+            raise ConfigError(f"{BY_NAME[name].cli}: no such file: {path}")
+    if cfg.dataset == "imcs" and cfg.data != SAMPLE and not os.path.exists(cfg.data):
+        raise ConfigError(f"--data: no such file or folder: {cfg.data}")
+    for name in cfg.algorithm.split(","):
+        hparams = {k: getattr(cfg, k) for k in ALGORITHM_OPTIONS
+                   if k in registry.valid_hparams(name) and (getattr(cfg, k) is not None
+                                                             or k == "num_iters")}
+        try:
+            registry.resolve_hparams(name, **hparams)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    check_out_dir(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite)
+
+
+def algorithm_hparams(cfg, name):
+    """The hyperparameters algorithm ``name`` takes from ``cfg`` (unset ones left to defaults)."""
+    return {k: getattr(cfg, k) for k in ALGORITHM_OPTIONS
+            if k in registry.valid_hparams(name) and (getattr(cfg, k) is not None or k == "num_iters")}
+
+
+def check_out_dir(out, *, resume=False, overwrite=False):
+    """Refuses an unusable ``--out``, or one holding results without --resume/--overwrite.
+
+    Creates nothing: the folder is made only once every check has passed.
+    """
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ConfigError(f"--out {out} exists and is not a folder")
+    existing = os.path.isdir(out) and any(os.path.exists(os.path.join(out, f))
+                                          for f in RESULT_FILES)
+    if resume and not existing:
+        raise ConfigError(f"--resume: {out} holds no run to resume (no {RESULT_FILES[0]})")
+    if existing and not (resume or overwrite):
+        raise ConfigError(f"--out {out} already holds results; add --resume to continue that "
+                          f"run or --overwrite to replace it")
+    parent = os.path.abspath(out)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    try:  # a real probe: permissions alone miss read-only and virtual filesystems
+        os.rmdir(tempfile.mkdtemp(prefix=".tffre-probe-", dir=parent))
+    except OSError as err:
+        raise ConfigError(f"--out {out}: cannot create folders in {parent} "
+                          f"({err.strerror})") from None
+
+
+def persistent_values(cfg):
+    """The options that define a run (saved in config.json, compared on --resume)."""
+    return {o.name: getattr(cfg, o.name) for o in OPTIONS if o.persistent}

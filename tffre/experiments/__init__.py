@@ -1,0 +1,147 @@
+"""Experiments: a resolved configuration (:mod:`tffre.config`) in, result files out.
+
+Each dataset module (:mod:`tffre.experiments.synthetic`,
+:mod:`tffre.experiments.imcs`) turns the configuration into a :class:`Job`:
+federated data, a model, a loss, the label names and the encoder that turns
+new inputs into model inputs. :func:`run` does the rest the same way for
+every dataset: output folder, :func:`tffre.runner.run_experiment`, saved
+models, ``summary.json``, and a table beside the paper's.
+"""
+
+import dataclasses
+import importlib
+import json
+import os
+import time
+from typing import Any, Callable, Optional
+
+from tffre import config as config_lib
+from tffre import paper_tables
+
+# Options a resumed run may change: they do not alter what a round computes.
+RESUMABLE_CHANGES = ("num_rounds", "eval_every", "checkpoint_every")
+
+
+@dataclasses.dataclass
+class Job:
+    """What a dataset module prepares for :func:`run`."""
+    data: Any                       # tffre.data.FederatedData
+    model_fn: Callable[[], Any]     # a fresh, uncompiled Keras model
+    loss: Any                       # the Keras loss
+    title: str
+    label_names: list
+    encoder: Any                    # turns new inputs into model inputs; has save(folder)
+    info: dict = dataclasses.field(default_factory=dict)   # extra summary fields
+    write_extras: Optional[Callable[[str], None]] = None   # e.g. the partition files
+
+
+def prepare(cfg):
+    """The :class:`Job` of ``cfg.dataset`` (loads and splits the data; writes nothing)."""
+    return importlib.import_module(f"tffre.experiments.{cfg.dataset}").prepare(cfg)
+
+
+def check_resume(cfg):
+    """Refuses to resume a run whose saved configuration differs from ``cfg``."""
+    path = os.path.join(cfg.out, "config.json")
+    if not os.path.isfile(path):
+        raise config_lib.ConfigError(f"--resume: {path} is missing, so the run cannot be "
+                                     f"checked; use --overwrite")
+    with open(path, encoding="utf-8") as f:
+        saved = json.load(f)
+    now = config_lib.persistent_values(cfg)
+    changed = [k for k in now if k not in RESUMABLE_CHANGES and saved.get(k) != now[k]]
+    if changed:
+        raise config_lib.ConfigError(
+            "--resume: options differ from the saved run: " + ", ".join(
+                f"{config_lib.BY_NAME[k].cli} {saved.get(k)!r} -> {now[k]!r}" for k in changed))
+
+
+def run(cfg):
+    """Runs the experiment ``cfg`` describes and prints its table. Returns the summary dict."""
+    import tensorflow as tf
+    from tffre import bundle, runner
+    from tffre.runtime import federated_runtime
+
+    start = time.perf_counter()
+    if cfg.resume:
+        check_resume(cfg)
+    tf.keras.utils.set_random_seed(cfg.seed)
+    job = prepare(cfg)
+    runner.prepare_out_dir(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite)
+    runner.write_json(os.path.join(cfg.out, "config.json"), config_lib.persistent_values(cfg))
+    if job.write_extras is not None:
+        job.write_extras(cfg.out)
+    names = cfg.algorithm.split(",")
+    table, reference = paper_tables.reference(cfg.dataset, cfg.model)
+
+    def save_model(folder, model, name, round_num):
+        bundle.save_bundle(folder, model, label_names=job.label_names, encoder=job.encoder,
+                           metadata={"algorithm": name, "round": round_num,
+                                     "dataset": cfg.dataset, "model": cfg.model,
+                                     "task": getattr(cfg, "task", None), "seed": cfg.seed})
+
+    with federated_runtime():
+        summary = runner.run_experiment(
+            job.data, job.model_fn, loss=job.loss, algorithm_names=names,
+            num_rounds=cfg.num_rounds, clients_per_round=cfg.clients_per_round,
+            out_dir=cfg.out, batch_size=cfg.batch_size, seed=cfg.seed,
+            eval_every=cfg.eval_every,
+            hparams={k: getattr(cfg, k) for k in config_lib.ALGORITHM_OPTIONS},
+            progress=not cfg.no_progress, title=job.title,
+            checkpoint_every=cfg.checkpoint_every, resume=cfg.resume, save_model=save_model,
+            reference={n: reference[n] for n in summary_names(names) if n in reference})
+    summary.update(job.info, config=config_lib.persistent_values(cfg), paper_table=table,
+                   wall_seconds=round(time.perf_counter() - start, 1))
+    runner.write_json(os.path.join(cfg.out, "summary.json"), summary)
+    print(format_report(summary, reference, table))
+    return summary
+
+
+def summary_names(names):
+    """Registry spellings of ``names`` (as the summary keys them)."""
+    from tffre import registry
+    return [registry.get_spec(n).name for n in names]
+
+
+def _fmt(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
+def format_report(summary, reference=None, table=None):
+    """The results table, beside the paper's figures where the paper has them."""
+    reference = reference or {}
+    algos = summary["algorithms"]
+    has_dev = any("test_accuracy_at_best_dev" in s for s in algos.values())
+    lines = []
+    baseline = summary.get("majority_class_test_accuracy")
+    head = f"{summary['dataset']}: test accuracy, max over rounds (as the paper)"
+    if baseline is not None:
+        head += f"; majority-class baseline {baseline:.4f}"
+    lines.append(head)
+    cols = f"{'algorithm':<10} {'max acc':>8} {'round':>5}"
+    if has_dev:
+        cols += f" {'acc@best dev':>12} {'round':>5}"
+    cols += f" {'min loss':>9} {'paper acc':>9} {'paper loss':>10} {'mean ms':>8} " \
+            f"{'paper ms':>8} {'up B/round':>12} {'down B/round':>12}"
+    lines.append(cols)
+    for name, s in algos.items():
+        ref = reference.get(name, {})
+        line = f"{name:<10} {_fmt(s.get('max_test_accuracy'), '.4f'):>8} " \
+               f"{_fmt(s.get('round_of_max_accuracy'), 'd'):>5}"
+        if has_dev:
+            line += f" {_fmt(s.get('test_accuracy_at_best_dev'), '.4f'):>12} " \
+                    f"{_fmt(s.get('round_of_best_dev'), 'd'):>5}"
+        line += f" {_fmt(s.get('min_train_loss'), '.4f'):>9} " \
+                f"{_fmt(ref.get('test_accuracy'), '.4f'):>9} " \
+                f"{_fmt(ref.get('train_loss'), '.4f'):>10} {s['mean_round_ms']:>8.1f} " \
+                f"{_fmt(ref.get('round_ms'), '.1f'):>8} {s['bytes_uploaded_per_round']:>12,.0f} " \
+                f"{s['bytes_broadcast_per_round']:>12,.0f}"
+        lines.append(line)
+    if table:
+        lines.append(f"paper: FLCMC {table}")
+    rss = summary.get("peak_rss_mib", {})
+    if "wall_seconds" in summary:
+        lines.append(f"wall time {summary['wall_seconds']:.0f} s; peak RSS "
+                     f"{rss.get('python', 0):.0f} MiB (python) + {rss.get('tff_worker', 0):.0f} "
+                     f"MiB (TFF worker)")
+    return "\n".join(lines)

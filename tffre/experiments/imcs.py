@@ -1,0 +1,145 @@
+"""The IMCS-V2 job (FLCMC Tables 9-11): jieba + Word2Vec + LSTM or mean-vector logistic.
+
+Loads IMCS (the embedded synthetic sample by default), builds the task, splits
+whole dialogues over clients, segments with jieba and public dictionaries,
+maps tokens through public Word2Vec vectors and builds the model.
+
+Privacy defaults: the server uses only public resources. The jieba dictionary
+is the shipped one plus ``--user-dict``; the clients' annotated symptom norms
+join it only with ``--dict-from-clients``. Vectors come from ``--w2v`` (or the
+sample's public vectors); the clients' pooled texts only with
+``--w2v-from-clients``. Both flags warn.
+"""
+
+import os
+
+import numpy as np
+import pandas as pd
+
+from tffre import resources
+from tffre.config import SAMPLE
+from tffre.experiments import Job
+
+SAMPLE_DIR = resources.path("imcs_sample")
+SAMPLE_VECTORS = resources.path("imcs_sample", "w2v_sample.txt")
+PRIVACY_WARNING = ("WARNING: {flag} reads the clients' private {what} on the server. That breaks "
+                   "the federated privacy model; use it only for experiments.")
+
+
+def data_path(cfg):
+    """The IMCS folder or file ``cfg.data`` names (the embedded sample for "sample")."""
+    return SAMPLE_DIR if cfg.data == SAMPLE else cfg.data
+
+
+def max_len(cfg):
+    """Tokens per example: ``--max-len``, else 192 for diagnosis and 16 for sentence tasks."""
+    return cfg.max_len or (192 if cfg.task == "diagnosis" else 16)
+
+
+def segmenter_for(cfg, splits):
+    """jieba with the shipped dictionary and ``--user-dict``; client norms only if asked."""
+    from tffre.data import imcs
+    from tffre.text import MedicalSegmenter
+    segmenter = MedicalSegmenter(user_dicts=[cfg.user_dict] if cfg.user_dict else ())
+    if cfg.dict_from_clients:
+        print(PRIVACY_WARNING.format(flag="--dict-from-clients",
+                                     what="annotations (the symptom norms of the training split)"))
+        segmenter.add_terms(sorted(imcs.symptom_norms(splits["train"])))
+    return segmenter
+
+
+def word_vectors(cfg, splits, segmenter):
+    """(vectors, source): ``--w2v``, the pooled client texts if asked, else the sample's vectors."""
+    from tffre.text.word2vec import load_vectors, train_word2vec
+    if cfg.w2v:
+        return load_vectors(cfg.w2v), cfg.w2v
+    if cfg.w2v_from_clients:
+        print(PRIVACY_WARNING.format(flag="--w2v-from-clients",
+                                     what="texts (to train the vocabulary and vectors)"))
+        texts = [t["sentence"] for d in splits["train"] for t in d.turns]
+        return train_word2vec(segmenter.cut_all(texts), vector_size=64, seed=cfg.seed), \
+            "pooled client texts"
+    if cfg.data != SAMPLE:
+        print("note: no --w2v given; using the small vectors trained on the embedded public "
+              "sample. Pass --w2v with real medical vectors (e.g. Chinese-Word2vec-Medicine) "
+              "for the real corpus.")
+    return load_vectors(SAMPLE_VECTORS), "the embedded sample's public vectors"
+
+
+def partition_table(stats, task):
+    """Per-client dialogues, examples per split, and the training label mix."""
+    from tffre.data import imcs
+    names = list(imcs.label_names(task))
+    train = stats[stats["split"] == "train"].set_index("client")
+    table = pd.DataFrame({"dialogues": train["dialogues"], "train": train["examples"]})
+    for split in ("dev", "test"):
+        rows = stats[stats["split"] == split].set_index("client")
+        if not rows.empty:
+            table[split] = rows["examples"]
+    if len(names) <= 4:
+        for n in names:
+            table[n] = train[n]
+    else:
+        table["largest label"] = train[names].idxmax(axis=1)
+        table["share"] = (train[names].max(axis=1) / train["examples"].clip(lower=1)).round(2)
+    return table
+
+
+def prepare(cfg):
+    """Loads, splits and encodes IMCS for ``cfg``; returns the :class:`Job`."""
+    import tensorflow as tf
+    from tffre.data import imcs
+    from tffre.data.imcs_federated import build_imcs_federated
+    from tffre.models import lstm_classifier, mean_embedding_logistic
+    from tffre.plots import plot_partition
+    from tffre.text import TextEncoder, Vocabulary
+
+    splits = imcs.load_imcs(data_path(cfg))
+    if "train" not in splits:
+        raise ValueError(f"{cfg.data}: no training split (a file named *train*.json)")
+    segmenter = segmenter_for(cfg, splits)
+    kv, source = word_vectors(cfg, splits, segmenter)
+    vocab = Vocabulary.from_vectors(kv)
+    length = max_len(cfg)
+    eval_split = "test" if "test" in splits else "dev"
+    data, stats = build_imcs_federated(
+        splits, cfg.task, segmenter=segmenter, vocab=vocab, max_len=length,
+        partition=cfg.partition, num_clients=cfg.clients, alpha=cfg.alpha, seed=cfg.seed,
+        eval_split=eval_split)
+    y_train, y_test = data.pooled("train")[1], data.pooled("test")[1]
+    majority = np.bincount(y_train).argmax()
+    sample_tokens = segmenter.cut_all(imcs.to_examples(splits["train"][:50], cfg.task)["text"])
+    info = {"task": cfg.task, "vectors": source, "vocab_size": len(vocab),
+            "vector_dim": kv.vector_size, "oov_rate_sample": round(vocab.oov_rate(sample_tokens), 4),
+            "eval_split": eval_split, "dev_split": "dev" if data.has_split("dev") else None,
+            "majority_class_test_accuracy": float(np.mean(y_test == majority)),
+            "train_examples": int(len(y_train)), "test_examples": int(len(y_test))}
+    print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
+          f"examples; vocabulary {info['vocab_size']} x {info['vector_dim']} from {source}")
+    print(partition_table(stats, cfg.task).to_string())
+    matrix = vocab.embedding_matrix(kv)
+    num_classes = data.num_classes
+    if cfg.model == "lstm":
+        def model_fn():
+            return lstm_classifier(num_classes, length, embedding_matrix=matrix,
+                                   trainable_embedding=not cfg.freeze_embedding,
+                                   lstm_units=cfg.lstm_units, bidirectional=cfg.bidirectional,
+                                   seed=cfg.seed)
+        model_name = "LSTM"
+    else:
+        def model_fn():
+            # Table 9's model: frozen vectors, only the softmax layer learns.
+            return mean_embedding_logistic(num_classes, length, embedding_matrix=matrix)
+        model_name = "mean-vector logistic regression"
+
+    def write_extras(out_dir):
+        stats.to_csv(os.path.join(out_dir, "partition.csv"), index=False)
+        plot_partition(stats, os.path.join(out_dir, "partition.png"),
+                       list(imcs.label_names(cfg.task)), title=data.name,
+                       legend_names=list(imcs.label_names(cfg.task, english=True)))
+
+    return Job(data=data, model_fn=model_fn, loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+               title=f"{data.name}, {model_name}",
+               label_names=list(imcs.label_names(cfg.task)),
+               encoder=TextEncoder(segmenter, vocab, length), info=info,
+               write_extras=write_extras)

@@ -1,0 +1,184 @@
+"""Predict labels for new texts with a saved model bundle (see :mod:`tffre.bundle`).
+
+    python -m tffre.predict --model results/x/model --text "孩子咳嗽三天了" [--top-k 3] [--json]
+    python -m tffre.predict --model results/x/model --input sentences.jsonl
+
+``--input`` reads JSON lines: an object per line with "text" (or, for a model
+over numeric features, "x": a list of numbers) and an optional "id" (default:
+the line number; for ``--text``, the position). Output: one
+``id<TAB>label<TAB>probability`` line per input and label (``--top-k`` labels,
+most probable first), or with ``--json`` one object per input:
+``{"id": ..., "predictions": [{"label": ..., "probability": ...}, ...]}``.
+Probabilities are rounded to 4 decimals. Bad arguments or input exit with
+status 2 and a one-line error naming the file, line and field.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+from tffre import bundle as bundle_lib
+
+
+class InputError(ValueError):
+    """Bad command-line input; the message is one line."""
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def build_parser(prog=None):
+    """The argument parser; ``prog`` names the command in usage and error lines."""
+    p = argparse.ArgumentParser(
+        prog=prog or "python -m tffre.predict", description="Label new texts (or feature vectors) with a saved tffre model.")
+    p.add_argument("--model", required=True, metavar="DIR",
+                   help="model bundle folder (model.keras, bundle.json, encoder files)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", action="append", metavar="T",
+                        help="a text to label (repeat for several)")
+    source.add_argument("--input", metavar="FILE.jsonl",
+                        help='JSON lines: {"text": ...} (or {"x": [...]} for a feature model), '
+                             'optional "id"')
+    p.add_argument("--top-k", type=_positive_int, default=1, metavar="K",
+                   help="labels to print per input, most probable first (default 1)")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per input instead of tab-separated lines")
+    return p
+
+
+def _type_name(value):
+    return {dict: "object", list: "array", str: "string", bool: "boolean",
+            type(None): "null"}.get(type(value), "number")
+
+
+def _check_x(where, value, num_features):
+    if not isinstance(value, list):
+        raise InputError(f'{where}: field "x" must be an array of numbers, got {_type_name(value)}')
+    if len(value) != num_features:
+        raise InputError(f'{where}: field "x" must have {num_features} numbers, got {len(value)}')
+    for j, v in enumerate(value):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise InputError(f'{where}: field "x" item {j} must be a number, '
+                             f"got {_type_name(v)}")
+    return value
+
+
+def read_jsonl(path, field, num_features=None):
+    """Reads ``(id, input)`` pairs from a JSON-lines file; InputError names file, line, field.
+
+    ``field`` is "text" (a string) or "x" (``num_features`` numbers). Blank lines are skipped.
+    """
+    if not os.path.isfile(path):
+        raise InputError(f"input file not found: {path}")
+    records = []
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            where = f"{path}:{lineno}"
+            try:
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"{where}: not UTF-8 text") from None
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InputError(f"{where}: invalid JSON ({err.msg} at column {err.colno})") from None
+            if not isinstance(obj, dict):
+                raise InputError(f"{where}: expected a JSON object, got {_type_name(obj)}")
+            if field not in obj:
+                other = "text" if field == "x" else "x"
+                hint = (f' (this model takes "{field}"; "{other}" is for a '
+                        f'{"feature" if other == "x" else "text"} model)') if other in obj else ""
+                raise InputError(f'{where}: missing field "{field}"{hint}')
+            value = obj[field]
+            if field == "text":
+                if not isinstance(value, str):
+                    raise InputError(f'{where}: field "text" must be a string, '
+                                     f"got {_type_name(value)}")
+            else:
+                _check_x(where, value, num_features)
+            rid = obj.get("id", lineno)
+            if isinstance(rid, bool) or not isinstance(rid, (str, int, float)):
+                raise InputError(f'{where}: field "id" must be a string or a number, '
+                                 f"got {_type_name(rid)}")
+            records.append((rid, value))
+    return records
+
+
+def _tsv_field(value):
+    # A tab or line break inside an id or label would shift the columns.
+    return " ".join(str(value).replace("\t", " ").splitlines())
+
+
+def format_predictions(ids, tops, as_json=False):
+    """Output lines: ``id<TAB>label<TAB>probability`` per label, or one JSON object per input."""
+    lines = []
+    for rid, top in zip(ids, tops):
+        if as_json:
+            lines.append(json.dumps(
+                {"id": rid, "predictions": [{"label": label, "probability": round(p, 4)}
+                                            for label, p in top]}, ensure_ascii=False))
+        else:
+            lines.extend(f"{_tsv_field(rid)}\t{_tsv_field(label)}\t{p:.4f}" for label, p in top)
+    return lines
+
+
+def main(argv=None, prog=None):
+    """Runs the command line; returns the exit status (0, or 2 for bad arguments or input)."""
+    parser = build_parser(prog)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2): argparse has printed it
+        return exc.code if isinstance(exc.code, int) else 2
+
+    def fail(message):
+        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        return 2
+
+    # Everything that can be checked without TensorFlow is checked first, so mistakes fail fast.
+    try:
+        manifest = bundle_lib.read_manifest(args.model)
+    except bundle_lib.BundleError as err:
+        return fail(err)
+    kind = manifest["encoder"]
+    try:
+        if args.text is not None:
+            if kind != "text":
+                raise InputError(f"{args.model} takes numeric features, not texts: use --input "
+                                 'with JSON lines holding "x"')
+            records = list(enumerate(args.text, 1))
+        elif kind == "text":
+            records = read_jsonl(args.input, "text")
+        else:
+            from tffre.text.encoder import FeatureEncoder
+            num_features = FeatureEncoder.load(args.model).num_features
+            records = read_jsonl(args.input, "x", num_features)
+    except (InputError, OSError, ValueError) as err:
+        return fail(err)
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        model = bundle_lib.load_bundle(args.model)
+    except bundle_lib.BundleError as err:
+        return fail(err)
+    tops = model.top([r[1] for r in records], k=args.top_k)
+    try:
+        for line in format_predictions([r[0] for r in records], tops, args.json):
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:  # piped into head: stop quietly, and keep Python's exit flush quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

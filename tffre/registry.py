@@ -1,0 +1,175 @@
+"""The algorithm registry: what each FLCMC algorithm is, without importing TensorFlow.
+
+Every algorithm is one row: a local optimizer, an optional extra client loss
+and a server aggregator (FLCMC Tables 5 and 6). This module holds the rows,
+their hyperparameters and defaults, and validates hyperparameters, so that the
+command line can check its arguments in well under a second.
+:func:`tffre.algorithms.build_algorithm` turns a row into a TFF process; the
+factories below import TensorFlow only when they are called.
+"""
+
+import dataclasses
+import math
+from typing import Callable, Optional
+
+# client_weighting: the weight of a client's update (see tffre.client_work).
+# "dataset_size" is n_k of FLCMC Eq. 6.
+CLIENT_WEIGHTINGS = ("dataset_size", "processed", "uniform")
+GRANULARITIES = ("layer", "model")
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalOptimizer:
+    """How a client optimizes: a Keras optimizer factory (hparams -> optimizer) and its hyperparameters."""
+    description: str
+    factory: Callable
+    hparams: tuple
+    default_learning_rate: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerAggregator:
+    """How the server combines client deltas (a TFF aggregation factory) and its step (Eq. 6 or 14)."""
+    description: str
+    factory: Callable
+    server_learning_rate: Callable[[dict], float]
+    hparams: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmSpec:
+    """One registry row."""
+    name: str
+    local_optimizer: str
+    aggregator: str
+    extra_loss: Optional[Callable] = None
+
+
+def _sgd(hp):
+    import tensorflow as tf
+    return tf.keras.optimizers.SGD(hp["learning_rate"], jit_compile=False)
+
+
+def _pgd(hp):
+    import optimizers
+    return optimizers.PGD(hp["learning_rate"], mu=hp["mu"], jit_compile=False)
+
+
+def _self_adam(hp):
+    import optimizers
+    return optimizers.SelfAdam(hp["learning_rate"], jit_compile=False)
+
+
+def _tf_adam(hp):
+    import tensorflow as tf
+    return tf.keras.optimizers.Adam(hp["learning_rate"], jit_compile=False)
+
+
+def _padam(hp):
+    import optimizers
+    return optimizers.PAdam(hp["learning_rate"], mu=hp["mu"], jit_compile=False)
+
+
+def _mean(hp):
+    from tffre import aggregators
+    return aggregators.weighted_mean_factory()
+
+
+def _attention(hp):
+    from tffre import aggregators
+    return aggregators.AttentionFactory(hp["granularity"])
+
+
+LOCAL_OPTIMIZERS = {
+    "sgd": LocalOptimizer("SGD", _sgd, ("learning_rate",), 0.01),
+    "pgd": LocalOptimizer("PGD (SGD on Eq. 22)", _pgd, ("learning_rate", "mu"), 0.01),
+    "self_adam": LocalOptimizer("Self-Adam (Eq. 15-20)", _self_adam, ("learning_rate",), 0.001),
+    "tf_adam": LocalOptimizer("tf.keras Adam", _tf_adam, ("learning_rate",), 0.001),
+    "padam": LocalOptimizer("PAdam (Eq. 21-27)", _padam, ("learning_rate", "mu"), 0.001),
+}
+
+SERVER_AGGREGATORS = {
+    "mean": ServerAggregator("weighted mean (Eq. 6)", _mean, lambda hp: 1.0, ()),
+    "attention": ServerAggregator("attention step (Eq. 11-14)", _attention,
+                                  lambda hp: hp["stepsize"], ("stepsize", "granularity")),
+}
+
+ALGORITHMS = {spec.name.lower(): spec for spec in (
+    AlgorithmSpec("FedAvg", "sgd", "mean"),
+    AlgorithmSpec("FedProx", "pgd", "mean"),
+    AlgorithmSpec("FedAtt", "sgd", "attention"),
+    AlgorithmSpec("FedPA", "pgd", "attention"),
+    AlgorithmSpec("FedAvgS", "self_adam", "mean"),
+    AlgorithmSpec("FedAvgT", "tf_adam", "mean"),
+    AlgorithmSpec("FedProxP", "padam", "mean"),
+    AlgorithmSpec("FedAttS", "self_adam", "attention"),
+    AlgorithmSpec("FedPAP", "padam", "attention"),
+)}
+
+# Defaults from FLCMC Table 7; learning_rate defaults per optimizer (0.01 SGD, 0.001 Adam).
+DEFAULT_HPARAMS = {"num_epochs": 10, "num_iters": 20, "mu": 1.0, "stepsize": 1.2,
+                   "granularity": "layer", "keep_optimizer_state": False,
+                   "client_weighting": "dataset_size"}
+COMMON_HPARAMS = ("learning_rate", "num_epochs", "num_iters", "keep_optimizer_state",
+                  "client_weighting")
+
+
+def get_spec(name):
+    """Returns the registry row for ``name`` (case-insensitive) or raises listing the valid names."""
+    key = str(name).lower()
+    if key not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {name!r}; valid: {', '.join(valid_algorithm_names())}")
+    return ALGORITHMS[key]
+
+
+def valid_algorithm_names():
+    """The registry's algorithm names, in Table 5/6 order."""
+    return [spec.name for spec in ALGORITHMS.values()]
+
+
+def valid_hparams(name):
+    """The hyperparameter names ``name`` accepts."""
+    spec = get_spec(name)
+    names = COMMON_HPARAMS + LOCAL_OPTIMIZERS[spec.local_optimizer].hparams \
+        + SERVER_AGGREGATORS[spec.aggregator].hparams
+    return tuple(dict.fromkeys(names))
+
+
+def check_choice(name, value, choices):
+    """Raises ValueError unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def check_client_weighting(client_weighting):
+    """Raises ValueError unless ``client_weighting`` is one of :data:`CLIENT_WEIGHTINGS`."""
+    check_choice("client_weighting", client_weighting, CLIENT_WEIGHTINGS)
+
+
+def resolve_hparams(name, **hparams):
+    """Fills defaults and validates ``hparams`` for algorithm ``name``.
+
+    ``num_iters=None`` means no cap on local steps. Raises ValueError naming
+    the unknown hyperparameters and the valid ones, or the invalid value.
+    """
+    spec = get_spec(name)
+    valid = valid_hparams(name)
+    unknown = sorted(set(hparams) - set(valid))
+    if unknown:
+        raise ValueError(f"{spec.name} does not take hyperparameter(s) {', '.join(unknown)}; "
+                         f"valid: {', '.join(valid)}")
+    resolved = {k: DEFAULT_HPARAMS[k] for k in valid if k in DEFAULT_HPARAMS}
+    resolved["learning_rate"] = LOCAL_OPTIMIZERS[spec.local_optimizer].default_learning_rate
+    resolved.update({k: v for k, v in hparams.items() if v is not None or k == "num_iters"})
+    for key in ("learning_rate", "mu", "stepsize"):
+        if key in resolved and not (math.isfinite(resolved[key]) and resolved[key] >= 0):
+            raise ValueError(f"{spec.name}: {key} must be a finite number >= 0, "
+                             f"got {resolved[key]}")
+    if resolved["num_epochs"] < 1:
+        raise ValueError(f"{spec.name}: num_epochs must be >= 1, got {resolved['num_epochs']}")
+    if resolved["num_iters"] is not None and resolved["num_iters"] < 1:
+        raise ValueError(f"{spec.name}: num_iters must be >= 1 or None, got {resolved['num_iters']}")
+    check_client_weighting(resolved["client_weighting"])
+    if "granularity" in resolved:
+        check_choice("granularity", resolved["granularity"], GRANULARITIES)
+    return resolved

@@ -2,17 +2,16 @@
 
 Every algorithm is one row: a local optimizer, an optional extra client loss
 and a server aggregator (FLCMC Tables 5 and 6). :func:`build_algorithm`
-composes the row into a TFF ``LearningProcess`` (distributor, client work,
-aggregator, finalizer) with ``tff.learning.templates.compose_learning_process``.
+composes the row into one MapReduce-shaped round (:mod:`tffre.mapreduce`):
+distributor (prepare), client work, aggregator (zero, accumulate, merge,
+report) and finalizer (update), and hands it to an executor.
 """
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffre import aggregators
-from tffre.client_work import build_keras_optimizer_client_work
-from tffre.process import MeasuredLearningProcess
+from tffre import execution
+from tffre.mapreduce import Round, make_trainer
 from tffre.registry import (  # noqa: F401  (re-exported: the registry's public API)
     ALGORITHMS, COMMON_HPARAMS, DEFAULT_HPARAMS, LOCAL_OPTIMIZERS, SERVER_AGGREGATORS,
     get_spec, resolve_hparams, valid_algorithm_names, valid_hparams)
@@ -48,28 +47,41 @@ def check_model_accepts(model_fn, input_spec):
                              f"x={x_spec}: {str(err).splitlines()[0]}") from err
 
 
-def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, **hparams):
-    """Builds the FLCMC algorithm ``name`` as a TFF learning process.
+def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, executor="auto",
+                    max_parallel_clients=1, loop="steps", **hparams):
+    """Builds the FLCMC algorithm ``name`` as a learning process on an executor.
+
+    The registry row becomes one :class:`tffre.mapreduce.Round` (client
+    training with the row's Keras optimizer, the row's mergeable aggregator,
+    the server step); the executor runs it.
 
     Args:
       name: one of fedavg, fedprox, fedatt, fedpa, fedavgs, fedavgt, fedproxp,
         fedatts, fedpap (case-insensitive).
       model_fn: no-arg callable returning a fresh, uncompiled ``tf.keras.Model``.
+        Pretrained weights go in after ``initialize``, with
+        ``set_model_weights``: loading them inside ``model_fn`` embeds them in
+        every traced graph (TFF issue #2313).
       loss: a Keras loss, as for ``tff.learning.models.from_keras_model``.
       input_spec: the element spec (x, y) of the client datasets' batches.
       metrics: optional list of no-arg callables returning Keras metrics.
+      executor: "tff" (TFF's runtime, CPU only), "local" (this process, GPU
+        when present) or "auto" (local when a GPU is visible); see
+        :mod:`tffre.execution`.
+      max_parallel_clients: local executor: clients trained at once.
+      loop: local executor: "steps" (per-batch compiled steps) or "reduce".
       **hparams: FLCMC Table 7 hyperparameters: learning_rate, num_epochs,
-        num_iters (cap on local steps), mu (proximal optimizers), stepsize
-        (attention), granularity ("layer" or "model", attention),
-        keep_optimizer_state (default False: optimizer state such as Adam
-        moments is reset each round; True keeps its example-weighted mean at
-        the server, see :mod:`tffre.client_work`), client_weighting
+        num_iters (cap on local steps; None = no cap), mu (proximal
+        optimizers), stepsize (attention), granularity ("layer" or "model",
+        attention), keep_optimizer_state (default False: optimizer state such
+        as Adam moments is reset each round; True keeps its client-weighted
+        mean at the server, see :mod:`tffre.client_work`), client_weighting
         ("dataset_size", Eq. 6's n_k, by default; "processed" or "uniform").
 
     Returns:
-      A :class:`tffre.process.MeasuredLearningProcess` (a
-      ``tff.learning.templates.LearningProcess``) whose ``next`` metrics also
-      carry the round's wall seconds and bytes broadcast/uploaded.
+      A :class:`tffre.process.MeasuredLearningProcess`: ``initialize``,
+      ``next``, ``get_model_weights``, ``set_model_weights``, with the round's
+      wall seconds and bytes broadcast/uploaded in ``next``'s metrics.
     """
     spec = get_spec(name)
     hp = resolve_hparams(name, **hparams)
@@ -77,37 +89,8 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, **hparams
     tff_model_fn = keras_model_fn_to_tff(model_fn, loss=loss, input_spec=input_spec, metrics=metrics)
     local = LOCAL_OPTIMIZERS[spec.local_optimizer]
     server = SERVER_AGGREGATORS[spec.aggregator]
-
-    @tff.tensorflow.computation()
-    def initial_model_weights_fn():
-        return tff.learning.models.ModelWeights.from_model(tff_model_fn())
-
-    weights_type = initial_model_weights_fn.type_signature.result
-    distributor = tff.learning.templates.build_broadcast_process(weights_type)
-    client_work = build_keras_optimizer_client_work(
-        tff_model_fn, lambda: local.factory(hp), num_epochs=hp["num_epochs"],
-        num_iters=hp["num_iters"], extra_loss=spec.extra_loss,
-        keep_optimizer_state=hp["keep_optimizer_state"],
-        client_weighting=hp["client_weighting"])
-    update_type = weights_type.trainable
-    factory = server.factory(hp)
-    aggregator = factory.create(update_type, tff.TensorType(np.float32))
-    finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
-        tff.learning.optimizers.build_sgdm(learning_rate=server.server_learning_rate(hp)),
-        weights_type)
-    process = tff.learning.templates.compose_learning_process(
-        initial_model_weights_fn, distributor, client_work, aggregator, finalizer)
-
-    broadcast_types = [weights_type]
-    upload_types = [client_work.next.type_signature.result.result.member]
-    extra_broadcast, extra_upload = aggregators.extra_traffic_types(factory, update_type)
-    if extra_broadcast is not None:
-        broadcast_types.append(extra_broadcast)
-        upload_types.append(extra_upload)
-    if hp["keep_optimizer_state"]:
-        # The kept optimizer state goes down, and comes back weighted.
-        opt_state_type = client_work.initialize.type_signature.result.member
-        broadcast_types.append(opt_state_type)
-        upload_types.append(opt_state_type)
-    return MeasuredLearningProcess(process, name=spec.name, hparams=hp,
-                                   broadcast_types=broadcast_types, upload_types=upload_types)
+    trainer = make_trainer(tff_model_fn, lambda: local.factory(hp), hp, spec.extra_loss)
+    round_ = Round(tff_model_fn, trainer, server.factory(hp), server.server_learning_rate(hp))
+    return execution.build_process(round_, executor=executor,
+                                   max_parallel_clients=max_parallel_clients, loop=loop,
+                                   name=spec.name, hparams=hp)

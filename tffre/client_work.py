@@ -1,15 +1,21 @@
-"""Client work that trains with a *Keras* optimizer inside a TFF computation.
+"""Client work: local training with a *Keras* optimizer, as plain TensorFlow both executors run.
 
-TFF 0.87's own client works take ``tff.learning.optimizers``; ours builds a
-fresh Keras optimizer (SGD, Adam, SelfAdam, PAdam, PGD, ...) in every client
-computation. By default the optimizer state (Adam moments, step count) starts
-from zero at each round: the sampled clients change from round to round and
-no client keeps state between rounds. With ``keep_optimizer_state=True`` the
-state is kept *at the server* instead: each client starts from it, sends its
-final state back, and the server stores the example-weighted mean (so the
-moments survive rounds without any client holding state; the upload grows by
-the size of the optimizer state). Proximal optimizers get the round's global
-weights through ``set_anchor``.
+A :class:`ClientTrainer` holds what a client does in a round; a
+:class:`TrainerSlot` is one model and one optimizer to do it with. The TFF
+executor builds a fresh slot inside each client computation; the local
+executor keeps one slot per parallel worker and resets it for each client.
+Either way the same methods run: :meth:`TrainerSlot.begin` (load the
+broadcast weights and optimizer state, set the proximal anchor),
+:meth:`TrainerSlot.step` (one batch: loss, gradients, Keras
+``apply_gradients``) and :meth:`TrainerSlot.finish` (the upload).
+
+TFF 0.87's own client works take ``tff.learning.optimizers``; ours runs any
+Keras optimizer (SGD, Adam, SelfAdam, PAdam, PGD, ...). By default the
+optimizer state (Adam moments, step count) starts from zero at each round:
+the sampled clients change from round to round and no client keeps state
+between rounds. With ``keep_optimizer_state=True`` the state is kept *at the
+server* instead: each client starts from it and uploads its final state,
+weighted, and the server stores the weighted mean.
 
 The client update follows TFF's convention, ``initial - trained`` trainable
 weights. Its weight is n_k, the client's number of training examples (one pass
@@ -18,13 +24,11 @@ by the examples processed in local training (epochs and the step cap
 included, what TFF's ``ClientWeighting.NUM_EXAMPLES`` counts) and
 ``"uniform"`` gives every client 1. An update with a NaN or Inf is zeroed,
 its weight set to 0, its kept optimizer state zeroed and its training
-metrics dropped, and the round's measurements count it in
-``num_excluded_clients``: it is never averaged in.
+metrics dropped; it counts in ``num_excluded_clients`` and is never averaged in.
 """
 
 import collections
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -34,9 +38,7 @@ from tffre.registry import CLIENT_WEIGHTINGS, check_client_weighting  # noqa: F4
 runtime.install_worker_death_signal()
 
 ModelWeights = tff.learning.models.ModelWeights
-
-def _batch_size(batch):
-    return tf.cast(tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)
+LOOPS = ("reduce", "steps")
 
 
 def carried_optimizer_variables(optimizer):
@@ -45,172 +47,141 @@ def carried_optimizer_variables(optimizer):
     return [v for v in optimizer.variables if id(v) not in anchors]
 
 
-def build_local_training(model, optimizer, *, num_epochs=1, num_iters=None, extra_loss=None,
-                         client_weighting="dataset_size"):
-    """Returns a ``tf.function`` (initial_weights, dataset, optimizer_state=None) ->
-    (update, weight, metrics, excluded, final_optimizer_state).
-
-    ``optimizer_state`` is a list of float32 tensors matching
-    :func:`carried_optimizer_variables`; when given, the optimizer starts from it.
-
-    Everything that reads the trained variables (the update, the model's
-    metrics) happens inside the ``tf.function``: its automatic control
-    dependencies are what order those reads after training in TFF's graph.
-
-    Args:
-      model: a ``tff.learning.models.VariableModel``.
-      optimizer: a built Keras optimizer over ``model.trainable_variables``.
-      num_epochs: passes over the client dataset.
-      num_iters: cap on local steps (batches) across all epochs; None = no cap.
-      extra_loss: optional callable (model, batch, output, initial_weights)
-        -> scalar, added to the model loss (room for FedCMC-style terms).
-      client_weighting: the update weight, one of :data:`CLIENT_WEIGHTINGS`
-        (see the module docstring).
-    """
-    check_client_weighting(client_weighting)
-    weights = ModelWeights.from_model(model)
-    carried = carried_optimizer_variables(optimizer)
-
-    @tf.function
-    def train(initial_weights, dataset, optimizer_state=None):
-        tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
-        if optimizer_state is not None:
-            for var, value in zip(carried, optimizer_state):
-                var.assign(tf.cast(value, var.dtype))
-        if hasattr(optimizer, "set_anchor"):
-            optimizer.set_anchor(tf.nest.flatten(initial_weights.trainable))
-        data = dataset.repeat(num_epochs)
-        if num_iters is not None:
-            data = data.take(num_iters)
-
-        def step(num_examples, batch):
-            with tf.GradientTape() as tape:
-                output = model.forward_pass(batch, training=True)
-                loss = output.loss
-                if extra_loss is not None:
-                    loss += extra_loss(model, batch, output, initial_weights)
-            grads = tape.gradient(loss, weights.trainable)
-            optimizer.apply_gradients(zip(tf.nest.flatten(grads), tf.nest.flatten(weights.trainable)))
-            return num_examples + tf.cast(output.num_examples, tf.int64)
-
-        # dataset.reduce, not an autograph for-loop: the loop runs as one
-        # dataset op, which halves the round time (benchmarks/round_time.py).
-        num_examples = data.reduce(tf.constant(0, tf.int64), step)
-        update = tf.nest.map_structure(tf.subtract, initial_weights.trainable, weights.trainable)
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in tf.nest.flatten(update)])
-        if not finite:
-            model.reset_metrics()
-        update = tf.nest.map_structure(
-            lambda u: tf.where(finite, u, tf.zeros_like(u)), update)
-        if client_weighting == "dataset_size":
-            # n_k of Eq. 6: one pass over the data, whatever the epochs and step cap.
-            n_k = dataset.reduce(tf.constant(0, tf.int64), lambda n, b: n + _batch_size(b))
-        elif client_weighting == "processed":
-            n_k = num_examples
-        else:
-            n_k = tf.constant(1, tf.int64)
-        weight = tf.where(finite, tf.cast(n_k, tf.float32), 0.0)
-        excluded = tf.cast(tf.logical_not(finite), tf.int32)
-        # Only a kept state travels back; otherwise don't copy the moments out.
-        # An excluded client's state may be NaN, and 0 * NaN is NaN: zero it.
-        final_state = [] if optimizer_state is None else [
-            tf.where(finite, tf.cast(v, tf.float32), tf.zeros(v.shape, tf.float32))
-            for v in carried]
-        return update, weight, model.report_local_unfinalized_metrics(), excluded, final_state
-
-    return train
+def _batch_size(batch):
+    return tf.cast(tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)
 
 
-def build_keras_optimizer_client_work(model_fn, optimizer_fn, *, num_epochs=1, num_iters=None,
-                                      extra_loss=None, keep_optimizer_state=False,
-                                      client_weighting="dataset_size"):
-    """Builds a ``tff.learning.templates.ClientWorkProcess`` using a Keras optimizer.
+class ClientTrainer:
+    """What a client does in a round: local epochs with a Keras optimizer, then its upload.
 
     Args:
       model_fn: no-arg callable returning a fresh ``tff.learning.models.VariableModel``.
       optimizer_fn: no-arg callable returning a fresh Keras optimizer.
-      num_epochs, num_iters, extra_loss, client_weighting: see
-        :func:`build_local_training`.
-      keep_optimizer_state: keep the optimizer state across rounds at the
-        server (see the module docstring); otherwise it is reset every round.
-
-    Returns:
-      A ``ClientWorkProcess`` whose state is empty (or the kept optimizer
-      state) and whose measurements are ``train`` (the model's aggregated
-      training metrics, including ``loss`` and ``num_examples``) and
-      ``num_excluded_clients``.
+      num_epochs: passes over the client dataset.
+      num_iters: cap on local steps (batches) across all epochs; None = no cap.
+      client_weighting: the update weight, one of :data:`CLIENT_WEIGHTINGS`.
+      keep_optimizer_state: start from the server-kept optimizer state and
+        upload the final one (see the module docstring).
+      extra_loss: optional callable (model, batch, output, initial_weights)
+        -> scalar, added to the model loss.
+      client_upload: callable(update, weight) -> the aggregator's part of the
+        upload (see :mod:`tffre.aggregators`).
     """
-    check_client_weighting(client_weighting)
-    with tf.Graph().as_default():
-        model = model_fn()
-        metrics_aggregation_fn = tff.learning.metrics.sum_then_finalize(model.metric_finalizers())
-        state_shapes = []
-        if keep_optimizer_state:
-            optimizer = optimizer_fn()
-            optimizer.build(model.trainable_variables)
-            state_shapes = [v.shape for v in carried_optimizer_variables(optimizer)]
-    data_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
-    weights_type = tff.learning.models.weights_type_from_model(model)
-    opt_state_type = tff.StructWithPythonType(
-        [tff.TensorType(np.float32, s) for s in state_shapes], list)
 
-    def local_update(initial_weights, dataset, optimizer_state):
-        model = model_fn()
-        optimizer = optimizer_fn()
-        optimizer.build(model.trainable_variables)
-        train = build_local_training(model, optimizer, num_epochs=num_epochs,
-                                     num_iters=num_iters, extra_loss=extra_loss,
-                                     client_weighting=client_weighting)
-        update, weight, metrics, excluded, final_state = train(initial_weights, dataset,
-                                                               optimizer_state)
-        result = tff.learning.templates.ClientResult(update=update, update_weight=weight)
-        return result, metrics, excluded, [weight * s for s in final_state], weight
+    def __init__(self, model_fn, optimizer_fn, *, num_epochs=1, num_iters=None,
+                 client_weighting="dataset_size", keep_optimizer_state=False, extra_loss=None,
+                 client_upload=None):
+        check_client_weighting(client_weighting)
+        self.model_fn = model_fn
+        self.optimizer_fn = optimizer_fn
+        self.num_epochs = num_epochs
+        self.num_iters = num_iters
+        self.client_weighting = client_weighting
+        self.keep_optimizer_state = keep_optimizer_state
+        self.extra_loss = extra_loss
+        self.client_upload = client_upload or (
+            lambda update, weight: collections.OrderedDict(update=list(update), weight=weight))
 
-    if keep_optimizer_state:
-        @tff.tensorflow.computation(weights_type, data_type, opt_state_type)
-        def client_update(initial_weights, dataset, optimizer_state):
-            return local_update(initial_weights, dataset, list(optimizer_state))
+    def slot(self):
+        """A model and a built optimizer to train clients with (in the current graph or eagerly)."""
+        return TrainerSlot(self)
 
-        @tff.tensorflow.computation
-        def zero_state():
-            return [tf.zeros(s, tf.float32) for s in state_shapes]
+    def local_data(self, dataset):
+        """The batches one round trains on: ``num_epochs`` passes, capped at ``num_iters`` steps."""
+        data = dataset.repeat(self.num_epochs)
+        return data if self.num_iters is None else data.take(self.num_iters)
 
-        @tff.tensorflow.computation(opt_state_type, tff.TensorType(np.float32), opt_state_type)
-        def mean_state(weighted_sum, total_weight, old_state):
-            # Example-weighted mean; if every client was excluded, keep the old state.
-            return [tf.where(total_weight > 0, tf.math.divide_no_nan(s, total_weight), old)
-                    for s, old in zip(weighted_sum, old_state)]
 
-        @tff.federated_computation()
-        def init_fn():
-            return tff.federated_eval(zero_state, tff.SERVER)
-    else:
-        @tff.tensorflow.computation(weights_type, data_type)
-        def client_update(initial_weights, dataset):
-            return local_update(initial_weights, dataset, None)[:3]
+class TrainerSlot:
+    """One model and one optimizer; trains one client at a time (see :class:`ClientTrainer`)."""
 
-        @tff.federated_computation()
-        def init_fn():
-            return tff.federated_value((), tff.SERVER)
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.model = trainer.model_fn()
+        self.optimizer = trainer.optimizer_fn()
+        self.optimizer.build(self.model.trainable_variables)
+        self.weights = ModelWeights.from_model(self.model)
+        self.carried = carried_optimizer_variables(self.optimizer)
+        self._step = None
 
-    @tff.federated_computation(
-        init_fn.type_signature.result,
-        tff.FederatedType(weights_type, tff.CLIENTS),
-        tff.FederatedType(data_type, tff.CLIENTS))
-    def next_fn(state, weights, client_data):
-        if keep_optimizer_state:
-            args = (weights, client_data, tff.federated_broadcast(state))
+    def optimizer_state_spec(self):
+        """The kept optimizer state's float32 specs ([] unless ``keep_optimizer_state``)."""
+        if not self.trainer.keep_optimizer_state:
+            return []
+        return [tf.TensorSpec(v.shape, tf.float32) for v in self.carried]
+
+    def begin(self, broadcast):
+        """Loads the broadcast weights and optimizer state; resets metrics; sets the anchor."""
+        tf.nest.map_structure(lambda v, t: v.assign(t), self.weights, broadcast["model"])
+        state = broadcast["optimizer_state"]
+        for i, var in enumerate(self.carried):
+            # A fresh optimizer (the default) starts from zero: step 0, zero moments.
+            var.assign(tf.cast(state[i], var.dtype) if state else tf.zeros_like(var))
+        if hasattr(self.optimizer, "set_anchor"):
+            self.optimizer.set_anchor(tf.nest.flatten(broadcast["model"].trainable))
+        self.model.reset_metrics()
+
+    def step(self, batch, initial_weights=None):
+        """One local step on ``batch``; returns its number of examples (int64)."""
+        with tf.GradientTape() as tape:
+            output = self.model.forward_pass(batch, training=True)
+            loss = output.loss
+            if self.trainer.extra_loss is not None:
+                loss += self.trainer.extra_loss(self.model, batch, output, initial_weights)
+        trainable = tf.nest.flatten(self.weights.trainable)
+        grads = tape.gradient(loss, trainable)
+        self.optimizer.apply_gradients(zip(grads, trainable))
+        return tf.cast(output.num_examples, tf.int64)
+
+    def finish(self, broadcast, dataset, num_processed):
+        """The client's upload after training: update, weight, metrics, exclusion, state."""
+        initial = broadcast["model"].trainable
+        update = tf.nest.map_structure(tf.subtract, initial, self.weights.trainable)
+        flat = tf.nest.flatten(update)
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in flat])
+        weighting = self.trainer.client_weighting
+        if weighting == "dataset_size":
+            # n_k of Eq. 6: one pass over the data, whatever the epochs and step cap.
+            n_k = dataset.reduce(tf.constant(0, tf.int64), lambda n, b: n + _batch_size(b))
+        elif weighting == "processed":
+            n_k = num_processed
         else:
-            args = (weights, client_data)
-        outputs = tff.federated_map(client_update, args)
-        result, model_outputs, excluded = outputs[0], outputs[1], outputs[2]
-        if keep_optimizer_state:
-            weighted_state, weight = outputs[3], outputs[4]
-            state = tff.federated_map(mean_state, (tff.federated_sum(weighted_state),
-                                                   tff.federated_sum(weight), state))
-        measurements = tff.federated_zip(collections.OrderedDict(
-            train=metrics_aggregation_fn(model_outputs),
-            num_excluded_clients=tff.federated_sum(excluded)))
-        return tff.templates.MeasuredProcessOutput(state, result, measurements)
+            n_k = tf.constant(1, tf.int64)
+        weight = tf.where(finite, tf.cast(n_k, tf.float32), 0.0)
+        flat = [tf.where(finite, u, tf.zeros_like(u)) for u in flat]
+        metrics = self.model.report_local_unfinalized_metrics()
+        # An excluded client's metrics and state may be NaN, and 0 * NaN is NaN: zero them.
+        metrics = tf.nest.map_structure(lambda m: tf.where(finite, m, tf.zeros_like(m)), metrics)
+        state = [weight * tf.where(finite, tf.cast(v, tf.float32), tf.zeros(v.shape, tf.float32))
+                 for v in self.carried] if self.trainer.keep_optimizer_state else []
+        return collections.OrderedDict(
+            model=self.trainer.client_upload(flat, weight),
+            optimizer_state=state,
+            metrics=metrics,
+            excluded=tf.cast(tf.logical_not(finite), tf.int32))
 
-    return tff.learning.templates.ClientWorkProcess(init_fn, next_fn)
+    def train(self, broadcast, dataset):
+        """Trains one client with a ``dataset.reduce`` loop, as one graph (TFF's form)."""
+        self.begin(broadcast)
+        initial = broadcast["model"].trainable
+        num = self.trainer.local_data(dataset).reduce(
+            tf.constant(0, tf.int64), lambda n, batch: n + self.step(batch, initial))
+        return self.finish(broadcast, dataset, num)
+
+    def train_steps(self, broadcast, dataset):
+        """Trains one client with a Python loop of compiled per-batch steps (eager callers).
+
+        In the Python process a ``dataset.reduce`` loop can run several times
+        slower than per-batch ``tf.function`` steps (an LSTM: 3.3x), so the
+        local executor offers this form. It runs the same :meth:`step`.
+        """
+        if self._step is None:
+            self._begin = tf.function(self.begin)
+            self._step = tf.function(self.step, reduce_retracing=True)
+            self._finish = tf.function(self.finish)
+        self._begin(broadcast)
+        initial = broadcast["model"].trainable
+        num = tf.constant(0, tf.int64)
+        for batch in self.trainer.local_data(dataset):
+            num += self._step(batch, initial)
+        return self._finish(broadcast, dataset, num)

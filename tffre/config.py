@@ -185,6 +185,13 @@ OPTIONS = (
     Option("keep_optimizer_state", boolean, False,
            "keep the optimizer state (Adam moments) across rounds at the server",
            flag=True, algorithm=True),
+    # Execution (see tffre.execution).
+    Option("executor", choice("auto", "tff", "local"), "auto",
+           "tff: TFF's runtime (CPU only); local: this process, GPU when present; auto: local "
+           "when a GPU is visible"),
+    Option("max_parallel_clients", positive_int, 1, "local executor: clients trained at once"),
+    Option("loop", choice("steps", "reduce"), "steps",
+           "local executor: per-batch compiled steps, or one dataset.reduce graph"),
     # Evaluation, output, reproducibility.
     Option("eval_every", positive_int, 1, "evaluate the global model every N rounds"),
     Option("seed", seed, 0, "seeds data, split, initial weights, client sampling and order"),

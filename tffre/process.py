@@ -1,8 +1,11 @@
-"""A ``LearningProcess`` whose ``next`` also reports wall time and communication.
+"""A learning process whose ``next`` also reports wall time and communication.
 
-TFF computations cannot read a clock, so the round's wall seconds are measured
-around the call here, in Python. Bytes come from the type signatures: each
-sampled client receives the broadcast types and sends the upload types.
+The same class wraps both executors (:mod:`tffre.execution`): ``initialize``,
+``next``, ``get_model_weights`` and ``set_model_weights`` behave as those of a
+``tff.learning.templates.LearningProcess``. TFF computations cannot read a
+clock, so the round's wall seconds are measured around the call, in Python.
+Bytes come from the round's types: each sampled client receives the
+broadcast and sends its upload (the whole of what leaves it).
 """
 
 import collections
@@ -11,75 +14,71 @@ import time
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffre.types_util import type_nbytes
-
 
 class ClientDataError(ValueError):
     """A client dataset that cannot be trained on (empty, wrong element type)."""
 
 
-class _MeasuredNext:
-    """Callable wrapper around the composed ``next`` computation."""
+class MeasuredLearningProcess:
+    """``initialize``/``next``/``get_model_weights``/``set_model_weights`` plus round metrics.
 
-    def __init__(self, computation, owner):
-        self._computation = computation
-        self._owner = owner
+    ``next(state, client_datasets)`` returns a
+    ``tff.learning.templates.LearningProcessOutput`` whose metrics also hold
+    ``metrics['round']`` = wall_seconds, num_clients, bytes_broadcast,
+    bytes_uploaded. Client datasets are checked first: an empty dataset or one
+    whose element type differs from the model's ``input_spec`` raises
+    :class:`ClientDataError` naming the client's position.
 
-    def __getattr__(self, attr):
-        return getattr(self._computation, attr)
+    Attributes:
+      name, hparams: the algorithm and its resolved hyperparameters.
+      executor: "tff" or "local".
+      broadcast_bytes_per_client, upload_bytes_per_client: from the round's types.
+      tff_process: the ``tff.learning.templates.LearningProcess`` (TFF executor only).
+    """
 
-    def __call__(self, state, client_data):
-        self._owner.check_client_data(client_data)
+    def __init__(self, initialize, next_fn, get_model_weights, set_model_weights, *, name,
+                 hparams, executor, input_spec, broadcast_bytes_per_client,
+                 upload_bytes_per_client, tff_process=None):
+        self.initialize = initialize
+        self._next = next_fn
+        self.get_model_weights = get_model_weights
+        self.set_model_weights = set_model_weights
+        self.name = name
+        self.hparams = dict(hparams)
+        self.executor = executor
+        self.input_spec = input_spec
+        self.broadcast_bytes_per_client = int(broadcast_bytes_per_client)
+        self.upload_bytes_per_client = int(upload_bytes_per_client)
+        self.tff_process = tff_process
+
+    def next(self, state, client_data):
+        """One round on ``client_data`` (a list of ``tf.data.Dataset``), plus ``metrics['round']``."""
+        self.check_client_data(client_data)
         start = time.perf_counter()
-        output = self._computation(state, client_data)
+        output = self._next(state, client_data)
         seconds = time.perf_counter() - start
         metrics = collections.OrderedDict(output.metrics)
         n = len(client_data)
         metrics["round"] = collections.OrderedDict(
             wall_seconds=seconds, num_clients=n,
-            bytes_broadcast=n * self._owner.broadcast_bytes_per_client,
-            bytes_uploaded=n * self._owner.upload_bytes_per_client)
+            bytes_broadcast=n * self.broadcast_bytes_per_client,
+            bytes_uploaded=n * self.upload_bytes_per_client)
         return tff.learning.templates.LearningProcessOutput(output.state, metrics)
-
-
-class MeasuredLearningProcess(tff.learning.templates.LearningProcess):
-    """A composed learning process plus its name, hyperparameters and byte costs.
-
-    ``next(state, client_datasets)`` returns TFF's metrics plus
-    ``metrics['round']`` = wall_seconds, num_clients, bytes_broadcast,
-    bytes_uploaded. Client datasets are checked first: an empty dataset or one
-    whose element type differs from the model's ``input_spec`` raises
-    :class:`ClientDataError` naming the client's position.
-    """
-
-    def __init__(self, process, *, name, hparams, broadcast_types, upload_types):
-        super().__init__(process.initialize, process.next, process.get_model_weights,
-                         process.set_model_weights, get_hparams_fn=process.get_hparams,
-                         set_hparams_fn=process.set_hparams)
-        self.name = name
-        self.hparams = dict(hparams)
-        self.broadcast_bytes_per_client = sum(type_nbytes(t) for t in broadcast_types)
-        self.upload_bytes_per_client = sum(type_nbytes(t) for t in upload_types)
-        self._data_type = process.next.type_signature.parameter[1].member
-        self._measured_next = _MeasuredNext(process.next, self)
-
-    @property
-    def next(self):
-        """``next(state, client_datasets)``: the composed round plus ``metrics['round']``."""
-        return self._measured_next
 
     def check_client_data(self, client_data):
         """Raises :class:`ClientDataError` for an empty or mistyped client dataset."""
         if len(client_data) == 0:
             raise ClientDataError(f"{self.name}: a round needs at least one client dataset")
+        want = tf.nest.flatten(self.input_spec)
         for i, ds in enumerate(client_data):
             if not isinstance(ds, tf.data.Dataset):
                 raise ClientDataError(f"{self.name}: client {i}: expected a tf.data.Dataset, "
                                       f"got {type(ds).__name__}")
             if ds.cardinality() == 0:
                 raise ClientDataError(f"{self.name}: client {i}: the dataset is empty")
-            got = tff.types.tensorflow_to_type(ds.element_spec)
-            if not self._data_type.element.is_assignable_from(got):
+            got = tf.nest.flatten(ds.element_spec)
+            if len(got) != len(want) or not all(w.is_compatible_with(g)
+                                                for w, g in zip(want, got)):
                 raise ClientDataError(
-                    f"{self.name}: client {i}: batches of type {got} do not match the "
-                    f"model's input_spec {self._data_type.element}")
+                    f"{self.name}: client {i}: batches of type {ds.element_spec} do not match "
+                    f"the model's input_spec {self.input_spec}")

@@ -29,7 +29,11 @@ class LocalOptimizer:
 
 @dataclasses.dataclass(frozen=True)
 class ServerAggregator:
-    """How the server combines client deltas (a TFF aggregation factory) and its step (Eq. 6 or 14)."""
+    """How the server combines client deltas and its step (Eq. 6 or 14).
+
+    ``factory(hparams)`` returns ``make(shapes)``, which builds a mergeable
+    aggregator (:mod:`tffre.aggregators`) for deltas of those shapes.
+    """
     description: str
     factory: Callable
     server_learning_rate: Callable[[dict], float]
@@ -72,12 +76,12 @@ def _padam(hp):
 
 def _mean(hp):
     from tffre import aggregators
-    return aggregators.weighted_mean_factory()
+    return aggregators.WeightedMean
 
 
 def _attention(hp):
     from tffre import aggregators
-    return aggregators.AttentionFactory(hp["granularity"])
+    return lambda shapes: aggregators.Attention(shapes, hp["granularity"])
 
 
 LOCAL_OPTIMIZERS = {

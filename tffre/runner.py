@@ -132,7 +132,8 @@ def _read_rows(csv_path):
 def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients_per_round,
                    out_dir, batch_size=10, seed=0, eval_every=1, hparams=None, metrics=None,
                    progress=True, title=None, checkpoint_every=5, resume=False, overwrite=False,
-                   save_model=None, reference=None):
+                   save_model=None, reference=None, load_pretrained=None, executor="auto",
+                   max_parallel_clients=1, loop="steps"):
     """Runs ``algorithm_names`` on ``data``; writes metrics, checkpoints, models, summary, plot.
 
     Args:
@@ -158,6 +159,12 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
         round) that writes the final global model (e.g. a bundle).
       reference: optional {algorithm: {"test_accuracy": v, "train_loss": v}}
         of published figures, drawn as reference lines.
+      load_pretrained: optional callable(keras_model) that puts pretrained
+        weights into a model of ``model_fn``; they enter the server state
+        after ``initialize`` with ``set_model_weights`` (never as graph
+        constants: TFF issue #2313).
+      executor, max_parallel_clients, loop: see
+        :func:`tffre.algorithms.build_algorithm`.
 
     Returns:
       The summary dict that is also written to summary.json.
@@ -191,14 +198,18 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
         # Decide, per algorithm, the round to continue from: its newest readable checkpoint.
         for name in names:
             tf.keras.utils.set_random_seed(seed)
-            process = algorithms.build_algorithm(name, model_fn, loss=loss,
-                                                 input_spec=input_spec, metrics=metrics,
-                                                 **algorithm_hparams(name, hparams))
+            process = algorithms.build_algorithm(
+                name, model_fn, loss=loss, input_spec=input_spec, metrics=metrics,
+                executor=executor, max_parallel_clients=max_parallel_clients, loop=loop,
+                **algorithm_hparams(name, hparams))
             checkpoints = Checkpoints(os.path.join(out_dir, "checkpoints", name))
             state, done = process.initialize(), 0
             if resume:
                 loaded, done = checkpoints.load_latest(state)
                 state = loaded if loaded is not None else state
+            if done == 0 and load_pretrained is not None:
+                state = process.set_model_weights(state, pretrained_weights(model_fn,
+                                                                            load_pretrained))
             states[name] = (process, checkpoints, state, done)
         kept = [raw for a, r, raw in old_rows if a in states and r <= states[a][3]]
         with open(csv_path, "w", newline="") as f:
@@ -249,6 +260,15 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
     plot_curves(frame, os.path.join(out_dir, "curves.png"), title=title or data.name,
                 reference=reference)
     return summary
+
+
+def pretrained_weights(model_fn, load_pretrained):
+    """``ModelWeights`` (numpy) of a fresh model of ``model_fn`` after ``load_pretrained``."""
+    model = model_fn()
+    load_pretrained(model)
+    return tff.learning.models.ModelWeights(
+        trainable=[v.numpy() for v in model.trainable_weights],
+        non_trainable=[v.numpy() for v in model.non_trainable_weights])
 
 
 def _warn(message):

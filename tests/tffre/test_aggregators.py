@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_federated as tff
 
 import reference
@@ -89,3 +90,77 @@ def test_weighted_mean_is_eq_6():
     values = [np.array([1.0, 2.0, 3.0], np.float32), np.array([-1.0, 0.0, 5.0], np.float32)]
     out = process.next(process.initialize(), values, [30.0, 10.0]).result
     np.testing.assert_allclose(out, (30 * values[0] + 10 * values[1]) / 40, rtol=1e-6)
+
+
+def accumulate_all(agg, updates, weights, order=None, split=None):
+    """Accumulates uploads in ``order``, optionally as two partial accumulators then merged."""
+    order = list(range(len(updates))) if order is None else order
+    uploads = [agg.client([tf.constant(u) for u in updates[i]], tf.constant(float(weights[i])))
+               for i in order]
+    if split is None:
+        acc = agg.zero()
+        for up in uploads:
+            acc = agg.accumulate(acc, up)
+        return agg.report(acc)
+    left, right = agg.zero(), agg.zero()
+    for up in uploads[:split]:
+        left = agg.accumulate(left, up)
+    for up in uploads[split:]:
+        right = agg.accumulate(right, up)
+    return agg.report(agg.merge(left, right))
+
+
+@pytest.mark.parametrize("granularity", ["layer", "model"])
+@pytest.mark.parametrize("scales", [[0.1, 0.5, 1.0, 2.0], [3e3, 1e4, 9e3, 2e2]])
+def test_one_pass_attention_equals_the_two_phase_softmax(granularity, scales):
+    """(m, S, W) in one pass equals numpy's softmax with the global max (Eq. 11-13), to 1e-6.
+
+    The second case has distances near 1e4, where exp(s) overflows without the shift.
+    """
+    g, clients = make_clients(scales, seed=4)
+    updates = [[gl - c for gl, c in zip(g, client)] for client in clients]
+    agg = aggregators.Attention(SHAPES, granularity)
+    got = accumulate_all(agg, updates, [1.0] * len(updates))
+    want = reference.attention_step(g, clients, 1.0, granularity)   # g - aggregate
+    for gl, a, w in zip(g, got, want):
+        aggregate = gl.astype(np.float64) - w
+        assert np.all(np.isfinite(a.numpy()))
+        np.testing.assert_allclose(a.numpy(), aggregate, rtol=1e-6,
+                                   atol=1e-6 * np.max(np.abs(aggregate)))
+
+
+def test_attention_merge_is_order_independent():
+    g, clients = make_clients([0.3, 40.0, 2.0, 7e3, 1.5], seed=6)
+    updates = [[gl - c for gl, c in zip(g, client)] for client in clients]
+    agg = aggregators.Attention(SHAPES)
+    weights = [1.0, 2.0, 0.0, 1.0, 3.0]   # client 2 excluded
+    base = accumulate_all(agg, updates, weights)
+    for order, split in (([4, 3, 2, 1, 0], None), ([1, 3, 0, 4, 2], 2), ([2, 0, 1, 3, 4], 1),
+                         ([0, 1, 2, 3, 4], 0)):
+        other = accumulate_all(agg, updates, weights, order, split)
+        for a, b in zip(base, other):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6)
+    kept = [u for u, w in zip(updates, weights) if w > 0]
+    want = accumulate_all(agg, kept, [1.0] * len(kept))
+    for a, b in zip(base, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_merging_with_an_empty_accumulator_keeps_it_finite():
+    agg = aggregators.Attention(SHAPES)
+    got = agg.report(agg.merge(agg.zero(), agg.zero()))
+    assert all(np.all(a.numpy() == 0) for a in got)
+    g, clients = make_clients([1.0], seed=2)
+    up = agg.client([tf.constant(gl - c) for gl, c in zip(g, clients[0])], tf.constant(1.0))
+    one = agg.report(agg.merge(agg.zero(), agg.accumulate(agg.zero(), up)))
+    for a, gl, c in zip(one, g, clients[0]):
+        np.testing.assert_allclose(a.numpy(), gl - c, rtol=1e-6)
+
+
+def test_weighted_mean_accumulator_is_eq_6_and_nan_free():
+    agg = aggregators.WeightedMean([(3,)])
+    values = [np.array([1.0, 2.0, 3.0], np.float32), np.array([-1.0, 0.0, 5.0], np.float32)]
+    got = accumulate_all(agg, [[v] for v in values], [30.0, 10.0], split=1)[0]
+    np.testing.assert_allclose(got.numpy(), (30 * values[0] + 10 * values[1]) / 40, rtol=1e-6)
+    empty = accumulate_all(agg, [[v] for v in values], [0.0, 0.0])[0]
+    np.testing.assert_array_equal(empty.numpy(), [0.0, 0.0, 0.0])

@@ -150,3 +150,17 @@ def test_interrupted_run_keeps_written_rows(tmp_path, monkeypatch):
                               out_dir=str(tmp_path), progress=False)
     frame = pd.read_csv(tmp_path / "metrics.csv")
     assert frame["round"].tolist() == [1, 2]
+
+
+def test_local_executor_from_the_command_line_matches_tff(tmp_path):
+    common = [*SMALL, "--algorithm", "fedatts", "--num-rounds", "2", "--seed", "2",
+              "--checkpoint-every", "0"]
+    tff_run = run_cli("run", *common, "--executor", "tff", "--out", str(tmp_path / "tff"))
+    local = run_cli("run", *common, "--executor", "local", "--max-parallel-clients", "2",
+                    "--out", str(tmp_path / "local"))
+    assert tff_run.returncode == 0 and local.returncode == 0, local.stderr[-2000:]
+    a = pd.read_csv(tmp_path / "tff" / "metrics.csv")
+    b = pd.read_csv(tmp_path / "local" / "metrics.csv")
+    cols = ["train_loss", "test_accuracy", "bytes_uploaded", "bytes_broadcast", "num_examples"]
+    pd.testing.assert_frame_equal(a[cols], b[cols], check_exact=False, rtol=1e-5, atol=1e-6)
+    assert strict_json(tmp_path / "local" / "config.json")["executor"] == "local"

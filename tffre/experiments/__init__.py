@@ -19,7 +19,8 @@ from tffre import config as config_lib
 from tffre import paper_tables
 
 # Options a resumed run may change: they do not alter what a round computes.
-RESUMABLE_CHANGES = ("num_rounds", "eval_every", "checkpoint_every")
+RESUMABLE_CHANGES = ("num_rounds", "eval_every", "checkpoint_every", "executor",
+                     "max_parallel_clients", "loop")
 
 
 @dataclasses.dataclass
@@ -33,6 +34,9 @@ class Job:
     encoder: Any                    # turns new inputs into model inputs; has save(folder)
     info: dict = dataclasses.field(default_factory=dict)   # extra summary fields
     write_extras: Optional[Callable[[str], None]] = None   # e.g. the partition files
+    # Puts pretrained weights (e.g. word vectors) into a Keras model of model_fn; the runner
+    # loads them into the server state after initialize, never into model_fn's graphs.
+    load_pretrained: Optional[Callable[[Any], None]] = None
 
 
 def prepare(cfg):
@@ -89,6 +93,8 @@ def run(cfg):
             hparams={k: getattr(cfg, k) for k in config_lib.ALGORITHM_OPTIONS},
             progress=not cfg.no_progress, title=job.title,
             checkpoint_every=cfg.checkpoint_every, resume=cfg.resume, save_model=save_model,
+            load_pretrained=job.load_pretrained, executor=cfg.executor,
+            max_parallel_clients=cfg.max_parallel_clients, loop=cfg.loop,
             reference={n: reference[n] for n in summary_names(names) if n in reference})
     summary.update(job.info, config=config_lib.persistent_values(cfg), paper_table=table,
                    wall_seconds=round(time.perf_counter() - start, 1))

@@ -119,9 +119,12 @@ def prepare(cfg):
     print(partition_table(stats, cfg.task).to_string())
     matrix = vocab.embedding_matrix(kv)
     num_classes = data.num_classes
+    # The vectors enter through load_pretrained (set_model_weights after initialize), not as
+    # model_fn's initial values: those would be constants in every traced TFF graph.
     if cfg.model == "lstm":
         def model_fn():
-            return lstm_classifier(num_classes, length, embedding_matrix=matrix,
+            return lstm_classifier(num_classes, length, vocab_size=matrix.shape[0],
+                                   embedding_dim=matrix.shape[1],
                                    trainable_embedding=not cfg.freeze_embedding,
                                    lstm_units=cfg.lstm_units, bidirectional=cfg.bidirectional,
                                    seed=cfg.seed)
@@ -129,8 +132,12 @@ def prepare(cfg):
     else:
         def model_fn():
             # Table 9's model: frozen vectors, only the softmax layer learns.
-            return mean_embedding_logistic(num_classes, length, embedding_matrix=matrix)
+            return mean_embedding_logistic(num_classes, length, vocab_size=matrix.shape[0],
+                                           embedding_dim=matrix.shape[1])
         model_name = "mean-vector logistic regression"
+
+    def load_pretrained(model):
+        model.get_layer("embedding").set_weights([matrix])
 
     def write_extras(out_dir):
         stats.to_csv(os.path.join(out_dir, "partition.csv"), index=False)
@@ -142,4 +149,4 @@ def prepare(cfg):
                title=f"{data.name}, {model_name}",
                label_names=list(imcs.label_names(cfg.task)),
                encoder=TextEncoder(segmenter, vocab, length), info=info,
-               write_extras=write_extras)
+               write_extras=write_extras, load_pretrained=load_pretrained)

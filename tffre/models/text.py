@@ -93,15 +93,19 @@ def lstm_classifier(num_classes, max_len, *, embedding_matrix=None, vocab_size=N
     return tf.keras.Model(inputs, outputs, name=name)
 
 
-def mean_embedding_logistic(num_classes, max_len, *, embedding_matrix, trainable_embedding=False,
+def mean_embedding_logistic(num_classes, max_len, *, embedding_matrix=None, vocab_size=None,
+                            embedding_dim=None, trainable_embedding=False,
                             name="mean_vector_logistic"):
     """Logistic regression over the mean word vector of the sentence (FLCMC Table 9's model).
 
     The padded positions are masked out of the mean; the embedding is frozen
-    by default, so only the softmax layer learns.
+    by default, so only the softmax layer learns. Give ``embedding_matrix``,
+    or ``vocab_size`` and ``embedding_dim`` and set the "embedding" layer's
+    weights afterwards (how federated runs load pretrained vectors).
     """
     inputs = tf.keras.Input((max_len,), dtype=tf.int32, name="tokens")
-    x = _embedding(embedding_matrix, None, None, trainable_embedding, 0, "embedding")(inputs)
+    x = _embedding(embedding_matrix, vocab_size, embedding_dim, trainable_embedding, 0,
+                   "embedding")(inputs)
     x = tf.keras.layers.GlobalAveragePooling1D(name="mean_vector")(x)
     outputs = tf.keras.layers.Dense(num_classes, activation="softmax", kernel_initializer="zeros",
                                     name="softmax")(x)

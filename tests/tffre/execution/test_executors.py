@@ -1,0 +1,130 @@
+"""The two executors run one definition: MapReduceForm for every algorithm, local == TFF."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tffre import build_algorithm, execution, registry
+from tffre.mapreduce import ModelWeights
+from tiny import INPUT_SPEC, client_arrays, tiny_model, to_datasets
+
+NAMES = registry.valid_algorithm_names()
+
+
+def hparams_for(name, **extra):
+    hp = {"learning_rate": 0.05, "num_epochs": 2, "num_iters": 5, **extra}
+    valid = registry.valid_hparams(name)
+    hp.update({k: v for k, v in {"mu": 0.3, "stepsize": 1.5}.items() if k in valid})
+    return hp
+
+
+def initial_weights(seed=5):
+    rng = np.random.RandomState(seed)
+    return [0.3 * rng.randn(*w.shape).astype(np.float32) for w in tiny_model().get_weights()]
+
+
+def poisoned(arrays, which):
+    out = []
+    for i, (x, y) in enumerate(arrays):
+        if i in which:
+            x = x.copy()
+            x[0, 0] = np.nan
+        out.append((x, y))
+    return out
+
+
+def three_rounds(process, rounds_data):
+    state = process.set_model_weights(process.initialize(), ModelWeights(initial_weights(), []))
+    outs = []
+    for data in rounds_data:
+        out = process.next(state, to_datasets(data))
+        state = out.state
+        outs.append(out.metrics)
+    return state, outs
+
+
+def assert_same(a, b, atol=1e-5):
+    for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+        np.testing.assert_allclose(np.asarray(x, np.float64), np.asarray(y, np.float64),
+                                   rtol=1e-5, atol=atol)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("name", NAMES)
+def test_every_algorithm_lowers_to_map_reduce_form(name, keep, loss):
+    process = build_algorithm(name, tiny_model, loss=loss, input_spec=INPUT_SPEC, executor="tff",
+                              **hparams_for(name, keep_optimizer_state=keep))
+    form = tff.backends.mapreduce.get_map_reduce_form_for_computation(process.tff_process.next)
+    # What leaves a client is exactly its one aggregation: the work result.
+    assert form.work.type_signature.result[0] is not None
+    assert process.upload_bytes_per_client > 0
+
+
+ROUNDS = [client_arrays([8, 10, 6], seed=1), client_arrays([5, 12], seed=2),
+          poisoned(client_arrays([7, 9, 4], seed=3), {1})]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_local_equals_tff_for_every_algorithm(name, loss):
+    """Three rounds, the third with a NaN client, same initial weights and data, to 1e-5."""
+    results = {}
+    for executor in ("tff", "local"):
+        process = build_algorithm(name, tiny_model, loss=loss, input_spec=INPUT_SPEC,
+                                  executor=executor, **hparams_for(name))
+        results[executor] = (three_rounds(process, ROUNDS), process.upload_bytes_per_client,
+                             process.broadcast_bytes_per_client)
+    (s_tff, m_tff), up_tff, down_tff = results["tff"]
+    (s_loc, m_loc), up_loc, down_loc = results["local"]
+    assert_same(s_tff["model"].trainable, s_loc["model"].trainable)
+    assert not np.allclose(s_tff["model"].trainable[0], initial_weights()[0])
+    for a, b in zip(m_tff, m_loc):
+        assert_same(a["client_work"], b["client_work"])
+    assert m_loc[2]["client_work"]["num_excluded_clients"] == 1
+    # Bytes from TFF's type signatures equal bytes from the local executor's specs.
+    assert (up_tff, down_tff) == (up_loc, down_loc)
+
+
+@pytest.mark.parametrize("name", ["FedAvg", "FedAtt"])
+def test_empty_round_on_both_executors(name, loss):
+    rounds = [poisoned(client_arrays([8, 10], seed=4), {0, 1})]
+    for executor in ("tff", "local"):
+        process = build_algorithm(name, tiny_model, loss=loss, input_spec=INPUT_SPEC,
+                                  executor=executor, **hparams_for(name))
+        state, metrics = three_rounds(process, rounds)
+        assert metrics[0]["client_work"]["num_excluded_clients"] == 2
+        for got, want in zip(state["model"].trainable, initial_weights()):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["FedAvgS", "FedPAP"])
+def test_kept_optimizer_state_on_both_executors(name, loss):
+    states = {}
+    for executor in ("tff", "local"):
+        process = build_algorithm(name, tiny_model, loss=loss, input_spec=INPUT_SPEC,
+                                  executor=executor,
+                                  **hparams_for(name, keep_optimizer_state=True))
+        states[executor], _ = three_rounds(process, ROUNDS)
+    assert_same(states["tff"], states["local"])
+    assert states["local"]["optimizer_state"][0] > 0   # the step count went on
+
+
+@pytest.mark.parametrize("loop,parallel", [("reduce", 1), ("steps", 2), ("reduce", 3)])
+def test_loop_forms_and_parallel_clients_equal_sequential_steps(loop, parallel, loss):
+    base = build_algorithm("FedAttS", tiny_model, loss=loss, input_spec=INPUT_SPEC,
+                           executor="local", **hparams_for("FedAttS"))
+    other = build_algorithm("FedAttS", tiny_model, loss=loss, input_spec=INPUT_SPEC,
+                            executor="local", loop=loop, max_parallel_clients=parallel,
+                            **hparams_for("FedAttS"))
+    (a, ma), (b, mb) = three_rounds(base, ROUNDS), three_rounds(other, ROUNDS)
+    assert_same(a["model"].trainable, b["model"].trainable, atol=1e-6)
+    assert_same(ma[-1]["client_work"], mb[-1]["client_work"], atol=1e-6)
+
+
+def test_auto_picks_local_only_with_a_gpu(monkeypatch):
+    assert execution.resolve_executor("auto") == "tff"   # this machine has no GPU
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: ["GPU:0"] if kind == "GPU" else [])
+    assert execution.resolve_executor("auto") == "local"
+    with pytest.raises(ValueError, match="executor must be one of auto, tff, local"):
+        execution.resolve_executor("gpu")

@@ -1,0 +1,140 @@
+"""The local executor: a :class:`tffre.mapreduce.Round` run in this Python process.
+
+It calls the very functions the TFF executor wraps (prepare, work, zero,
+accumulate, report, update), compiled with ``tf.function``, on TensorFlow's
+devices: a GPU when TensorFlow sees one, else the CPU. Clients train one after
+another by default; ``max_parallel_clients`` trains several at once, each on
+its own model and optimizer ("slot") in its own thread, and several GPUs take
+the slots round-robin. Uploads are accumulated in client order, so a parallel
+round equals a sequential one exactly.
+
+Two loop forms run a client's local steps (the same ``TrainerSlot.step``):
+``"steps"`` (default), a Python loop of compiled per-batch steps, and
+``"reduce"``, one ``dataset.reduce`` graph as in TFF's worker, which in the
+Python process can be several times slower for recurrent models.
+"""
+
+import concurrent.futures
+import queue
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tffre.client_work import LOOPS
+from tffre.mapreduce import ModelWeights, spec_of
+from tffre.process import MeasuredLearningProcess
+from tffre.types_util import spec_nbytes
+
+
+def _devices():
+    gpus = tf.config.list_logical_devices("GPU")
+    return [d.name for d in gpus] or ["/CPU:0"]
+
+
+def _numpy(structure):
+    return tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else np.asarray(t),
+                                 structure)
+
+
+class LocalExecutor:
+    """Runs rounds of ``round_`` in-process (see the module docstring).
+
+    Args:
+      round_: the :class:`tffre.mapreduce.Round`.
+      max_parallel_clients: clients trained at once (threads, one slot each).
+      loop: "steps" or "reduce".
+    """
+
+    def __init__(self, round_, *, max_parallel_clients=1, loop="steps"):
+        if loop not in LOOPS:
+            raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
+        if max_parallel_clients < 1:
+            raise ValueError(f"max_parallel_clients must be >= 1, got {max_parallel_clients}")
+        self.round = round_
+        self.loop = loop
+        devices = _devices()
+        self.slots = []
+        for i in range(max_parallel_clients):
+            device = devices[i % len(devices)]
+            with tf.device(device):
+                slot = round_.trainer.slot()
+            slot.device = device
+            slot.train_reduce = tf.function(slot.train)
+            self.slots.append(slot)
+        self._free = queue.Queue()
+        for slot in self.slots:
+            self._free.put(slot)
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_parallel_clients) \
+            if max_parallel_clients > 1 else None
+        self._prepare = tf.function(round_.prepare)
+        self._zero = tf.function(round_.zero)
+        self._accumulate = tf.function(round_.accumulate)
+        self._report = tf.function(round_.report)
+        metrics = round_.metric_objects()   # built once, outside tf.function
+        self._update = tf.function(lambda state, aggregate: round_.update(state, aggregate,
+                                                                          metrics))
+
+    def initialize(self):
+        """The server state: the first slot's freshly built model weights."""
+        slot = self.slots[0]
+        weights = ModelWeights(trainable=[v.numpy() for v in slot.weights.trainable],
+                               non_trainable=[v.numpy() for v in slot.weights.non_trainable])
+        return self.round.initial_state(weights)
+
+    def _work(self, broadcast, dataset):
+        slot = self._free.get()
+        try:
+            with tf.device(slot.device):
+                if self.loop == "steps":
+                    return slot.train_steps(broadcast, dataset)
+                return slot.train_reduce(broadcast, dataset)
+        finally:
+            self._free.put(slot)
+
+    def next(self, state, client_data):
+        """One round: broadcast, train every client, accumulate in order, update."""
+        state = tf.nest.map_structure(tf.convert_to_tensor, state)
+        broadcast = self._prepare(state)
+        acc = self._zero()
+        if self._pool is None:
+            for dataset in client_data:
+                acc = self._accumulate(acc, self._work(broadcast, dataset))
+        else:
+            futures = [self._pool.submit(self._work, broadcast, ds) for ds in client_data]
+            for future in futures:   # client order: the sum is the sequential one
+                acc = self._accumulate(acc, future.result())
+        new_state, metrics = self._update(state, self._report(acc))
+        return tff.learning.templates.LearningProcessOutput(_numpy(new_state), _numpy(metrics))
+
+    @staticmethod
+    def get_model_weights(state):
+        """The global model weights of ``state``."""
+        return state["model"]
+
+    @staticmethod
+    def set_model_weights(state, weights):
+        """``state`` with its model weights replaced (same structure as ``initialize``'s)."""
+        weights = ModelWeights(trainable=[np.asarray(w) for w in weights.trainable],
+                               non_trainable=[np.asarray(w) for w in weights.non_trainable])
+        return type(state)(model=weights, optimizer_state=state["optimizer_state"])
+
+    def upload_spec(self):
+        """The TensorSpecs of one client's upload (traced, not run)."""
+        slot = self.slots[0]
+        element = tf.nest.map_structure(lambda s: tf.TensorSpec(s.shape, s.dtype),
+                                        self.round.input_spec)
+        concrete = tf.function(slot.train).get_concrete_function(
+            self.round.broadcast_spec(), tf.data.DatasetSpec(element))
+        return spec_of(concrete.structured_outputs)
+
+
+def build_local_process(round_, *, name, hparams, max_parallel_clients=1, loop="steps"):
+    """Builds ``round_`` on the local executor, measured (bytes from the round's specs)."""
+    executor = LocalExecutor(round_, max_parallel_clients=max_parallel_clients, loop=loop)
+    return MeasuredLearningProcess(
+        executor.initialize, executor.next, executor.get_model_weights,
+        executor.set_model_weights, name=name, hparams=hparams, executor="local",
+        input_spec=round_.input_spec,
+        broadcast_bytes_per_client=spec_nbytes(round_.broadcast_spec()),
+        upload_bytes_per_client=spec_nbytes(executor.upload_spec()))

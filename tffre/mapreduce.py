@@ -1,0 +1,203 @@
+"""One federated round as MapReduce-shaped TensorFlow functions: the definition every executor runs.
+
+A :class:`Round` is TFF's MapReduceForm written by hand, in plain TensorFlow:
+
+    broadcast = prepare(server_state)                           server
+    upload_k  = work(slot, broadcast, dataset_k)                each client
+    aggregate = report(merge/accumulate(zero(), upload_1..K))   server, one aggregation
+    server_state', metrics = update(server_state, aggregate)    server
+
+The TFF executor (:mod:`tffre.execution.tff`) wraps each function in a
+``tff.tensorflow.computation`` and joins them with one broadcast and one
+``tff.federated_aggregate``, so every round lowers to MapReduceForm and the
+client's upload is exactly the type of ``work``'s result. The local executor
+(:mod:`tffre.execution.local`) calls the same functions in the Python
+process, on TensorFlow's devices. They cannot drift: it is one definition.
+
+The server state is ``OrderedDict(model=ModelWeights, optimizer_state=[...])``
+(the optimizer state is empty unless it is kept at the server).
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tffre.client_work import ClientTrainer
+
+ModelWeights = tff.learning.models.ModelWeights
+
+
+def to_py(value):
+    """TFF ``Struct`` values (unnamed structs arrive so) -> Python lists/OrderedDicts, recursively."""
+    if isinstance(value, tff.structure.Struct):
+        names = [n for n, _ in tff.structure.iter_elements(value)]
+        items = [to_py(v) for _, v in tff.structure.iter_elements(value)]
+        if names and all(names):
+            return collections.OrderedDict(zip(names, items))
+        return items
+    if isinstance(value, ModelWeights):
+        return ModelWeights(to_py(value.trainable), to_py(value.non_trainable))
+    if isinstance(value, collections.OrderedDict):
+        return collections.OrderedDict((k, to_py(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return [to_py(v) for v in value]
+    return value
+
+
+def spec_of(structure):
+    """TensorSpecs of a structure of tensors, arrays or specs."""
+    def one(t):
+        if isinstance(t, tf.TensorSpec):
+            return t
+        t = tf.convert_to_tensor(t) if not isinstance(t, (tf.Tensor, tf.Variable)) else t
+        return tf.TensorSpec(t.shape, t.dtype)
+    return tf.nest.map_structure(one, structure)
+
+
+class Round:
+    """The MapReduce-shaped definition of an algorithm's round (see the module docstring).
+
+    Args:
+      model_fn: no-arg callable returning a fresh ``tff.learning.models.VariableModel``.
+      trainer: the :class:`tffre.client_work.ClientTrainer`.
+      make_aggregator: callable(shapes) -> a mergeable aggregator
+        (:mod:`tffre.aggregators`) for the trainable weights' deltas.
+      server_learning_rate: the server step: 1 for the mean (Eq. 6), lambda
+        for attention (Eq. 14).
+    """
+
+    def __init__(self, model_fn, trainer, make_aggregator, server_learning_rate):
+        self.model_fn = model_fn
+        self.trainer = trainer
+        self.server_learning_rate = float(server_learning_rate)
+        with tf.Graph().as_default():
+            slot = trainer.slot()
+            # How to rebuild each Keras metric to finalize its summed variables (as TFF's
+            # keras_finalizer does, but reusable: the local executor builds them once).
+            self.metric_kinds = [(m.name, type(m), m.get_config())
+                                 for m in slot.model.get_metrics()]
+            self.input_spec = slot.model.input_spec
+            self.model_spec = tf.nest.map_structure(
+                lambda v: tf.TensorSpec(v.shape, v.dtype), ModelWeights.from_model(slot.model))
+            self.optimizer_state_spec = slot.optimizer_state_spec()
+            metrics_spec = spec_of(slot.model.report_local_unfinalized_metrics())
+        self.metrics_spec = tf.nest.map_structure(
+            lambda s: tf.TensorSpec(s.shape, s.dtype), metrics_spec)
+        self.aggregator = make_aggregator([s.shape for s in self.model_spec.trainable])
+        trainer.client_upload = self.aggregator.client
+        self.state_spec = collections.OrderedDict(model=self.model_spec,
+                                                  optimizer_state=self.optimizer_state_spec)
+
+    # --- server ---
+
+    def prepare(self, state):
+        """What each client receives: the global model (and the kept optimizer state)."""
+        return collections.OrderedDict(model=state["model"],
+                                       optimizer_state=list(state["optimizer_state"]))
+
+    def broadcast_spec(self):
+        """The TensorSpecs of :meth:`prepare`'s result."""
+        return self.prepare(self.state_spec)
+
+    def zero(self):
+        """The empty accumulator."""
+        return collections.OrderedDict(
+            model=self.aggregator.zero(),
+            optimizer_state=collections.OrderedDict(
+                total=[tf.zeros(s.shape, tf.float32) for s in self.optimizer_state_spec],
+                weight=tf.constant(0.0)),
+            metrics=tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), self.metrics_spec),
+            excluded=tf.constant(0, tf.int32))
+
+    def accumulate(self, acc, upload):
+        """Adds one client's upload."""
+        return collections.OrderedDict(
+            model=self.aggregator.accumulate(acc["model"], upload["model"]),
+            optimizer_state=collections.OrderedDict(
+                total=[t + s for t, s in zip(acc["optimizer_state"]["total"],
+                                             upload["optimizer_state"])],
+                weight=acc["optimizer_state"]["weight"] + upload["model"]["weight"]),
+            metrics=tf.nest.map_structure(tf.add, acc["metrics"], upload["metrics"]),
+            excluded=acc["excluded"] + upload["excluded"])
+
+    def merge(self, a, b):
+        """Combines two partial accumulators."""
+        return collections.OrderedDict(
+            model=self.aggregator.merge(a["model"], b["model"]),
+            optimizer_state=tf.nest.map_structure(tf.add, a["optimizer_state"],
+                                                  b["optimizer_state"]),
+            metrics=tf.nest.map_structure(tf.add, a["metrics"], b["metrics"]),
+            excluded=a["excluded"] + b["excluded"])
+
+    def report(self, acc):
+        """The aggregate: the model delta, the kept state's mean, the finalized metrics."""
+        state = acc["optimizer_state"]
+        return collections.OrderedDict(
+            update=self.aggregator.report(acc["model"]),
+            optimizer_state=[tf.math.divide_no_nan(t, state["weight"]) for t in state["total"]],
+            state_weight=state["weight"],
+            metric_sums=acc["metrics"],
+            excluded=acc["excluded"])
+
+    def metric_objects(self):
+        """Fresh Keras metrics to finalize summed values with (creates their variables)."""
+        return [kind.from_config(config) for _, kind, config in self.metric_kinds]
+
+    def finalize_metrics(self, sums, metrics):
+        """Keras ``result()`` of each metric whose variables hold the clients' summed values."""
+        out = collections.OrderedDict()
+        for (name, _, _), metric in zip(self.metric_kinds, metrics):
+            assigns = [var.assign(tf.cast(value, var.dtype))
+                       for var, value in zip(metric.variables, sums[name])]
+            with tf.control_dependencies(assigns):   # TFF traces in a graph: order by hand
+                out[name] = tf.identity(metric.result())
+        return out
+
+    def update(self, state, aggregate, metrics=None):
+        """The server step theta - lr * aggregate (Eq. 6 / Eq. 14) and the round's metrics.
+
+        A non-finite aggregate is not applied (as TFF's optimizer finalizer);
+        the kept optimizer state is replaced only if some client counted.
+        ``metrics``: :meth:`metric_objects` to finalize with (built here if None).
+        """
+        model = state["model"]
+        update = aggregate["update"]
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
+        lr = tf.constant(self.server_learning_rate, tf.float32)
+        trainable = [tf.where(finite, w - tf.cast(lr, w.dtype) * u, w)
+                     for w, u in zip(model.trainable, update)]
+        counted = aggregate["state_weight"] > 0
+        optimizer_state = [tf.where(counted, new, old) for new, old in
+                           zip(aggregate["optimizer_state"], state["optimizer_state"])]
+        new_state = collections.OrderedDict(
+            model=ModelWeights(trainable=trainable, non_trainable=list(model.non_trainable)),
+            optimizer_state=optimizer_state)
+        metrics = collections.OrderedDict(
+            distributor=collections.OrderedDict(),
+            client_work=collections.OrderedDict(
+                train=self.finalize_metrics(aggregate["metric_sums"],
+                                            metrics or self.metric_objects()),
+                num_excluded_clients=aggregate["excluded"]),
+            aggregator=collections.OrderedDict(),
+            finalizer=collections.OrderedDict(update_non_finite=tf.cast(
+                tf.logical_not(finite), tf.int32)))
+        return new_state, metrics
+
+    # --- state ---
+
+    def initial_state(self, model_weights):
+        """The server state for ``model_weights`` (and a zero kept optimizer state)."""
+        return collections.OrderedDict(
+            model=model_weights,
+            optimizer_state=[np.zeros(s.shape, np.float32) for s in self.optimizer_state_spec])
+
+
+def make_trainer(model_fn, optimizer_fn, hparams, extra_loss=None):
+    """The :class:`ClientTrainer` of a registry row's resolved hyperparameters."""
+    return ClientTrainer(model_fn, optimizer_fn, num_epochs=hparams["num_epochs"],
+                         num_iters=hparams["num_iters"],
+                         client_weighting=hparams["client_weighting"],
+                         keep_optimizer_state=hparams["keep_optimizer_state"],
+                         extra_loss=extra_loss)

@@ -1,144 +1,265 @@
-"""Round-time benchmark, in one process on the same model, data and clients.
+"""Round-time benchmark of the executors, in one process, on three workloads.
 
-    python benchmarks/round_time.py [--rounds 15] [--out results/round_time.json]
+    python benchmarks/round_time.py [--workloads logistic,lstm,minilm] [--rounds 5]
+                                    [--parallel 1,2,3] [--out results/round_time.json]
+    python benchmarks/round_time.py --rss minilm    # peak RSS of each executor, in subprocesses
 
-Compares median round wall times:
-  * our FedAvg vs TFF's ``build_weighted_fed_avg``    (target <= 1.15x)
-  * FedPAP and FedAttS vs FedAvgS                      (target <= 1.15x; the paper: 1.48x)
-  * a TFF round (our FedAvg) vs a plain Keras loop doing the same local steps
-    for the same clients, then a numpy weighted mean   (target <= 1.5x)
+Workloads (the issue's):
+  * logistic: synthetic(0.5, 0.5) logistic regression, FedAvg (SGD 0.01), 10 clients x 20 steps
+    of batch 10;
+  * lstm: the IMCS-shaped LSTM (embedding 64, LSTM 64, max length 16), FedAvgS (Adam), 10
+    clients x 20 steps of batch 10;
+  * minilm: a functional Keras model around ``TFBertModel`` from a random ``BertConfig`` of
+    all-MiniLM-L6-v2's shape (6 layers, hidden 384, 22.7M parameters; no weights needed),
+    sequence 64, batch 8, FedAvgS, 4 clients x 5 Adam steps.
 
-Contenders are timed in interleaved order, after one warm-up round each, so
-drifts in machine load hit all of them alike.
+Contenders, timed in interleaved order after one warm-up round each, so drifts in machine
+load hit all alike (medians reported):
+  * loop: the floor, a lean ``tf.function`` Keras step per batch, clients one after another,
+    then the weighted mean (Eq. 6) in TensorFlow;
+  * local: tffre's in-process executor in its three loop forms: one graph per client with a
+    while loop ("while", the default, with 1, 2, ... clients in parallel), per-batch compiled
+    steps ("steps") and one ``dataset.reduce`` graph ("reduce");
+  * tff: the same algorithm on TFF's runtime (its worker runs clients in parallel itself);
+  * tff-own-fedavg: TFF's own ``build_weighted_fed_avg`` doing the same client steps.
+Also reported: process build times, and the best parallelism setting per workload.
 """
 
 import argparse
 import json
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-import tensorflow_federated as tff  # noqa: E402
 
 from tffre import build_algorithm  # noqa: E402
-from tffre.data.synthetic import make_synthetic  # noqa: E402
-from tffre.models import logistic_regression  # noqa: E402
-from tffre.runtime import federated_runtime  # noqa: E402
-
-LR, EPOCHS, ITERS, BATCH = 0.01, 10, 20, 10
+from tffre.runtime import federated_runtime, peak_rss_mib  # noqa: E402
 
 
-def model_fn():
-    """The synthetic-data model: multinomial logistic regression, 60 features, 10 classes."""
-    return logistic_regression(60, 10)
+def logistic_workload():
+    from tffre.data.synthetic import make_synthetic
+    from tffre.models import logistic_regression
+    data = make_synthetic(0.5, 0.5, seed=0)
+    clients = [data.client_dataset(c, batch_size=10, seed=1) for c in data.client_ids[:10]]
+    return dict(model_fn=lambda: logistic_regression(60, 10), algorithm="fedavg",
+                optimizer=lambda: tf.keras.optimizers.SGD(0.01), hparams=dict(learning_rate=0.01),
+                clients=clients, num_epochs=10, num_iters=20)
 
 
-def plain_keras_round(initial_weights):
-    """The compute floor: the same local SGD steps in a compiled Keras loop, then Eq. 6.
+def lstm_workload():
+    from tffre.models import lstm_classifier
+    rng = np.random.RandomState(0)
+    clients = []
+    for _ in range(10):
+        n = int(rng.randint(150, 400))
+        x = rng.randint(2, 354, (n, 16)).astype(np.int32)
+        x[:, 10:] *= rng.rand(n, 6) > 0.5          # some padding, masked
+        y = (x[:, 0] % 3 == 0).astype(np.int32)
+        clients.append(tf.data.Dataset.from_tensor_slices((x, y)).batch(10))
+    return dict(model_fn=lambda: lstm_classifier(2, 16, vocab_size=354, embedding_dim=64,
+                                                 lstm_units=64, seed=0),
+                algorithm="fedavgs", optimizer=lambda: _self_adam(0.001),
+                hparams=dict(learning_rate=0.001), clients=clients, num_epochs=10, num_iters=20)
 
-    One ``tf.function`` per client call assigns the weights, runs the steps
-    with ``dataset.reduce`` (the fastest loop form, as in our client work) and
-    returns the trained weights; the mean is taken in numpy.
-    """
-    model = model_fn()
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
-    opt = tf.keras.optimizers.SGD(LR, jit_compile=False)
-    opt.build(model.trainable_variables)
 
-    @tf.function
-    def local(weights, dataset):
-        for var, value in zip(model.trainable_variables, weights):
-            var.assign(value)
+def minilm_model_fn(seq_len=64):
+    """A classifier around TFBertModel with all-MiniLM-L6-v2's shape, randomly initialised."""
+    from transformers import BertConfig, TFBertModel
+    config = BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6,
+                        num_attention_heads=12, intermediate_size=1536,
+                        max_position_embeddings=512)
+    ids = tf.keras.Input((seq_len,), dtype=tf.int32, name="input_ids")
+    mask = tf.keras.Input((seq_len,), dtype=tf.int32, name="attention_mask")
+    encoder = TFBertModel(config, name="bert")
+    cls = encoder(input_ids=ids, attention_mask=mask).last_hidden_state[:, 0]
+    out = tf.keras.layers.Dense(2, activation="softmax", name="classifier")(cls)
+    return tf.keras.Model([ids, mask], out)
 
-        def step(n, batch):
-            x, y = batch
+
+def minilm_workload():
+    rng = np.random.RandomState(0)
+    clients = []
+    for _ in range(4):
+        n = 40
+        ids = rng.randint(1000, 30000, (n, 64)).astype(np.int32)
+        mask = np.ones((n, 64), np.int32)
+        mask[:, 48:] = rng.rand(n, 16) > 0.5
+        y = rng.randint(0, 2, n).astype(np.int32)
+        clients.append(tf.data.Dataset.from_tensor_slices(((ids, mask), y)).batch(8))
+    return dict(model_fn=minilm_model_fn, algorithm="fedavgs",
+                optimizer=lambda: _self_adam(0.0001), hparams=dict(learning_rate=0.0001),
+                clients=clients, num_epochs=1, num_iters=5)
+
+
+def _self_adam(lr):
+    import optimizers
+    return optimizers.SelfAdam(lr, jit_compile=False)
+
+
+WORKLOADS = {"logistic": logistic_workload, "lstm": lstm_workload, "minilm": minilm_workload}
+
+
+class LeanLoop:
+    """The floor: the same local steps in a lean compiled Keras loop, clients in sequence."""
+
+    def __init__(self, w):
+        self.w = w
+        self.model = w["model_fn"]()
+        self.loss = tf.keras.losses.SparseCategoricalCrossentropy()
+        self.opt = w["optimizer"]()
+        self.opt.build(self.model.trainable_variables)
+        self.sizes = [int(ds.reduce(0, lambda n, b: n + tf.shape(b[1])[0])) for ds in w["clients"]]
+
+        @tf.function(reduce_retracing=True)
+        def step(x, y):
             with tf.GradientTape() as tape:
-                loss = loss_fn(y, model(x, training=True))
-            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
-                                    model.trainable_variables))
-            return n + tf.cast(tf.shape(y)[0], tf.float32)
+                loss = self.loss(y, self.model(x, training=True))
+            grads = tape.gradient(loss, self.model.trainable_variables)
+            self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
 
-        n = dataset.reduce(tf.constant(0.0), step)
-        return [tf.identity(v) for v in model.trainable_variables], n
+        self.step = step
 
-    weights = [tf.constant(w) for w in initial_weights]
+    def round(self, weights):
+        total = [tf.zeros_like(v) for v in weights]
+        for ds, n in zip(self.w["clients"], self.sizes):
+            for var, value in zip(self.model.trainable_variables, weights):
+                var.assign(value)
+            for var in self.opt.variables:     # a fresh optimizer per client, as tffre's default
+                var.assign(tf.zeros_like(var))
+            for x, y in ds.repeat(self.w["num_epochs"]).take(self.w["num_iters"]):
+                self.step(x, y)
+            total = [t + n * v for t, v in zip(total, self.model.trainable_variables)]
+        return [t / sum(self.sizes) for t in total]
 
-    def run(datasets):
-        total, acc = 0.0, [np.zeros(w.shape, np.float32) for w in weights]
-        for ds in datasets:
-            trained, n = local(weights, ds.repeat(EPOCHS).take(ITERS))
-            n = float(n)
-            total += n
-            acc = [a + n * w.numpy() for a, w in zip(acc, trained)]
-        return [a / total for a in acc]
-    return run
+
+def build_contenders(name, w, parallel):
+    """{contender: (round callable, build seconds)}.
+
+    TFF first: tracing a Keras model in a graph switches Keras's layer classes
+    to graph mode, which the eager models built afterwards switch back.
+    """
+    loss = tf.keras.losses.SparseCategoricalCrossentropy()
+    spec = w["clients"][0].element_spec
+    out = {}
+
+    def add(label, **kwargs):
+        start = time.perf_counter()
+        tf.keras.utils.set_random_seed(0)
+        process = build_algorithm(w["algorithm"], w["model_fn"], loss=loss, input_spec=spec,
+                                  num_epochs=w["num_epochs"], num_iters=w["num_iters"],
+                                  **w["hparams"], **kwargs)
+        state = process.initialize()
+        out[label] = (lambda: process.next(state, w["clients"]), time.perf_counter() - start)
+
+    add("tff", executor="tff")
+    # TFF's own FedAvg with the same client steps (Adam or SGD), for "tff keeps its ratios".
+    start = time.perf_counter()
+    import tensorflow_federated as tff
+    lr = w["hparams"]["learning_rate"]
+    client_opt = (tff.learning.optimizers.build_sgdm(lr) if w["algorithm"] == "fedavg"
+                  else tff.learning.optimizers.build_adam(lr))
+    theirs = tff.learning.algorithms.build_weighted_fed_avg(
+        lambda: tff.learning.models.from_keras_model(w["model_fn"](), loss=loss,
+                                                     input_spec=spec),
+        client_optimizer_fn=client_opt,
+        server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0))
+    their_state = theirs.initialize()
+    capped = [ds.repeat(w["num_epochs"]).take(w["num_iters"]) for ds in w["clients"]]
+    out["tff-own-fedavg"] = (lambda: theirs.next(their_state, capped),
+                             time.perf_counter() - start)
+    for p in parallel:
+        add(f"local-while-p{p}", executor="local", loop="while", max_parallel_clients=p)
+    for p in parallel:
+        add(f"local-steps-p{p}", executor="local", loop="steps", max_parallel_clients=p)
+    add("local-reduce-p1", executor="local", loop="reduce")
+    start = time.perf_counter()
+    loop = LeanLoop(w)
+    weights = [v.numpy() for v in loop.model.trainable_variables]
+    out["loop"] = (lambda: loop.round(weights), time.perf_counter() - start)
+    return out
+
+
+def bench(name, rounds, parallel):
+    w = WORKLOADS[name]()
+    contenders = build_contenders(name, w, parallel)
+    times = {k: [] for k in contenders}
+    for fn, _ in contenders.values():
+        fn()                                   # warm-up: traces, worker start
+    for _ in range(rounds):
+        for k, (fn, _) in contenders.items():
+            start = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - start)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    local = {k: v for k, v in med.items() if k.startswith("local")}
+    best = min(local, key=local.get)
+    return {"median_seconds": med, "ratio_to_loop": {k: v / med["loop"] for k, v in med.items()},
+            "build_seconds": {k: b for k, (_, b) in contenders.items()},
+            "best_local_setting": best, "rounds": rounds}
+
+
+def rss_of(name, executor):
+    """Peak RSS (MiB) of one executor running the workload, in a fresh subprocess."""
+    code = (f"import sys; sys.argv=['x']; sys.path.insert(0, {os.path.dirname(__file__)!r});"
+            f"import round_time as r, json; print(json.dumps(r._rss_child({name!r}, {executor!r})))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-2000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _rss_child(name, executor):
+    w = WORKLOADS[name]()
+    loss = tf.keras.losses.SparseCategoricalCrossentropy()
+    with federated_runtime():
+        process = build_algorithm(w["algorithm"], w["model_fn"], loss=loss,
+                                  input_spec=w["clients"][0].element_spec,
+                                  num_epochs=w["num_epochs"], num_iters=w["num_iters"],
+                                  executor=executor, **w["hparams"])
+        state = process.initialize()
+        for _ in range(2):
+            state = process.next(state, w["clients"]).state
+        rss = peak_rss_mib()
+    return rss
 
 
 def main(argv=None):
-    """Runs the benchmark and prints medians and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--workloads", default="logistic,lstm,minilm")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--parallel", default="1,2,3")
+    parser.add_argument("--rss", help="a workload: report each executor's peak RSS instead")
     parser.add_argument("--out", default="results/round_time.json")
     args = parser.parse_args(argv)
-
-    data = make_synthetic(0.5, 0.5, seed=0)
-    clients = data.client_ids[:10]
-    datasets = [data.client_dataset(c, batch_size=BATCH) for c in clients]
-    spec = data.element_spec()
-    loss = tf.keras.losses.SparseCategoricalCrossentropy()
-    common = dict(loss=loss, input_spec=spec, num_epochs=EPOCHS, num_iters=ITERS)
-
-    contenders = {}
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    if args.rss:
+        result = {ex: rss_of(args.rss, ex) for ex in ("local", "tff")}
+        print(json.dumps(result, indent=2))
+        with open(args.out, "w") as f:
+            json.dump({"rss_mib": {args.rss: result}}, f, indent=2)
+        return
+    parallel = [int(p) for p in args.parallel.split(",")]
+    results = {}
     with federated_runtime():
-        for name, kw in [("fedavg", dict(learning_rate=LR)), ("fedavgs", {}),
-                         ("fedpap", dict(mu=0.03, stepsize=4.0)), ("fedatts", dict(stepsize=4.0))]:
-            process = build_algorithm(name, model_fn, **common, **kw)
-            contenders[name] = (process, process.initialize(), datasets)
-        tff_process = tff.learning.algorithms.build_weighted_fed_avg(
-            lambda: tff.learning.models.from_keras_model(model_fn(), loss=loss, input_spec=spec),
-            client_optimizer_fn=tff.learning.optimizers.build_sgdm(LR),
-            server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0))
-        # TFF's client work runs one pass over its dataset: give it the same steps.
-        contenders["tff_fedavg"] = (tff_process, tff_process.initialize(),
-                                    [ds.repeat(EPOCHS).take(ITERS) for ds in datasets])
-        floor = plain_keras_round(model_fn().get_weights())
-
-        times = {name: [] for name in list(contenders) + ["plain_keras"]}
-        for rnd in range(args.rounds + 1):
-            for name, (process, state, ds) in contenders.items():
-                start = time.perf_counter()
-                state = process.next(state, ds).state
-                elapsed = time.perf_counter() - start
-                contenders[name] = (process, state, ds)
-                if rnd:
-                    times[name].append(elapsed)
-            start = time.perf_counter()
-            floor(datasets)
-            if rnd:
-                times["plain_keras"].append(time.perf_counter() - start)
-
-    med = {k: statistics.median(v) for k, v in times.items()}
-    ratios = {"fedavg / tff_fedavg (<= 1.15)": med["fedavg"] / med["tff_fedavg"],
-              "fedpap / fedavgs (<= 1.15; paper 1.48)": med["fedpap"] / med["fedavgs"],
-              "fedatts / fedavgs": med["fedatts"] / med["fedavgs"],
-              "fedavg (TFF round) / plain Keras loop (<= 1.5)": med["fedavg"] / med["plain_keras"]}
-    print(f"median round time over {args.rounds} rounds, 10 clients x {ITERS} local steps:")
-    for k, v in med.items():
-        print(f"  {k:<12} {v * 1000:8.1f} ms")
-    print("ratios:")
-    for k, v in ratios.items():
-        print(f"  {k:<48} {v:5.2f}")
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        for name in args.workloads.split(","):
+            print(f"\n== {name} ({args.rounds} timed rounds)", flush=True)
+            r = results[name] = bench(name, args.rounds, parallel)
+            print(f"{'contender':<18} {'median s':>9} {'x loop':>7} {'build s':>8}")
+            for k, v in r["median_seconds"].items():
+                print(f"{k:<18} {v:>9.3f} {r['ratio_to_loop'][k]:>7.2f} "
+                      f"{r['build_seconds'][k]:>8.1f}")
+            print(f"best local setting: {r['best_local_setting']}", flush=True)
     with open(args.out, "w") as f:
-        json.dump({"median_seconds": med, "ratios": ratios, "rounds": args.rounds,
-                   "devices": [d.name for d in tf.config.list_physical_devices()]}, f, indent=2)
-    print(f"wrote {args.out}")
+        json.dump(results, f, indent=2)
+    print(f"\nwrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -39,16 +39,17 @@ def check_model_accepts(model_fn, input_spec):
     x_spec = input_spec[0] if isinstance(input_spec, (tuple, list)) else input_spec["x"]
     with tf.Graph().as_default():
         model = model_fn()
-        shape = [1 if d is None else d for d in x_spec.shape]
+        zeros = tf.nest.map_structure(
+            lambda spec: tf.zeros([1 if d is None else d for d in spec.shape], spec.dtype), x_spec)
         try:
-            model(tf.zeros(shape, x_spec.dtype))
+            model(zeros)
         except Exception as err:  # Keras raises several types for shape mismatches.
             raise ValueError(f"the model from model_fn cannot take inputs of input_spec "
                              f"x={x_spec}: {str(err).splitlines()[0]}") from err
 
 
 def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, executor="auto",
-                    max_parallel_clients=1, loop="steps", **hparams):
+                    max_parallel_clients=1, loop="while", **hparams):
     """Builds the FLCMC algorithm ``name`` as a learning process on an executor.
 
     The registry row becomes one :class:`tffre.mapreduce.Round` (client
@@ -69,7 +70,9 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, executor=
         when present) or "auto" (local when a GPU is visible); see
         :mod:`tffre.execution`.
       max_parallel_clients: local executor: clients trained at once.
-      loop: local executor: "steps" (per-batch compiled steps) or "reduce".
+      loop: local executor: "while" (the default: one graph per client, a
+        while loop over the batches), "steps" (per-batch compiled steps) or
+        "reduce" (``dataset.reduce``, TFF's form; slow in-process for LSTMs).
       **hparams: FLCMC Table 7 hyperparameters: learning_rate, num_epochs,
         num_iters (cap on local steps; None = no cap), mu (proximal
         optimizers), stepsize (attention), granularity ("layer" or "model",

@@ -38,7 +38,7 @@ from tffre.registry import CLIENT_WEIGHTINGS, check_client_weighting  # noqa: F4
 runtime.install_worker_death_signal()
 
 ModelWeights = tff.learning.models.ModelWeights
-LOOPS = ("reduce", "steps")
+LOOPS = ("while", "steps", "reduce")
 
 
 def carried_optimizer_variables(optimizer):
@@ -133,7 +133,22 @@ class TrainerSlot:
         self.optimizer.apply_gradients(zip(grads, trainable))
         return tf.cast(output.num_examples, tf.int64)
 
-    def finish(self, broadcast, dataset, num_processed):
+    @staticmethod
+    def dataset_size(dataset, loop="reduce"):
+        """n_k of Eq. 6: examples in one pass over ``dataset`` (whatever the epochs and cap).
+
+        "reduce" counts with ``dataset.reduce`` (cheap in TFF's worker); in the
+        Python process one reduce op costs ~20 ms, so the other forms count
+        with a while loop over the iterator (inside a ``tf.function``).
+        """
+        if loop == "reduce":
+            return dataset.reduce(tf.constant(0, tf.int64), lambda n, b: n + _batch_size(b))
+        n = tf.constant(0, tf.int64)
+        for batch in iter(dataset):
+            n += _batch_size(batch)
+        return n
+
+    def finish(self, broadcast, dataset, num_processed, loop="reduce"):
         """The client's upload after training: update, weight, metrics, exclusion, state."""
         initial = broadcast["model"].trainable
         update = tf.nest.map_structure(tf.subtract, initial, self.weights.trainable)
@@ -141,8 +156,7 @@ class TrainerSlot:
         finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in flat])
         weighting = self.trainer.client_weighting
         if weighting == "dataset_size":
-            # n_k of Eq. 6: one pass over the data, whatever the epochs and step cap.
-            n_k = dataset.reduce(tf.constant(0, tf.int64), lambda n, b: n + _batch_size(b))
+            n_k = self.dataset_size(dataset, loop)
         elif weighting == "processed":
             n_k = num_processed
         else:
@@ -168,6 +182,19 @@ class TrainerSlot:
             tf.constant(0, tf.int64), lambda n, batch: n + self.step(batch, initial))
         return self.finish(broadcast, dataset, num)
 
+    def train_while(self, broadcast, dataset):
+        """Trains one client with a while loop over the dataset's iterator, as one graph.
+
+        The local executor's default: in the Python process it is the fastest
+        form (no Python between steps), where ``dataset.reduce`` is slow.
+        """
+        self.begin(broadcast)
+        initial = broadcast["model"].trainable
+        num = tf.constant(0, tf.int64)
+        for batch in iter(self.trainer.local_data(dataset)):
+            num += self.step(batch, initial)
+        return self.finish(broadcast, dataset, num, loop="while")
+
     def train_steps(self, broadcast, dataset):
         """Trains one client with a Python loop of compiled per-batch steps (eager callers).
 
@@ -178,10 +205,12 @@ class TrainerSlot:
         if self._step is None:
             self._begin = tf.function(self.begin)
             self._step = tf.function(self.step, reduce_retracing=True)
-            self._finish = tf.function(self.finish)
+            self._finish = tf.function(lambda b, d, n: self.finish(b, d, n, loop="steps"))
         self._begin(broadcast)
-        initial = broadcast["model"].trainable
-        num = tf.constant(0, tf.int64)
+        # Only an extra loss reads the initial weights; passing them to every step
+        # call would add the cost of flattening them to each step.
+        initial = broadcast["model"].trainable if self.trainer.extra_loss is not None else None
+        num = 0
         for batch in self.trainer.local_data(dataset):
             num += self._step(batch, initial)
-        return self._finish(broadcast, dataset, num)
+        return self._finish(broadcast, dataset, tf.cast(num, tf.int64))

@@ -190,8 +190,9 @@ OPTIONS = (
            "tff: TFF's runtime (CPU only); local: this process, GPU when present; auto: local "
            "when a GPU is visible"),
     Option("max_parallel_clients", positive_int, 1, "local executor: clients trained at once"),
-    Option("loop", choice("steps", "reduce"), "steps",
-           "local executor: per-batch compiled steps, or one dataset.reduce graph"),
+    Option("loop", choice("while", "steps", "reduce"), "while",
+           "local executor: one graph with a while loop (fastest), per-batch compiled steps, "
+           "or dataset.reduce"),
     # Evaluation, output, reproducibility.
     Option("eval_every", positive_int, 1, "evaluate the global model every N rounds"),
     Option("seed", seed, 0, "seeds data, split, initial weights, client sampling and order"),

@@ -71,24 +71,36 @@ class Round:
     def __init__(self, model_fn, trainer, make_aggregator, server_learning_rate):
         self.model_fn = model_fn
         self.trainer = trainer
+        self.make_aggregator = make_aggregator
         self.server_learning_rate = float(server_learning_rate)
-        with tf.Graph().as_default():
-            slot = trainer.slot()
-            # How to rebuild each Keras metric to finalize its summed variables (as TFF's
-            # keras_finalizer does, but reusable: the local executor builds them once).
-            self.metric_kinds = [(m.name, type(m), m.get_config())
-                                 for m in slot.model.get_metrics()]
-            self.input_spec = slot.model.input_spec
-            self.model_spec = tf.nest.map_structure(
-                lambda v: tf.TensorSpec(v.shape, v.dtype), ModelWeights.from_model(slot.model))
-            self.optimizer_state_spec = slot.optimizer_state_spec()
-            metrics_spec = spec_of(slot.model.report_local_unfinalized_metrics())
+        self.aggregator = None
+
+    def describe(self, slot):
+        """Reads the specs (weights, metrics, optimizer state) off a built slot; call once.
+
+        The executor passes its own slot: the TFF executor one built in a
+        throwaway graph, the local executor its first eager slot (building a
+        Keras model in a graph would break the eager ones made before it).
+        """
+        if self.aggregator is not None:
+            return self
+        # How to rebuild each Keras metric to finalize its summed variables (as TFF's
+        # keras_finalizer does, but reusable: the local executor builds them once).
+        self.metric_kinds = [(m.name, type(m), m.get_config()) for m in slot.model.get_metrics()]
+        self.input_spec = slot.model.input_spec
+        self.model_spec = tf.nest.map_structure(
+            lambda v: tf.TensorSpec(v.shape, v.dtype), ModelWeights.from_model(slot.model))
+        self.optimizer_state_spec = slot.optimizer_state_spec()
         self.metrics_spec = tf.nest.map_structure(
-            lambda s: tf.TensorSpec(s.shape, s.dtype), metrics_spec)
-        self.aggregator = make_aggregator([s.shape for s in self.model_spec.trainable])
-        trainer.client_upload = self.aggregator.client
+            lambda v: tf.TensorSpec(v.shape, v.dtype),
+            {m.name: list(m.variables) for m in slot.model.get_metrics()})
+        self.metrics_spec = collections.OrderedDict(
+            (m.name, self.metrics_spec[m.name]) for m in slot.model.get_metrics())
+        self.aggregator = self.make_aggregator([s.shape for s in self.model_spec.trainable])
+        self.trainer.client_upload = self.aggregator.client
         self.state_spec = collections.OrderedDict(model=self.model_spec,
                                                   optimizer_state=self.optimizer_state_spec)
+        return self
 
     # --- server ---
 

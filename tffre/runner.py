@@ -133,7 +133,7 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                    out_dir, batch_size=10, seed=0, eval_every=1, hparams=None, metrics=None,
                    progress=True, title=None, checkpoint_every=5, resume=False, overwrite=False,
                    save_model=None, reference=None, load_pretrained=None, executor="auto",
-                   max_parallel_clients=1, loop="steps"):
+                   max_parallel_clients=1, loop="while"):
     """Runs ``algorithm_names`` on ``data``; writes metrics, checkpoints, models, summary, plot.
 
     Args:

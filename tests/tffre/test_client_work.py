@@ -42,7 +42,8 @@ def train_one(make_opt, initial, dataset, loss, loop, model_fn=tiny_model, spec=
     slot = trainer.slot()
     broadcast = collections.OrderedDict(model=ModelWeights(trainable=initial, non_trainable=[]),
                                         optimizer_state=[])
-    run = slot.train_steps if loop == "steps" else tf.function(slot.train)
+    run = {"steps": slot.train_steps, "while": tf.function(slot.train_while),
+           "reduce": tf.function(slot.train)}[loop]
     return run(broadcast, dataset)
 
 
@@ -52,7 +53,7 @@ def train_one(make_opt, initial, dataset, loss, loop, model_fn=tiny_model, spec=
     (lambda: PGD(0.1, mu=0.5), 1, None),
     (lambda: tf.keras.optimizers.Adam(0.01), 3, 7),
 ])
-@pytest.mark.parametrize("loop", ["steps", "reduce"])
+@pytest.mark.parametrize("loop", ["while", "steps", "reduce"])
 def test_client_update_equals_plain_keras_loop(make_opt, num_epochs, num_iters, loop, loss):
     rng = np.random.RandomState(3)
     # Start away from the model's initialisation, so the anchor is a real input.
@@ -72,7 +73,7 @@ def test_client_weighting_options(client_weighting, loss):
     """Eq. 6's n_k by default; TFF's examples-processed count and uniform as options."""
     initial = tiny_model().get_weights()
     # Sizes 6 and 30 in batches of 4: 3 capped steps process 4+2+4 = 10 and 4+4+4 = 12.
-    got = [train_one(lambda: tf.keras.optimizers.SGD(0.1), initial, ds, loss, "steps",
+    got = [train_one(lambda: tf.keras.optimizers.SGD(0.1), initial, ds, loss, "while",
                      num_epochs=10, num_iters=3, client_weighting=client_weighting)
            for ds in to_datasets(client_arrays([6, 30]))]
     want = {"dataset_size": [6, 30], "processed": [10, 12], "uniform": [1, 1]}[client_weighting]
@@ -121,7 +122,7 @@ def embedding_model():
 
 
 @pytest.mark.parametrize("make_opt", [lambda: SelfAdam(0.05), lambda: PAdam(0.05, mu=0.2)])
-@pytest.mark.parametrize("loop", ["steps", "reduce"])
+@pytest.mark.parametrize("loop", ["while", "steps", "reduce"])
 def test_embedding_gradients_in_client_work(make_opt, loop, loss):
     """Embedding layers give tf.IndexedSlices gradients; the client update still equals Keras."""
     rng = np.random.RandomState(0)

@@ -27,7 +27,7 @@ def resolve_executor(executor):
     return "local" if tf.config.list_physical_devices("GPU") else "tff"
 
 
-def build_process(round_, *, executor="auto", max_parallel_clients=1, loop="steps", name,
+def build_process(round_, *, executor="auto", max_parallel_clients=1, loop="while", name,
                   hparams):
     """The learning process of ``round_`` on ``executor`` (see the module docstring)."""
     executor = resolve_executor(executor)

@@ -8,10 +8,12 @@ its own model and optimizer ("slot") in its own thread, and several GPUs take
 the slots round-robin. Uploads are accumulated in client order, so a parallel
 round equals a sequential one exactly.
 
-Two loop forms run a client's local steps (the same ``TrainerSlot.step``):
-``"steps"`` (default), a Python loop of compiled per-batch steps, and
-``"reduce"``, one ``dataset.reduce`` graph as in TFF's worker, which in the
-Python process can be several times slower for recurrent models.
+Three loop forms run a client's local steps (the same ``TrainerSlot.step``):
+``"while"`` (default), one compiled graph per client with a while loop over
+the batches; ``"steps"``, a Python loop of compiled per-batch steps; and
+``"reduce"``, one ``dataset.reduce`` graph as in TFF's worker. In the Python
+process ``dataset.reduce`` is slow (an LSTM round: 11x the lean loop, against
+1.0x for "while"; ``benchmarks/round_time.py``).
 """
 
 import concurrent.futures
@@ -32,6 +34,25 @@ def _devices():
     return [d.name for d in gpus] or ["/CPU:0"]
 
 
+def keras_v2_again(model):
+    """Undoes Keras' switch of layer classes to their graph-mode (v1) versions.
+
+    When TFF traces a Keras model in a ``tf.Graph`` (building a TFF process),
+    Keras rewrites the *classes* of that model's layers to their v1 bases,
+    which breaks every eager model built before ("Your Layer or Model is in an
+    invalid state"). The local executor's models are eager, so it swaps the
+    classes back before each round (``keras.src.utils.version_utils``, TF 2.14).
+    """
+    from keras.src.engine import base_layer, base_layer_v1, training, training_v1
+    from keras.src.utils import version_utils
+    keras_model = getattr(model, "_keras_model", model)
+    for obj in [keras_model, *keras_model.submodules]:
+        if isinstance(obj, training_v1.Model):
+            version_utils.swap_class(type(obj), training.Model, training_v1.Model, True)
+        if isinstance(obj, base_layer_v1.Layer):
+            version_utils.swap_class(type(obj), base_layer.Layer, base_layer_v1.Layer, True)
+
+
 def _numpy(structure):
     return tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else np.asarray(t),
                                  structure)
@@ -43,10 +64,10 @@ class LocalExecutor:
     Args:
       round_: the :class:`tffre.mapreduce.Round`.
       max_parallel_clients: clients trained at once (threads, one slot each).
-      loop: "steps" or "reduce".
+      loop: "while", "steps" or "reduce".
     """
 
-    def __init__(self, round_, *, max_parallel_clients=1, loop="steps"):
+    def __init__(self, round_, *, max_parallel_clients=1, loop="while"):
         if loop not in LOOPS:
             raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
         if max_parallel_clients < 1:
@@ -61,7 +82,9 @@ class LocalExecutor:
                 slot = round_.trainer.slot()
             slot.device = device
             slot.train_reduce = tf.function(slot.train)
+            slot.train_while_fn = tf.function(slot.train_while)
             self.slots.append(slot)
+        round_.describe(self.slots[0])
         self._free = queue.Queue()
         for slot in self.slots:
             self._free.put(slot)
@@ -88,12 +111,16 @@ class LocalExecutor:
             with tf.device(slot.device):
                 if self.loop == "steps":
                     return slot.train_steps(broadcast, dataset)
+                if self.loop == "while":
+                    return slot.train_while_fn(broadcast, dataset)
                 return slot.train_reduce(broadcast, dataset)
         finally:
             self._free.put(slot)
 
     def next(self, state, client_data):
         """One round: broadcast, train every client, accumulate in order, update."""
+        for slot in self.slots:
+            keras_v2_again(slot.model)
         state = tf.nest.map_structure(tf.convert_to_tensor, state)
         broadcast = self._prepare(state)
         acc = self._zero()
@@ -129,7 +156,7 @@ class LocalExecutor:
         return spec_of(concrete.structured_outputs)
 
 
-def build_local_process(round_, *, name, hparams, max_parallel_clients=1, loop="steps"):
+def build_local_process(round_, *, name, hparams, max_parallel_clients=1, loop="while"):
     """Builds ``round_`` on the local executor, measured (bytes from the round's specs)."""
     executor = LocalExecutor(round_, max_parallel_clients=max_parallel_clients, loop=loop)
     return MeasuredLearningProcess(

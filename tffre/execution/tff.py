@@ -18,6 +18,8 @@ from tffre.types_util import type_nbytes
 
 def build_tff_process(round_, *, name, hparams):
     """Builds ``round_`` as a ``tff.learning.templates.LearningProcess``, measured."""
+    with tf.Graph().as_default():
+        round_.describe(round_.trainer.slot())
 
     @tff.tensorflow.computation
     def initial_state():

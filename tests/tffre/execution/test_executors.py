@@ -109,8 +109,9 @@ def test_kept_optimizer_state_on_both_executors(name, loss):
     assert states["local"]["optimizer_state"][0] > 0   # the step count went on
 
 
-@pytest.mark.parametrize("loop,parallel", [("reduce", 1), ("steps", 2), ("reduce", 3)])
-def test_loop_forms_and_parallel_clients_equal_sequential_steps(loop, parallel, loss):
+@pytest.mark.parametrize("loop,parallel", [("reduce", 1), ("steps", 1), ("while", 2),
+                                           ("steps", 3)])
+def test_loop_forms_and_parallel_clients_equal_sequential_while(loop, parallel, loss):
     base = build_algorithm("FedAttS", tiny_model, loss=loss, input_spec=INPUT_SPEC,
                            executor="local", **hparams_for("FedAttS"))
     other = build_algorithm("FedAttS", tiny_model, loss=loss, input_spec=INPUT_SPEC,

@@ -43,6 +43,7 @@ import tensorflow_federated as tff
 
 from tffre import runtime
 from tffre.registry import GRANULARITIES
+from tffre.types_util import to_py
 
 runtime.install_worker_death_signal()
 
@@ -225,6 +226,37 @@ def _flatten(value):
     return tf.nest.flatten(value)
 
 
+def aggregate_computations(agg, upload_type, post_report=None):
+    """(zero, accumulate, merge, report) as TFF computations, for ``tff.federated_aggregate``.
+
+    Args:
+      agg: anything with zero, accumulate, merge and report (an aggregator, or
+        a whole :class:`tffre.mapreduce.Round`).
+      upload_type: the TFF type of one client's upload.
+      post_report: optional function applied to ``report``'s result.
+    """
+    @tff.tensorflow.computation
+    def zero():
+        return agg.zero()
+
+    acc_type = zero.type_signature.result
+
+    @tff.tensorflow.computation(acc_type, upload_type)
+    def accumulate(acc, upload):
+        return agg.accumulate(to_py(acc), to_py(upload))
+
+    @tff.tensorflow.computation(acc_type, acc_type)
+    def merge(a, b):
+        return agg.merge(to_py(a), to_py(b))
+
+    @tff.tensorflow.computation(acc_type)
+    def report(acc):
+        out = agg.report(to_py(acc))
+        return out if post_report is None else post_report(out)
+
+    return zero, accumulate, merge, report
+
+
 class MergeableFactory(tff.aggregators.WeightedAggregationFactory):
     """A TFF weighted aggregation factory from a mergeable aggregator: one ``federated_aggregate``.
 
@@ -249,26 +281,13 @@ class MergeableFactory(tff.aggregators.WeightedAggregationFactory):
 
         upload_type = client.type_signature.result
 
-        @tff.tensorflow.computation
-        def zero():
-            return agg.zero()
-
-        acc_type = zero.type_signature.result
-
-        @tff.tensorflow.computation(acc_type, upload_type)
-        def accumulate(acc, upload):
-            return agg.accumulate(acc, upload)
-
-        @tff.tensorflow.computation(acc_type, acc_type)
-        def merge(a, b):
-            return agg.merge(a, b)
-
-        @tff.tensorflow.computation(acc_type)
-        def report(acc):
-            flat = agg.report(acc)
+        def report_as_value(flat):
             if not isinstance(value_type, tff.StructType):
                 return flat[0]
             return tff.structure.pack_sequence_as(value_type, flat)  # a StructType is a Struct
+
+        zero, accumulate, merge, report = aggregate_computations(agg, upload_type,
+                                                                 report_as_value)
 
         @tff.federated_computation()
         def init_fn():

@@ -22,6 +22,7 @@ import os
 
 import numpy as np
 
+from tffre.jsonio import read_json_object, write_json
 from tffre.text.encoder import ENCODERS
 
 FORMAT = "tffre-model/1"
@@ -66,9 +67,7 @@ def save_bundle(folder, model, *, label_names, encoder, metadata=None):
         os.remove(os.path.join(folder, MANIFEST))
     _plain_copy(model).save(os.path.join(folder, MODEL))
     encoder.save(folder)
-    with open(os.path.join(folder, MANIFEST), "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=2, ensure_ascii=False)
-        f.write("\n")
+    write_json(os.path.join(folder, MANIFEST), manifest)
     return folder
 
 
@@ -118,14 +117,9 @@ def read_manifest(folder):
     path = os.path.join(folder, MANIFEST)
     if not os.path.isfile(path):
         raise BundleError(f"{folder}: not a tffre model bundle (missing {MANIFEST})")
-    try:
-        with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise BundleError(f"{path}: not valid JSON ({_one_line(err)})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        found = manifest.get("format") if isinstance(manifest, dict) else None
-        raise BundleError(f"{path}: format is {found!r}, expected {FORMAT!r}")
+    manifest = read_json_object(path, BundleError)
+    if manifest.get("format") != FORMAT:
+        raise BundleError(f"{path}: format is {manifest.get('format')!r}, expected {FORMAT!r}")
     kind = manifest.get("encoder")
     if kind not in ENCODERS:
         raise BundleError(f"{path}: unknown encoder {kind!r} (expected one of "

@@ -25,25 +25,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffre.client_work import ClientTrainer
+from tffre.types_util import to_py  # noqa: F401  (re-exported for the executors)
 
 ModelWeights = tff.learning.models.ModelWeights
-
-
-def to_py(value):
-    """TFF ``Struct`` values (unnamed structs arrive so) -> Python lists/OrderedDicts, recursively."""
-    if isinstance(value, tff.structure.Struct):
-        names = [n for n, _ in tff.structure.iter_elements(value)]
-        items = [to_py(v) for _, v in tff.structure.iter_elements(value)]
-        if names and all(names):
-            return collections.OrderedDict(zip(names, items))
-        return items
-    if isinstance(value, ModelWeights):
-        return ModelWeights(to_py(value.trainable), to_py(value.non_trainable))
-    if isinstance(value, collections.OrderedDict):
-        return collections.OrderedDict((k, to_py(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return [to_py(v) for v in value]
-    return value
 
 
 def spec_of(structure):

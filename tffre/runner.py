@@ -22,8 +22,6 @@ Files in ``out_dir``:
 
 import asyncio
 import csv
-import json
-import math
 import os
 import shutil
 import sys
@@ -36,6 +34,7 @@ from tqdm.auto import tqdm
 
 from tffre import algorithms, registry
 from tffre.evaluation import GlobalModelEvaluator
+from tffre.jsonio import write_json
 from tffre.plots import plot_curves
 from tffre.runtime import peak_rss_mib, shutdown_workers
 
@@ -327,22 +326,3 @@ def summarise(rows):
         out.update(best_dev_accuracy=float(at["dev_accuracy"]), round_of_best_dev=int(at["round"]),
                    test_accuracy_at_best_dev=float(at["test_accuracy"]))
     return out
-
-
-def _json_safe(value):
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, (np.floating, float)):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
-
-
-def write_json(path, obj):
-    """Writes ``obj`` as strict JSON: NaN and infinities become null."""
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(_json_safe(obj), f, indent=2, ensure_ascii=False, allow_nan=False)
-    return path

@@ -1,4 +1,6 @@
-"""Helpers on TFF types: byte counts for the communication metrics."""
+"""Helpers on TFF types: byte counts for the communication metrics, and TFF values as Python."""
+
+import collections
 
 import numpy as np
 import tensorflow_federated as tff
@@ -32,3 +34,20 @@ def spec_nbytes(structure):
             raise ValueError(f"cannot count bytes of a tensor with unknown shape: {spec}")
         total += spec.dtype.size * int(np.prod(spec.shape.as_list(), dtype=np.int64))
     return total
+
+
+def to_py(value):
+    """TFF ``Struct`` values (unnamed structs arrive so) -> Python lists/OrderedDicts, recursively."""
+    if isinstance(value, tff.structure.Struct):
+        names = [n for n, _ in tff.structure.iter_elements(value)]
+        items = [to_py(v) for _, v in tff.structure.iter_elements(value)]
+        if names and all(names):
+            return collections.OrderedDict(zip(names, items))
+        return items
+    if isinstance(value, tff.learning.models.ModelWeights):
+        return tff.learning.models.ModelWeights(to_py(value.trainable), to_py(value.non_trainable))
+    if isinstance(value, collections.OrderedDict):
+        return collections.OrderedDict((k, to_py(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return [to_py(v) for v in value]
+    return value

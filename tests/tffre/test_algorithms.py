@@ -9,7 +9,8 @@ import reference
 from tffre import algorithms, build_algorithm
 from tffre.models import logistic_regression
 from tffre.process import ClientDataError
-from tiny import INPUT_SPEC, NUM_CLASSES, NUM_FEATURES, client_arrays, tiny_model, to_datasets
+from tiny import (INPUT_SPEC, NUM_CLASSES, NUM_FEATURES, client_arrays, initial_weights, poisoned,
+                  tiny_model, to_datasets)
 
 
 def test_registry_has_the_nine_flcmc_algorithms():
@@ -50,11 +51,6 @@ def test_client_dataset_errors(loss):
         (np.zeros((4, NUM_FEATURES + 1), np.float32), np.zeros(4, np.int32))).batch(2)
     with pytest.raises(ClientDataError, match="client 0: batches of type"):
         process.next(state, [wide])
-
-
-def initial_weights(seed=5):
-    rng = np.random.RandomState(seed)
-    return [0.3 * rng.randn(*w.shape).astype(np.float32) for w in tiny_model().get_weights()]
 
 
 def set_weights(process, state, weights):
@@ -156,13 +152,11 @@ def test_tff_fed_prox_pushes_away_from_global_model_ours_contracts():
 @pytest.mark.parametrize("name", ["fedavg", "fedatts"])
 def test_nan_client_is_excluded_and_reported(name, loss):
     arrays = client_arrays([8, 10, 6], seed=7)
-    bad_x = arrays[1][0].copy()
-    bad_x[3, 2] = np.nan
-    poisoned = [arrays[0], (bad_x, arrays[1][1]), arrays[2]]
     kwargs = dict(loss=loss, input_spec=INPUT_SPEC, learning_rate=0.05, num_epochs=1)
     process = build_algorithm(name, tiny_model, **kwargs)
     w0 = initial_weights()
-    out = process.next(set_weights(process, process.initialize(), w0), to_datasets(poisoned))
+    out = process.next(set_weights(process, process.initialize(), w0),
+                       to_datasets(poisoned(arrays, {1})))
     assert out.metrics["client_work"]["num_excluded_clients"] == 1
     clean = process.next(set_weights(process, process.initialize(), w0),
                          to_datasets([arrays[0], arrays[2]]))
@@ -244,17 +238,6 @@ def test_fedavg_weighs_clients_by_dataset_size_not_steps(loss):
         want_b = sum(c * f[1] for c, f in zip(counts, finals)) / sum(counts)
         np.testing.assert_allclose(got[0], want_w, atol=1e-5)
         np.testing.assert_allclose(got[1], want_b, atol=1e-5)
-
-
-def poisoned(arrays, which):
-    """Copies of ``arrays`` where the clients in ``which`` have one NaN feature."""
-    out = []
-    for i, (x, y) in enumerate(arrays):
-        if i in which:
-            x = x.copy()
-            x[0, 0] = np.nan
-        out.append((x, y))
-    return out
 
 
 def test_nan_client_does_not_poison_the_kept_optimizer_state(loss):

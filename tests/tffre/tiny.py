@@ -31,3 +31,20 @@ def to_datasets(arrays, batch_size=4):
 
 
 INPUT_SPEC = (tf.TensorSpec((None, NUM_FEATURES), tf.float32), tf.TensorSpec((None,), tf.int32))
+
+
+def initial_weights(seed=5):
+    """Weights for ``tiny_model`` away from its initialisation."""
+    rng = np.random.RandomState(seed)
+    return [0.3 * rng.randn(*w.shape).astype(np.float32) for w in tiny_model().get_weights()]
+
+
+def poisoned(arrays, which):
+    """Copies of ``arrays`` where the clients in ``which`` have one NaN feature."""
+    out = []
+    for i, (x, y) in enumerate(arrays):
+        if i in which:
+            x = x.copy()
+            x[0, 0] = np.nan
+        out.append((x, y))
+    return out

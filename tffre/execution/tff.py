@@ -11,6 +11,7 @@ import collections
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tffre.aggregators import aggregate_computations
 from tffre.mapreduce import ModelWeights, to_py
 from tffre.process import MeasuredLearningProcess
 from tffre.types_util import type_nbytes
@@ -46,23 +47,7 @@ def build_tff_process(round_, *, name, hparams):
 
     upload_type = work.type_signature.result
 
-    @tff.tensorflow.computation
-    def zero():
-        return round_.zero()
-
-    acc_type = zero.type_signature.result
-
-    @tff.tensorflow.computation(acc_type, upload_type)
-    def accumulate(acc, upload):
-        return round_.accumulate(to_py(acc), to_py(upload))
-
-    @tff.tensorflow.computation(acc_type, acc_type)
-    def merge(a, b):
-        return round_.merge(to_py(a), to_py(b))
-
-    @tff.tensorflow.computation(acc_type)
-    def report(acc):
-        return round_.report(to_py(acc))
+    zero, accumulate, merge, report = aggregate_computations(round_, upload_type)
 
     @tff.tensorflow.computation(state_type, report.type_signature.result)
     def update(state, aggregate):

@@ -10,13 +10,13 @@ models, ``summary.json``, and a table beside the paper's.
 
 import dataclasses
 import importlib
-import json
 import os
 import time
 from typing import Any, Callable, Optional
 
 from tffre import config as config_lib
 from tffre import paper_tables
+from tffre.jsonio import read_json_object, write_json
 
 # Options a resumed run may change: they do not alter what a round computes.
 RESUMABLE_CHANGES = ("num_rounds", "eval_every", "checkpoint_every", "executor",
@@ -50,8 +50,7 @@ def check_resume(cfg):
     if not os.path.isfile(path):
         raise config_lib.ConfigError(f"--resume: {path} is missing, so the run cannot be "
                                      f"checked; use --overwrite")
-    with open(path, encoding="utf-8") as f:
-        saved = json.load(f)
+    saved = read_json_object(path, config_lib.ConfigError)
     now = config_lib.persistent_values(cfg)
     changed = [k for k in now if k not in RESUMABLE_CHANGES and saved.get(k) != now[k]]
     if changed:
@@ -72,7 +71,7 @@ def run(cfg):
     tf.keras.utils.set_random_seed(cfg.seed)
     job = prepare(cfg)
     runner.prepare_out_dir(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite)
-    runner.write_json(os.path.join(cfg.out, "config.json"), config_lib.persistent_values(cfg))
+    write_json(os.path.join(cfg.out, "config.json"), config_lib.persistent_values(cfg))
     if job.write_extras is not None:
         job.write_extras(cfg.out)
     names = cfg.algorithm.split(",")
@@ -98,7 +97,7 @@ def run(cfg):
             reference={n: reference[n] for n in summary_names(names) if n in reference})
     summary.update(job.info, config=config_lib.persistent_values(cfg), paper_table=table,
                    wall_seconds=round(time.perf_counter() - start, 1))
-    runner.write_json(os.path.join(cfg.out, "summary.json"), summary)
+    write_json(os.path.join(cfg.out, "summary.json"), summary)
     print(format_report(summary, reference, table))
     return summary
 

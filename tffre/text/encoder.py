@@ -7,11 +7,11 @@ checks and packs numeric feature vectors. Both ``save(folder)`` to small plain
 files and come back with ``load(folder)``.
 """
 
-import json
 import os
 
 import numpy as np
 
+from tffre.jsonio import read_json_object, write_json
 from tffre.text.segment import MedicalSegmenter
 from tffre.text.vocab import Vocabulary
 
@@ -22,23 +22,11 @@ _SPECIAL = ["<pad>", "<oov>"]
 def _read_json(path):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"encoder file not found: {path}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{path}: expected a JSON object")
+    config = read_json_object(path)
     if config.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{path}: unsupported format_version {config.get('format_version')!r} "
                          f"(this tffre reads {FORMAT_VERSION})")
     return config
-
-
-def _write_json(path, config):
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2, ensure_ascii=False)
-        f.write("\n")
 
 
 def _positive_int(value, name):
@@ -83,7 +71,7 @@ class TextEncoder:
         self.segmenter.save_dictionary(os.path.join(folder, self.DICTIONARY))
         with open(os.path.join(folder, self.VOCAB), "w", encoding="utf-8", newline="\n") as f:
             f.write("".join(t + "\n" for t in self.vocab.tokens))
-        _write_json(os.path.join(folder, self.CONFIG),
+        write_json(os.path.join(folder, self.CONFIG),
                     {"format_version": FORMAT_VERSION, "kind": self.kind,
                      "max_len": self.max_len, "vocab_size": len(self.vocab)})
         return folder
@@ -144,7 +132,7 @@ class FeatureEncoder:
     def save(self, folder):
         """Writes ``feature_encoder.json`` into ``folder``."""
         os.makedirs(folder, exist_ok=True)
-        _write_json(os.path.join(folder, self.CONFIG),
+        write_json(os.path.join(folder, self.CONFIG),
                     {"format_version": FORMAT_VERSION, "kind": self.kind,
                      "num_features": self.num_features})
         return folder

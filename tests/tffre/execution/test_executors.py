@@ -7,7 +7,7 @@ import tensorflow_federated as tff
 
 from tffre import build_algorithm, execution, registry
 from tffre.mapreduce import ModelWeights
-from tiny import INPUT_SPEC, client_arrays, tiny_model, to_datasets
+from tiny import INPUT_SPEC, client_arrays, initial_weights, poisoned, tiny_model, to_datasets
 
 NAMES = registry.valid_algorithm_names()
 
@@ -17,21 +17,6 @@ def hparams_for(name, **extra):
     valid = registry.valid_hparams(name)
     hp.update({k: v for k, v in {"mu": 0.3, "stepsize": 1.5}.items() if k in valid})
     return hp
-
-
-def initial_weights(seed=5):
-    rng = np.random.RandomState(seed)
-    return [0.3 * rng.randn(*w.shape).astype(np.float32) for w in tiny_model().get_weights()]
-
-
-def poisoned(arrays, which):
-    out = []
-    for i, (x, y) in enumerate(arrays):
-        if i in which:
-            x = x.copy()
-            x[0, 0] = np.nan
-        out.append((x, y))
-    return out
 
 
 def three_rounds(process, rounds_data):

@@ -8,6 +8,11 @@ from tffre.models import lstm_classifier, mean_embedding_logistic
 
 MATRIX = np.random.RandomState(0).randn(30, 8).astype(np.float32)
 MATRIX[0] = 0
+MAKERS = [
+    lambda: lstm_classifier(3, 10, embedding_matrix=MATRIX, lstm_units=4),
+    lambda: lstm_classifier(3, 10, embedding_matrix=MATRIX, lstm_units=4, bidirectional=True),
+    lambda: mean_embedding_logistic(3, 10, embedding_matrix=MATRIX),
+]
 
 
 @pytest.mark.parametrize("bidirectional", [False, True])
@@ -18,11 +23,7 @@ def test_lstm_shapes_and_softmax(bidirectional):
     np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-5)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: lstm_classifier(3, 10, embedding_matrix=MATRIX, lstm_units=4),
-    lambda: lstm_classifier(3, 10, embedding_matrix=MATRIX, lstm_units=4, bidirectional=True),
-    lambda: mean_embedding_logistic(3, 10, embedding_matrix=MATRIX),
-])
+@pytest.mark.parametrize("make", MAKERS)
 def test_padding_is_masked(make):
     model = make()
     if len(model.trainable_variables) and "logistic" in model.name:
@@ -68,11 +69,7 @@ def test_lstm_trains_with_fit_and_our_optimizer():
     assert hist["accuracy"][-1] > 0.8
 
 
-@pytest.mark.parametrize("make", [
-    lambda: lstm_classifier(3, 10, embedding_matrix=MATRIX, lstm_units=4),
-    lambda: lstm_classifier(3, 10, embedding_matrix=MATRIX, lstm_units=4, bidirectional=True),
-    lambda: mean_embedding_logistic(3, 10, embedding_matrix=MATRIX),
-])
+@pytest.mark.parametrize("make", MAKERS)
 def test_config_holds_the_shape_not_the_vectors(make):
     import json
     model = make()

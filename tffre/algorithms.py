@@ -93,7 +93,7 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, executor=
     local = LOCAL_OPTIMIZERS[spec.local_optimizer]
     server = SERVER_AGGREGATORS[spec.aggregator]
     trainer = make_trainer(tff_model_fn, lambda: local.factory(hp), hp, spec.extra_loss)
-    round_ = Round(tff_model_fn, trainer, server.factory(hp), server.server_learning_rate(hp))
+    round_ = Round(trainer, server.factory(hp), server.server_learning_rate(hp))
     return execution.build_process(round_, executor=executor,
                                    max_parallel_clients=max_parallel_clients, loop=loop,
                                    name=spec.name, hparams=hp)

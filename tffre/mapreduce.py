@@ -44,16 +44,14 @@ class Round:
     """The MapReduce-shaped definition of an algorithm's round (see the module docstring).
 
     Args:
-      model_fn: no-arg callable returning a fresh ``tff.learning.models.VariableModel``.
-      trainer: the :class:`tffre.client_work.ClientTrainer`.
+      trainer: the :class:`tffre.client_work.ClientTrainer` (it holds the model_fn).
       make_aggregator: callable(shapes) -> a mergeable aggregator
         (:mod:`tffre.aggregators`) for the trainable weights' deltas.
       server_learning_rate: the server step: 1 for the mean (Eq. 6), lambda
         for attention (Eq. 14).
     """
 
-    def __init__(self, model_fn, trainer, make_aggregator, server_learning_rate):
-        self.model_fn = model_fn
+    def __init__(self, trainer, make_aggregator, server_learning_rate):
         self.trainer = trainer
         self.make_aggregator = make_aggregator
         self.server_learning_rate = float(server_learning_rate)
@@ -75,11 +73,9 @@ class Round:
         self.model_spec = tf.nest.map_structure(
             lambda v: tf.TensorSpec(v.shape, v.dtype), ModelWeights.from_model(slot.model))
         self.optimizer_state_spec = slot.optimizer_state_spec()
-        self.metrics_spec = tf.nest.map_structure(
-            lambda v: tf.TensorSpec(v.shape, v.dtype),
-            {m.name: list(m.variables) for m in slot.model.get_metrics()})
         self.metrics_spec = collections.OrderedDict(
-            (m.name, self.metrics_spec[m.name]) for m in slot.model.get_metrics())
+            (m.name, [tf.TensorSpec(v.shape, v.dtype) for v in m.variables])
+            for m in slot.model.get_metrics())
         self.aggregator = self.make_aggregator([s.shape for s in self.model_spec.trainable])
         self.trainer.client_upload = self.aggregator.client
         self.state_spec = collections.OrderedDict(model=self.model_spec,

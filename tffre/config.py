@@ -355,11 +355,8 @@ def check(cfg):
     if cfg.dataset == "imcs" and cfg.data != SAMPLE and not os.path.exists(cfg.data):
         raise ConfigError(f"--data: no such file or folder: {cfg.data}")
     for name in cfg.algorithm.split(","):
-        hparams = {k: getattr(cfg, k) for k in ALGORITHM_OPTIONS
-                   if k in registry.valid_hparams(name) and (getattr(cfg, k) is not None
-                                                             or k == "num_iters")}
         try:
-            registry.resolve_hparams(name, **hparams)
+            registry.resolve_hparams(name, **algorithm_hparams(cfg, name))
         except ValueError as err:
             raise ConfigError(str(err)) from None
     check_out_dir(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite)
@@ -367,8 +364,7 @@ def check(cfg):
 
 def algorithm_hparams(cfg, name):
     """The hyperparameters algorithm ``name`` takes from ``cfg`` (unset ones left to defaults)."""
-    return {k: getattr(cfg, k) for k in ALGORITHM_OPTIONS
-            if k in registry.valid_hparams(name) and (getattr(cfg, k) is not None or k == "num_iters")}
+    return registry.algorithm_hparams(name, {k: getattr(cfg, k) for k in ALGORITHM_OPTIONS})
 
 
 def check_out_dir(out, *, resume=False, overwrite=False):

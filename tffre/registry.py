@@ -139,6 +139,16 @@ def valid_hparams(name):
     return tuple(dict.fromkeys(names))
 
 
+def algorithm_hparams(name, hparams):
+    """The subset of ``hparams`` that algorithm ``name`` takes.
+
+    None values are dropped (left to the defaults), except ``num_iters``,
+    where None means "no cap".
+    """
+    valid = valid_hparams(name)
+    return {k: v for k, v in hparams.items() if k in valid and (v is not None or k == "num_iters")}
+
+
 def check_choice(name, value, choices):
     """Raises ValueError unless ``value`` is one of ``choices``."""
     if value not in choices:

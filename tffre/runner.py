@@ -33,6 +33,7 @@ import tensorflow_federated as tff
 from tqdm.auto import tqdm
 
 from tffre import algorithms, registry
+from tffre.registry import algorithm_hparams
 from tffre.evaluation import GlobalModelEvaluator
 from tffre.jsonio import write_json
 from tffre.plots import plot_curves
@@ -62,16 +63,6 @@ def sample_clients(client_ids, clients_per_round, seed, round_num):
 def data_seed(seed, round_num):
     """The shuffle seed of round ``round_num``'s client datasets."""
     return seed * 1_000_003 + round_num
-
-
-def algorithm_hparams(name, hparams):
-    """The subset of ``hparams`` that algorithm ``name`` takes.
-
-    None values are dropped (left to the defaults), except ``num_iters``,
-    where None means "no cap".
-    """
-    valid = registry.valid_hparams(name)
-    return {k: v for k, v in hparams.items() if k in valid and (v is not None or k == "num_iters")}
 
 
 def prepare_out_dir(out_dir, *, resume=False, overwrite=False):

@@ -73,7 +73,6 @@ class LocalExecutor:
         if max_parallel_clients < 1:
             raise ValueError(f"max_parallel_clients must be >= 1, got {max_parallel_clients}")
         self.round = round_
-        self.loop = loop
         devices = _devices()
         self.slots = []
         for i in range(max_parallel_clients):
@@ -81,8 +80,9 @@ class LocalExecutor:
             with tf.device(device):
                 slot = round_.trainer.slot()
             slot.device = device
-            slot.train_reduce = tf.function(slot.train)
-            slot.train_while_fn = tf.function(slot.train_while)
+            # The client loop in the chosen form (all run the same TrainerSlot.step).
+            slot.run = slot.train_steps if loop == "steps" else tf.function(
+                slot.train_while if loop == "while" else slot.train)
             self.slots.append(slot)
         round_.describe(self.slots[0])
         self._free = queue.Queue()
@@ -109,11 +109,7 @@ class LocalExecutor:
         slot = self._free.get()
         try:
             with tf.device(slot.device):
-                if self.loop == "steps":
-                    return slot.train_steps(broadcast, dataset)
-                if self.loop == "while":
-                    return slot.train_while_fn(broadcast, dataset)
-                return slot.train_reduce(broadcast, dataset)
+                return slot.run(broadcast, dataset)
         finally:
             self._free.put(slot)
 

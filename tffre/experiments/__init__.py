@@ -74,7 +74,7 @@ def run(cfg):
     write_json(os.path.join(cfg.out, "config.json"), config_lib.persistent_values(cfg))
     if job.write_extras is not None:
         job.write_extras(cfg.out)
-    names = cfg.algorithm.split(",")
+    names = cfg.algorithm.split(",")   # registry spellings (tffre.config.algorithm_list)
     table, reference = paper_tables.reference(cfg.dataset, cfg.model)
 
     def save_model(folder, model, name, round_num):
@@ -94,18 +94,12 @@ def run(cfg):
             checkpoint_every=cfg.checkpoint_every, resume=cfg.resume, save_model=save_model,
             load_pretrained=job.load_pretrained, executor=cfg.executor,
             max_parallel_clients=cfg.max_parallel_clients, loop=cfg.loop,
-            reference={n: reference[n] for n in summary_names(names) if n in reference})
+            reference={n: reference[n] for n in names if n in reference})
     summary.update(job.info, config=config_lib.persistent_values(cfg), paper_table=table,
                    wall_seconds=round(time.perf_counter() - start, 1))
     write_json(os.path.join(cfg.out, "summary.json"), summary)
     print(format_report(summary, reference, table))
     return summary
-
-
-def summary_names(names):
-    """Registry spellings of ``names`` (as the summary keys them)."""
-    from tffre import registry
-    return [registry.get_spec(n).name for n in names]
 
 
 def _fmt(value, spec):

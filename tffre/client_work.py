@@ -5,9 +5,12 @@ A :class:`ClientTrainer` holds what a client does in a round; a
 executor builds a fresh slot inside each client computation; the local
 executor keeps one slot per parallel worker and resets it for each client.
 Either way the same methods run: :meth:`TrainerSlot.begin` (load the
-broadcast weights and optimizer state, set the proximal anchor),
-:meth:`TrainerSlot.step` (one batch: loss, gradients, Keras
-``apply_gradients``) and :meth:`TrainerSlot.finish` (the upload).
+broadcast weights and optimizer state, set the proximal anchor, load the
+frozen model copies, count the labels), :meth:`TrainerSlot.step` (one batch:
+the algorithm's objective, gradients, Keras ``apply_gradients``) and
+:meth:`TrainerSlot.finish` (the upload, and the client's next state). What
+the objective, the upload and the state are is the algorithm's
+:class:`tffre.algorithms.definition.Definition`.
 
 TFF 0.87's own client works take ``tff.learning.optimizers``; ours runs any
 Keras optimizer (SGD, Adam, SelfAdam, PAdam, PGD, ...). By default the
@@ -28,11 +31,13 @@ metrics dropped; it counts in ``num_excluded_clients`` and is never averaged in.
 """
 
 import collections
+import collections.abc
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffre import runtime
+from tffre.algorithms.definition import Definition, ObjectiveContext
 from tffre.registry import CLIENT_WEIGHTINGS, check_client_weighting  # noqa: F401
 
 runtime.install_worker_death_signal()
@@ -51,25 +56,43 @@ def _batch_size(batch):
     return tf.cast(tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)
 
 
+def _xy(batch):
+    if isinstance(batch, collections.abc.Mapping):
+        return batch["x"], batch["y"]
+    return batch[0], batch[1]
+
+
+def _one_pass(dataset, fn, initial, loop):
+    """Folds ``fn`` over one pass of ``dataset``: ``dataset.reduce`` in TFF's worker, where it is
+    cheap, and a while loop over the iterator in the Python process, where one reduce op costs
+    ~20 ms."""
+    if loop == "reduce":
+        return dataset.reduce(initial, fn)
+    value = initial
+    for batch in iter(dataset):
+        value = fn(value, batch)
+    return value
+
+
 class ClientTrainer:
     """What a client does in a round: local epochs with a Keras optimizer, then its upload.
 
     Args:
-      model_fn: no-arg callable returning a fresh ``tff.learning.models.VariableModel``.
+      model_fn: no-arg callable returning a fresh :class:`tffre.client_model.ClientModel`.
       optimizer_fn: no-arg callable returning a fresh Keras optimizer.
       num_epochs: passes over the client dataset.
       num_iters: cap on local steps (batches) across all epochs; None = no cap.
       client_weighting: the update weight, one of :data:`CLIENT_WEIGHTINGS`.
       keep_optimizer_state: start from the server-kept optimizer state and
         upload the final one (see the module docstring).
-      extra_loss: optional callable (model, batch, output, initial_weights)
-        -> scalar, added to the model loss.
-      client_upload: callable(update, weight) -> the aggregator's part of the
-        upload (see :mod:`tffre.aggregators`).
+      definition: the algorithm's :class:`~tffre.algorithms.definition.Definition`
+        (objective, uploads, client state); FedAvg's by default.
+      client_upload: callable(update, weight) -> the model aggregator's part
+        of the upload (see :mod:`tffre.aggregators`); set by the round.
     """
 
     def __init__(self, model_fn, optimizer_fn, *, num_epochs=1, num_iters=None,
-                 client_weighting="dataset_size", keep_optimizer_state=False, extra_loss=None,
+                 client_weighting="dataset_size", keep_optimizer_state=False, definition=None,
                  client_upload=None):
         check_client_weighting(client_weighting)
         self.model_fn = model_fn
@@ -78,9 +101,13 @@ class ClientTrainer:
         self.num_iters = num_iters
         self.client_weighting = client_weighting
         self.keep_optimizer_state = keep_optimizer_state
-        self.extra_loss = extra_loss
+        self.definition = definition or Definition({})
+        if keep_optimizer_state and not self.definition.uploads_model:
+            raise ValueError("keep_optimizer_state needs an algorithm that uploads the model")
         self.client_upload = client_upload or (
             lambda update, weight: collections.OrderedDict(update=list(update), weight=weight))
+        self.extra_upload = None     # the extra uploads' aggregator client part (set by the round)
+        self.num_classes = None      # set by the round (label counts)
 
     def slot(self):
         """A model and a built optimizer to train clients with (in the current graph or eagerly)."""
@@ -93,15 +120,22 @@ class ClientTrainer:
 
 
 class TrainerSlot:
-    """One model and one optimizer; trains one client at a time (see :class:`ClientTrainer`)."""
+    """One model and one optimizer (and the algorithm's frozen model copies); trains one client
+    at a time (see :class:`ClientTrainer`)."""
 
     def __init__(self, trainer):
         self.trainer = trainer
+        self.definition = trainer.definition
         self.model = trainer.model_fn()
         self.optimizer = trainer.optimizer_fn()
         self.optimizer.build(self.model.trainable_variables)
-        self.weights = ModelWeights.from_model(self.model)
+        self.weights = self.model.weights()
         self.carried = carried_optimizer_variables(self.optimizer)
+        self.frozen = {name: trainer.model_fn() for name in self.definition.frozen_models()}
+        # Does the objective read anything beyond the batch? (the per-batch-steps form then
+        # passes the round's tensors to each step; otherwise it passes nothing)
+        self._objective_reads_round = (type(self.definition).objective
+                                       is not Definition.objective)
         self._step = None
 
     def optimizer_state_spec(self):
@@ -110,8 +144,18 @@ class TrainerSlot:
             return []
         return [tf.TensorSpec(v.shape, tf.float32) for v in self.carried]
 
-    def begin(self, broadcast):
-        """Loads the broadcast weights and optimizer state; resets metrics; sets the anchor."""
+    def label_counts(self, dataset, loop="reduce"):
+        """float32 [num_classes]: how many of the client's examples carry each label (one pass)."""
+        c = self.trainer.num_classes
+
+        def add(counts, batch):
+            y = tf.cast(tf.reshape(_xy(batch)[1], [-1]), tf.int32)
+            return counts + tf.math.bincount(y, minlength=c, maxlength=c, dtype=tf.float32)
+        return _one_pass(dataset, add, tf.zeros([c], tf.float32), loop)
+
+    def begin(self, broadcast, dataset=None, client_state=None, loop="reduce"):
+        """Loads the broadcast weights, optimizer state and frozen copies; resets metrics; sets the
+        anchor. Returns the round's tensors the objective may read."""
         tf.nest.map_structure(lambda v, t: v.assign(t), self.weights, broadcast["model"])
         state = broadcast["optimizer_state"]
         for i, var in enumerate(self.carried):
@@ -119,41 +163,59 @@ class TrainerSlot:
             var.assign(tf.cast(state[i], var.dtype) if state else tf.zeros_like(var))
         if hasattr(self.optimizer, "set_anchor"):
             self.optimizer.set_anchor(tf.nest.flatten(broadcast["model"].trainable))
+        for name, weights_of in self.definition.frozen_models().items():
+            for var, value in zip(self.frozen[name].trainable_variables,
+                                  weights_of(broadcast, client_state)):
+                var.assign(value)
         self.model.reset_metrics()
+        counts = self.label_counts(dataset, loop) if self.definition.uses_label_counts else None
+        return collections.OrderedDict(extras=broadcast.get("extras", collections.OrderedDict()),
+                                       initial=broadcast["model"].trainable,
+                                       label_counts=counts, client_state=client_state)
 
-    def step(self, batch, initial_weights=None):
+    def context(self, info, **fields):
+        """An :class:`ObjectiveContext` over the round's tensors ``info`` and ``fields``."""
+        return ObjectiveContext(model=self.model, extras=info["extras"],
+                                label_counts=info["label_counts"],
+                                client_state=info["client_state"],
+                                initial_weights=info["initial"],
+                                hparams=self.definition.hparams, **fields)
+
+    def step(self, batch, info):
         """One local step on ``batch``; returns its number of examples (int64)."""
+        x, y = _xy(batch)
+        frozen = {name: tf.nest.map_structure(tf.stop_gradient, model.outputs(x, training=False))
+                  for name, model in self.frozen.items()}
         with tf.GradientTape() as tape:
-            output = self.model.forward_pass(batch, training=True)
-            loss = output.loss
-            if self.trainer.extra_loss is not None:
-                loss += self.trainer.extra_loss(self.model, batch, output, initial_weights)
+            outputs = self.model.outputs(x, training=True)
+            loss = self.definition.objective(self.context(info, x=x, y=y, outputs=outputs,
+                                                          frozen=frozen))
         trainable = tf.nest.flatten(self.weights.trainable)
         grads = tape.gradient(loss, trainable)
         self.optimizer.apply_gradients(zip(grads, trainable))
-        return tf.cast(output.num_examples, tf.int64)
+        return tf.cast(self.model.update_metrics(y, outputs, loss), tf.int64)
 
     @staticmethod
     def dataset_size(dataset, loop="reduce"):
-        """n_k of Eq. 6: examples in one pass over ``dataset`` (whatever the epochs and cap).
+        """n_k of Eq. 6: examples in one pass over ``dataset`` (whatever the epochs and cap)."""
+        return _one_pass(dataset, lambda n, b: n + _batch_size(b), tf.constant(0, tf.int64), loop)
 
-        "reduce" counts with ``dataset.reduce`` (cheap in TFF's worker); in the
-        Python process one reduce op costs ~20 ms, so the other forms count
-        with a while loop over the iterator (inside a ``tf.function``).
-        """
-        if loop == "reduce":
-            return dataset.reduce(tf.constant(0, tf.int64), lambda n, b: n + _batch_size(b))
-        n = tf.constant(0, tf.int64)
-        for batch in iter(dataset):
-            n += _batch_size(batch)
-        return n
-
-    def finish(self, broadcast, dataset, num_processed, loop="reduce"):
-        """The client's upload after training: update, weight, metrics, exclusion, state."""
-        initial = broadcast["model"].trainable
-        update = tf.nest.map_structure(tf.subtract, initial, self.weights.trainable)
-        flat = tf.nest.flatten(update)
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in flat])
+    def finish(self, broadcast, dataset, num_processed, info, loop="reduce"):
+        """The client's upload after training (update, extra uploads, weight, metrics, exclusion,
+        state), and its next state for a stateful algorithm."""
+        definition = self.definition
+        after = self.context(info, dataset=dataset)
+        checks = []
+        if definition.uploads_model:
+            update = tf.nest.map_structure(tf.subtract, broadcast["model"].trainable,
+                                           self.weights.trainable)
+            flat = tf.nest.flatten(update)
+            checks += flat
+        extra = definition.client_upload(after)
+        checks += [tf.cast(t, tf.float32) for t in tf.nest.flatten(extra)
+                   if t.dtype.is_floating]
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in checks]) \
+            if checks else tf.constant(True)
         weighting = self.trainer.client_weighting
         if weighting == "dataset_size":
             n_k = self.dataset_size(dataset, loop)
@@ -162,40 +224,47 @@ class TrainerSlot:
         else:
             n_k = tf.constant(1, tf.int64)
         weight = tf.where(finite, tf.cast(n_k, tf.float32), 0.0)
-        flat = [tf.where(finite, u, tf.zeros_like(u)) for u in flat]
-        metrics = self.model.report_local_unfinalized_metrics()
-        # An excluded client's metrics and state may be NaN, and 0 * NaN is NaN: zero them.
-        metrics = tf.nest.map_structure(lambda m: tf.where(finite, m, tf.zeros_like(m)), metrics)
-        state = [weight * tf.where(finite, tf.cast(v, tf.float32), tf.zeros(v.shape, tf.float32))
-                 for v in self.carried] if self.trainer.keep_optimizer_state else []
-        return collections.OrderedDict(
-            model=self.trainer.client_upload(flat, weight),
-            optimizer_state=state,
-            metrics=metrics,
-            excluded=tf.cast(tf.logical_not(finite), tf.int32))
 
-    def train(self, broadcast, dataset):
+        def zero_if_excluded(t):   # 0 * NaN is NaN: an excluded client's values become zeros
+            return tf.where(finite, t, tf.zeros_like(t))
+
+        upload = collections.OrderedDict()
+        if definition.uploads_model:
+            upload["model"] = self.trainer.client_upload([zero_if_excluded(u) for u in flat],
+                                                         weight)
+        if tf.nest.flatten(extra):
+            upload["extra"] = self.trainer.extra_upload(
+                tf.nest.map_structure(zero_if_excluded, extra), weight)
+        upload["optimizer_state"] = [
+            weight * zero_if_excluded(tf.cast(v, tf.float32)) for v in self.carried
+        ] if self.trainer.keep_optimizer_state else []
+        upload["metrics"] = tf.nest.map_structure(zero_if_excluded,
+                                                  self.model.report_local_unfinalized_metrics())
+        upload["excluded"] = tf.cast(tf.logical_not(finite), tf.int32)
+        if not definition.stateful:
+            return upload
+        return upload, definition.next_client_state(after)
+
+    def train(self, broadcast, dataset, client_state=None):
         """Trains one client with a ``dataset.reduce`` loop, as one graph (TFF's form)."""
-        self.begin(broadcast)
-        initial = broadcast["model"].trainable
+        info = self.begin(broadcast, dataset, client_state)
         num = self.trainer.local_data(dataset).reduce(
-            tf.constant(0, tf.int64), lambda n, batch: n + self.step(batch, initial))
-        return self.finish(broadcast, dataset, num)
+            tf.constant(0, tf.int64), lambda n, batch: n + self.step(batch, info))
+        return self.finish(broadcast, dataset, num, info)
 
-    def train_while(self, broadcast, dataset):
+    def train_while(self, broadcast, dataset, client_state=None):
         """Trains one client with a while loop over the dataset's iterator, as one graph.
 
         The local executor's default: in the Python process it is the fastest
         form (no Python between steps), where ``dataset.reduce`` is slow.
         """
-        self.begin(broadcast)
-        initial = broadcast["model"].trainable
+        info = self.begin(broadcast, dataset, client_state, loop="while")
         num = tf.constant(0, tf.int64)
         for batch in iter(self.trainer.local_data(dataset)):
-            num += self.step(batch, initial)
-        return self.finish(broadcast, dataset, num, loop="while")
+            num += self.step(batch, info)
+        return self.finish(broadcast, dataset, num, info, loop="while")
 
-    def train_steps(self, broadcast, dataset):
+    def train_steps(self, broadcast, dataset, client_state=None):
         """Trains one client with a Python loop of compiled per-batch steps (eager callers).
 
         In the Python process a ``dataset.reduce`` loop can run several times
@@ -203,14 +272,16 @@ class TrainerSlot:
         local executor offers this form. It runs the same :meth:`step`.
         """
         if self._step is None:
-            self._begin = tf.function(self.begin)
+            self._begin = tf.function(lambda b, d, s: self.begin(b, d, s, loop="steps"))
             self._step = tf.function(self.step, reduce_retracing=True)
-            self._finish = tf.function(lambda b, d, n: self.finish(b, d, n, loop="steps"))
-        self._begin(broadcast)
-        # Only an extra loss reads the initial weights; passing them to every step
-        # call would add the cost of flattening them to each step.
-        initial = broadcast["model"].trainable if self.trainer.extra_loss is not None else None
+            self._finish = tf.function(
+                lambda b, d, n, i: self.finish(b, d, n, i, loop="steps"))
+        info = self._begin(broadcast, dataset, client_state)
+        # Passing the round's tensors to every step costs their flattening on each call:
+        # only an objective that reads them gets them.
+        step_info = info if self._objective_reads_round else collections.OrderedDict(
+            extras=None, initial=None, label_counts=None, client_state=None)
         num = 0
         for batch in self.trainer.local_data(dataset):
-            num += self._step(batch, initial)
-        return self._finish(broadcast, dataset, tf.cast(num, tf.int64))
+            num += self._step(batch, step_info)
+        return self._finish(broadcast, dataset, tf.cast(num, tf.int64), info)

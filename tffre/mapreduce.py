@@ -14,8 +14,11 @@ client's upload is exactly the type of ``work``'s result. The local executor
 (:mod:`tffre.execution.local`) calls the same functions in the Python
 process, on TensorFlow's devices. They cannot drift: it is one definition.
 
-The server state is ``OrderedDict(model=ModelWeights, optimizer_state=[...])``
-(the optimizer state is empty unless it is kept at the server).
+The server state is ``OrderedDict(model=ModelWeights, optimizer_state=[...],
+extras=...)`` (the optimizer state is empty unless it is kept at the server;
+the extras are the algorithm's, see :mod:`tffre.algorithms.definition`). For
+an algorithm with per-client state, ``work`` also takes the client's state
+and returns ``(upload, next_state)``; the next state stays at the client.
 """
 
 import collections
@@ -24,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tffre.algorithms.definition import ObjectiveContext
 from tffre.client_work import ClientTrainer
 from tffre.types_util import to_py  # noqa: F401  (re-exported for the executors)
 
@@ -58,7 +62,8 @@ class Round:
         self.aggregator = None
 
     def describe(self, slot):
-        """Reads the specs (weights, metrics, optimizer state) off a built slot; call once.
+        """Reads the specs (weights, metrics, optimizer state, extras, uploads) off a built slot;
+        call once.
 
         The executor passes its own slot: the TFF executor one built in a
         throwaway graph, the local executor its first eager slot (building a
@@ -66,72 +71,129 @@ class Round:
         """
         if self.aggregator is not None:
             return self
+        definition = self.definition = self.trainer.definition
         # How to rebuild each Keras metric to finalize its summed variables (as TFF's
         # keras_finalizer does, but reusable: the local executor builds them once).
         self.metric_kinds = [(m.name, type(m), m.get_config()) for m in slot.model.get_metrics()]
         self.input_spec = slot.model.input_spec
         self.model_spec = tf.nest.map_structure(
-            lambda v: tf.TensorSpec(v.shape, v.dtype), ModelWeights.from_model(slot.model))
+            lambda v: tf.TensorSpec(v.shape, v.dtype), slot.model.weights())
         self.optimizer_state_spec = slot.optimizer_state_spec()
         self.metrics_spec = collections.OrderedDict(
             (m.name, [tf.TensorSpec(v.shape, v.dtype) for v in m.variables])
             for m in slot.model.get_metrics())
         self.aggregator = self.make_aggregator([s.shape for s in self.model_spec.trainable])
         self.trainer.client_upload = self.aggregator.client
+        x_spec = self.input_spec[0] if isinstance(self.input_spec, (tuple, list)) \
+            else self.input_spec["x"]
+        probe_x = tf.nest.map_structure(
+            lambda s: tf.zeros([1 if d is None else d for d in s.shape], s.dtype), x_spec)
+        traced = tf.function(lambda x: slot.model.outputs(x, training=False))
+        outputs = traced.get_concrete_function(spec_of(probe_x)).structured_outputs
+        self.trainer.num_classes = int(slot.model.main_output(outputs).shape[-1])
+        self.extras_spec = spec_of(definition.initial_extras(slot.model))
+        client_state = definition.initial_client_state(slot.model)
+        self.client_state_spec = None if client_state is None else spec_of(client_state)
+        # The extra uploads' types, traced (not run) on a context of zeros.
+        zeros = lambda spec: tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), spec)
+        probe = tf.data.Dataset.from_tensors(zeros(spec_of(
+            tf.nest.map_structure(lambda s: tf.TensorSpec([1] + s.shape[1:], s.dtype),
+                                  self.input_spec))))
+
+        def upload_of():
+            return definition.client_upload(ObjectiveContext(
+                model=slot.model, dataset=probe, extras=zeros(self.extras_spec),
+                label_counts=tf.zeros([self.trainer.num_classes]),
+                client_state=None if client_state is None else zeros(self.client_state_spec),
+                initial_weights=zeros(self.model_spec.trainable), hparams=definition.hparams))
+        extra_spec = spec_of(tf.function(upload_of).get_concrete_function().structured_outputs)
+        self.extra_aggregator = definition.upload_aggregator(extra_spec) \
+            if tf.nest.flatten(extra_spec) else None
+        if self.extra_aggregator is not None:
+            self.trainer.extra_upload = self.extra_aggregator.client
         self.state_spec = collections.OrderedDict(model=self.model_spec,
-                                                  optimizer_state=self.optimizer_state_spec)
+                                                  optimizer_state=self.optimizer_state_spec,
+                                                  extras=self.extras_spec)
         return self
+
+    @property
+    def stateful(self):
+        """True when clients keep state between rounds (no MapReduceForm then)."""
+        return self.trainer.definition.stateful
 
     # --- server ---
 
     def prepare(self, state):
-        """What each client receives: the global model (and the kept optimizer state)."""
+        """What each client receives: the global model, the kept optimizer state, the extras."""
         return collections.OrderedDict(model=state["model"],
-                                       optimizer_state=list(state["optimizer_state"]))
+                                       optimizer_state=list(state["optimizer_state"]),
+                                       extras=state["extras"])
 
     def broadcast_spec(self):
         """The TensorSpecs of :meth:`prepare`'s result."""
         return self.prepare(self.state_spec)
 
+    def _parts(self):
+        """(key, aggregator) of the upload parts with their own aggregation."""
+        parts = []
+        if self.definition.uploads_model:
+            parts.append(("model", self.aggregator))
+        if self.extra_aggregator is not None:
+            parts.append(("extra", self.extra_aggregator))
+        return parts
+
     def zero(self):
         """The empty accumulator."""
-        return collections.OrderedDict(
-            model=self.aggregator.zero(),
+        acc = collections.OrderedDict((key, agg.zero()) for key, agg in self._parts())
+        acc.update(
             optimizer_state=collections.OrderedDict(
                 total=[tf.zeros(s.shape, tf.float32) for s in self.optimizer_state_spec],
                 weight=tf.constant(0.0)),
             metrics=tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), self.metrics_spec),
             excluded=tf.constant(0, tf.int32))
+        return acc
 
     def accumulate(self, acc, upload):
         """Adds one client's upload."""
-        return collections.OrderedDict(
-            model=self.aggregator.accumulate(acc["model"], upload["model"]),
+        new = collections.OrderedDict((key, agg.accumulate(acc[key], upload[key]))
+                                      for key, agg in self._parts())
+        # The kept optimizer state goes with the model (checked when the trainer is built).
+        state_weight = upload["model"]["weight"] if "model" in upload else tf.constant(0.0)
+        new.update(
             optimizer_state=collections.OrderedDict(
                 total=[t + s for t, s in zip(acc["optimizer_state"]["total"],
                                              upload["optimizer_state"])],
-                weight=acc["optimizer_state"]["weight"] + upload["model"]["weight"]),
+                weight=acc["optimizer_state"]["weight"] + state_weight),
             metrics=tf.nest.map_structure(tf.add, acc["metrics"], upload["metrics"]),
             excluded=acc["excluded"] + upload["excluded"])
+        return new
 
     def merge(self, a, b):
         """Combines two partial accumulators."""
-        return collections.OrderedDict(
-            model=self.aggregator.merge(a["model"], b["model"]),
+        new = collections.OrderedDict((key, agg.merge(a[key], b[key]))
+                                      for key, agg in self._parts())
+        new.update(
             optimizer_state=tf.nest.map_structure(tf.add, a["optimizer_state"],
                                                   b["optimizer_state"]),
             metrics=tf.nest.map_structure(tf.add, a["metrics"], b["metrics"]),
             excluded=a["excluded"] + b["excluded"])
+        return new
 
     def report(self, acc):
-        """The aggregate: the model delta, the kept state's mean, the finalized metrics."""
+        """The aggregate: the model delta, the extra uploads' report, the kept state's mean, the
+        summed metrics."""
         state = acc["optimizer_state"]
-        return collections.OrderedDict(
-            update=self.aggregator.report(acc["model"]),
+        out = collections.OrderedDict()
+        if self.definition.uploads_model:
+            out["update"] = self.aggregator.report(acc["model"])
+        if self.extra_aggregator is not None:
+            out["extra"] = self.extra_aggregator.report(acc["extra"])
+        out.update(
             optimizer_state=[tf.math.divide_no_nan(t, state["weight"]) for t in state["total"]],
             state_weight=state["weight"],
             metric_sums=acc["metrics"],
             excluded=acc["excluded"])
+        return out
 
     def metric_objects(self):
         """Fresh Keras metrics to finalize summed values with (creates their variables)."""
@@ -148,24 +210,30 @@ class Round:
         return out
 
     def update(self, state, aggregate, metrics=None):
-        """The server step theta - lr * aggregate (Eq. 6 / Eq. 14) and the round's metrics.
+        """The server step theta - lr * aggregate (Eq. 6 / Eq. 14), the definition's server work,
+        and the round's metrics.
 
         A non-finite aggregate is not applied (as TFF's optimizer finalizer);
         the kept optimizer state is replaced only if some client counted.
         ``metrics``: :meth:`metric_objects` to finalize with (built here if None).
         """
         model = state["model"]
-        update = aggregate["update"]
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
-        lr = tf.constant(self.server_learning_rate, tf.float32)
-        trainable = [tf.where(finite, w - tf.cast(lr, w.dtype) * u, w)
-                     for w, u in zip(model.trainable, update)]
+        finite = tf.constant(True)
+        trainable = list(model.trainable)
+        if self.definition.uploads_model:
+            update = aggregate["update"]
+            finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
+            lr = tf.constant(self.server_learning_rate, tf.float32)
+            trainable = [tf.where(finite, w - tf.cast(lr, w.dtype) * u, w)
+                         for w, u in zip(model.trainable, update)]
         counted = aggregate["state_weight"] > 0
         optimizer_state = [tf.where(counted, new, old) for new, old in
                            zip(aggregate["optimizer_state"], state["optimizer_state"])]
-        new_state = collections.OrderedDict(
-            model=ModelWeights(trainable=trainable, non_trainable=list(model.non_trainable)),
-            optimizer_state=optimizer_state)
+        weights, extras = self.definition.server_update(
+            ModelWeights(trainable=trainable, non_trainable=list(model.non_trainable)),
+            state["extras"], aggregate.get("extra"))
+        new_state = collections.OrderedDict(model=weights, optimizer_state=optimizer_state,
+                                            extras=extras)
         metrics = collections.OrderedDict(
             distributor=collections.OrderedDict(),
             client_work=collections.OrderedDict(
@@ -179,17 +247,19 @@ class Round:
 
     # --- state ---
 
-    def initial_state(self, model_weights):
-        """The server state for ``model_weights`` (and a zero kept optimizer state)."""
+    def initial_state(self, model_weights, extras):
+        """The server state for ``model_weights`` and ``extras`` (and a zero kept optimizer
+        state)."""
         return collections.OrderedDict(
             model=model_weights,
-            optimizer_state=[np.zeros(s.shape, np.float32) for s in self.optimizer_state_spec])
+            optimizer_state=[np.zeros(s.shape, np.float32) for s in self.optimizer_state_spec],
+            extras=extras)
 
 
-def make_trainer(model_fn, optimizer_fn, hparams, extra_loss=None):
+def make_trainer(model_fn, optimizer_fn, hparams, definition=None):
     """The :class:`ClientTrainer` of a registry row's resolved hyperparameters."""
     return ClientTrainer(model_fn, optimizer_fn, num_epochs=hparams["num_epochs"],
                          num_iters=hparams["num_iters"],
                          client_weighting=hparams["client_weighting"],
                          keep_optimizer_state=hparams["keep_optimizer_state"],
-                         extra_loss=extra_loss)
+                         definition=definition)

@@ -1,9 +1,12 @@
 """Curves against round (like FLCMC Figs. 14-21) and the federated split (Figs. 5-6).
 
+Also the per-client label mix of a label-skew split (like FedCMC Fig. 1),
+:func:`plot_label_mix`.
+
 Safe to use from a library or a notebook: each function builds its own
 ``matplotlib.figure.Figure``, draws it with the Agg canvas and writes a PNG.
 This module never imports ``matplotlib.pyplot`` and never changes the
-backend. Both functions return the Figure (already written to ``path``);
+backend. Every function returns the Figure (already written to ``path``);
 ``fig.savefig`` writes it again elsewhere, and a notebook shows it inline.
 """
 
@@ -153,4 +156,42 @@ def plot_partition(stats, path, label_columns, title=None, legend_names=None):
                       borderaxespad=0.0, fontsize=7, ncol=ncol)
     for ax in (ax_size, ax_mix):
         ax.tick_params(axis="x", labelrotation=90, labelsize=7)
+    return _save(fig, path, title)
+
+
+def plot_label_mix(mix, path, title=None):
+    """Writes a PNG of each client's label counts as a stacked horizontal bar; returns the Figure.
+
+    Like FedCMC Fig. 1(a): one bar per client (client_0 at the top), one
+    segment per label in column order, one distinct colour per label, the
+    legend to the right of the axes.
+
+    Args:
+      mix: a DataFrame from :func:`tffre.data.partition.label_mix` (index:
+        clients, columns: labels; a ``total`` column is ignored).
+      path: the PNG path.
+      title: optional figure title.
+
+    Returns:
+      The ``matplotlib.figure.Figure``; its single axes holds one bar
+      container per label.
+    """
+    labels = [column for column in mix.columns if column != "total"]
+    clients = [str(name) for name in mix.index]
+    ncol = max(1, math.ceil(len(labels) / _LEGEND_ROWS))
+    # About a quarter inch per bar, so 50 clients (FedCMC's largest K) stay legible.
+    fig, ax = _new_figure(1, (8 + 1.8 * ncol, max(3.0, 1.0 + 0.25 * len(clients))))
+    y = np.arange(len(clients))
+    left = np.zeros(len(clients))
+    for label, color in zip(labels, _distinct_colors(len(labels))):
+        values = mix[label].to_numpy(dtype=float)
+        ax.barh(y, values, left=left, label=str(label), color=color)
+        left = left + values
+    ax.set_yticks(y, clients)
+    ax.invert_yaxis()  # client_0 on top, as the table reads
+    ax.tick_params(axis="y", labelsize=7)
+    ax.set(xlabel="examples", title="label mix per client")
+    if labels:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=7,
+                  ncol=ncol)
     return _save(fig, path, title)

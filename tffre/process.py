@@ -6,6 +6,12 @@ The same class wraps both executors (:mod:`tffre.execution`): ``initialize``,
 clock, so the round's wall seconds are measured around the call, in Python.
 Bytes come from the round's types: each sampled client receives the
 broadcast and sends its upload (the whole of what leaves it).
+
+For an algorithm with per-client state (MOON, FedLCC) the process keeps each
+client's state here, in the simulation, keyed by client id: ``next`` takes
+the round's ``client_ids``, passes their states in as a CLIENTS-placed value
+and stores what comes back. A client's state never enters the server state
+or the upload (in deployment it stays on the client).
 """
 
 import collections
@@ -33,12 +39,15 @@ class MeasuredLearningProcess:
       name, hparams: the algorithm and its resolved hyperparameters.
       executor: "tff" or "local".
       broadcast_bytes_per_client, upload_bytes_per_client: from the round's types.
-      tff_process: the ``tff.learning.templates.LearningProcess`` (TFF executor only).
+      tff_process: the ``tff.learning.templates.LearningProcess`` (TFF executor,
+        stateless algorithms only).
+      stateful: True when clients keep state between rounds.
+      client_states: {client id: state} of the clients trained so far (stateful only).
     """
 
     def __init__(self, initialize, next_fn, get_model_weights, set_model_weights, *, name,
                  hparams, executor, input_spec, broadcast_bytes_per_client,
-                 upload_bytes_per_client, tff_process=None):
+                 upload_bytes_per_client, tff_process=None, initial_client_state=None):
         self.initialize = initialize
         self._next = next_fn
         self.get_model_weights = get_model_weights
@@ -50,12 +59,28 @@ class MeasuredLearningProcess:
         self.broadcast_bytes_per_client = int(broadcast_bytes_per_client)
         self.upload_bytes_per_client = int(upload_bytes_per_client)
         self.tff_process = tff_process
+        self._initial_client_state = initial_client_state
+        self.stateful = initial_client_state is not None
+        self.client_states = {}
 
-    def next(self, state, client_data):
-        """One round on ``client_data`` (a list of ``tf.data.Dataset``), plus ``metrics['round']``."""
+    def next(self, state, client_data, client_ids=None):
+        """One round on ``client_data`` (a list of ``tf.data.Dataset``), plus ``metrics['round']``.
+
+        ``client_ids`` (one per dataset) are required for a stateful
+        algorithm: they key the per-client state.
+        """
         self.check_client_data(client_data)
+        if self.stateful and (client_ids is None or len(client_ids) != len(client_data)):
+            raise ClientDataError(f"{self.name} keeps per-client state: pass client_ids, one "
+                                  f"per client dataset")
         start = time.perf_counter()
-        output = self._next(state, client_data)
+        if self.stateful:
+            states = [self.client_states[c] if c in self.client_states
+                      else self._initial_client_state() for c in client_ids]
+            output, new_states = self._next(state, client_data, states)
+            self.client_states.update(zip(client_ids, new_states))
+        else:
+            output = self._next(state, client_data)
         seconds = time.perf_counter() - start
         metrics = collections.OrderedDict(output.metrics)
         n = len(client_data)

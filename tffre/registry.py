@@ -1,7 +1,10 @@
-"""The algorithm registry: what each FLCMC algorithm is, without importing TensorFlow.
+"""The algorithm registry: what each algorithm is, without importing TensorFlow.
 
-Every algorithm is one row: a local optimizer, an optional extra client loss
-and a server aggregator (FLCMC Tables 5 and 6). This module holds the rows,
+Every algorithm is one row: a local optimizer, a server aggregator (FLCMC
+Tables 5 and 6) and, for algorithms that change more than those two, the
+:class:`tffre.algorithms.definition.Definition` subclass that says what else
+(client objective, uploads, server extras and work, per-client state) with
+its own hyperparameters and defaults. This module holds the rows,
 their hyperparameters and defaults, and validates hyperparameters, so that the
 command line can check its arguments in well under a second.
 :func:`tffre.algorithms.build_algorithm` turns a row into a TFF process; the
@@ -9,6 +12,7 @@ factories below import TensorFlow only when they are called.
 """
 
 import dataclasses
+import importlib
 import math
 from typing import Callable, Optional
 
@@ -42,11 +46,30 @@ class ServerAggregator:
 
 @dataclasses.dataclass(frozen=True)
 class AlgorithmSpec:
-    """One registry row."""
+    """One registry row.
+
+    Attributes:
+      name: the display name (lookups are case-insensitive).
+      local_optimizer: a key of :data:`LOCAL_OPTIMIZERS`.
+      aggregator: a key of :data:`SERVER_AGGREGATORS` (how model deltas are combined).
+      definition: "module:Class" of the algorithm's
+        :class:`~tffre.algorithms.definition.Definition` subclass, imported
+        when the algorithm is built; None for the default (FedAvg's parts).
+      hparams: ((name, default), ...) the definition's own hyperparameters.
+    """
     name: str
     local_optimizer: str
     aggregator: str
-    extra_loss: Optional[Callable] = None
+    definition: Optional[str] = None
+    hparams: tuple = ()
+
+    def load_definition(self):
+        """The definition class (imports its module, and TensorFlow)."""
+        if self.definition is None:
+            from tffre.algorithms.definition import Definition
+            return Definition
+        module, _, attr = self.definition.partition(":")
+        return getattr(importlib.import_module(module), attr)
 
 
 def _sgd(hp):
@@ -135,7 +158,7 @@ def valid_hparams(name):
     """The hyperparameter names ``name`` accepts."""
     spec = get_spec(name)
     names = COMMON_HPARAMS + LOCAL_OPTIMIZERS[spec.local_optimizer].hparams \
-        + SERVER_AGGREGATORS[spec.aggregator].hparams
+        + SERVER_AGGREGATORS[spec.aggregator].hparams + tuple(n for n, _ in spec.hparams)
     return tuple(dict.fromkeys(names))
 
 
@@ -174,6 +197,7 @@ def resolve_hparams(name, **hparams):
                          f"valid: {', '.join(valid)}")
     resolved = {k: DEFAULT_HPARAMS[k] for k in valid if k in DEFAULT_HPARAMS}
     resolved["learning_rate"] = LOCAL_OPTIMIZERS[spec.local_optimizer].default_learning_rate
+    resolved.update(spec.hparams)
     resolved.update({k: v for k, v in hparams.items() if v is not None or k == "num_iters"})
     for key in ("learning_rate", "mu", "stepsize"):
         if key in resolved and not (math.isfinite(resolved[key]) and resolved[key] >= 0):

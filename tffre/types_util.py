@@ -5,6 +5,8 @@ import collections
 import numpy as np
 import tensorflow_federated as tff
 
+ModelWeights = tff.learning.models.ModelWeights
+
 
 def type_nbytes(type_spec):
     """Returns the number of bytes a value of ``type_spec`` occupies on the wire.

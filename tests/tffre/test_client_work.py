@@ -10,7 +10,7 @@ import tensorflow_federated as tff
 from tiny import INPUT_SPEC, client_arrays, tiny_model, to_datasets
 from optimizers import PAdam, PGD, SelfAdam
 from tffre import build_algorithm
-from tffre.algorithms import keras_model_fn_to_tff
+from tffre.algorithms.build import client_model_fn
 from tffre.client_work import ClientTrainer
 
 ModelWeights = tff.learning.models.ModelWeights
@@ -37,7 +37,7 @@ def plain_keras_update(optimizer, initial, dataset, loss, num_epochs, num_iters,
 
 def train_one(make_opt, initial, dataset, loss, loop, model_fn=tiny_model, spec=INPUT_SPEC, **kw):
     """One client's upload from an eager slot, in the given loop form."""
-    trainer = ClientTrainer(keras_model_fn_to_tff(model_fn, loss=loss, input_spec=spec), make_opt,
+    trainer = ClientTrainer(client_model_fn(model_fn, loss=loss, input_spec=spec), make_opt,
                             **kw)
     slot = trainer.slot()
     broadcast = collections.OrderedDict(model=ModelWeights(trainable=initial, non_trainable=[]),
@@ -83,7 +83,7 @@ def test_client_weighting_options(client_weighting, loss):
 
 def test_unknown_client_weighting(loss):
     with pytest.raises(ValueError, match="client_weighting must be one of dataset_size"):
-        ClientTrainer(keras_model_fn_to_tff(tiny_model, loss=loss, input_spec=INPUT_SPEC),
+        ClientTrainer(client_model_fn(tiny_model, loss=loss, input_spec=INPUT_SPEC),
                       lambda: tf.keras.optimizers.SGD(0.1), client_weighting="examples")
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from matplotlib.colors import to_rgba
 
-from tffre.plots import plot_curves, plot_partition
+from tffre.plots import plot_curves, plot_label_mix, plot_partition
 
 
 def assert_png(path):
@@ -131,3 +131,51 @@ def test_missing_train_loss_is_skipped_not_drawn_as_zero(tmp_path):
         assert np.all(np.isfinite(y)) and np.all(y > 0)
     accuracy = {line.get_label(): line for line in axes_titled(fig, "Acc").get_lines()}
     assert list(accuracy["FedAvgS"].get_xdata()) == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("num_clients,num_labels", [(4, 2), (10, 8), (50, 25)])
+def test_label_mix_stacks_one_bar_per_client_with_legend_outside(num_clients, num_labels, tmp_path):
+    from tffre.data.partition import dirichlet_label_split, label_mix
+    names = [f"rel{i}" for i in range(num_labels)]
+    rng = np.random.RandomState(0)
+    labels = np.array([names[i] for i in rng.randint(0, num_labels, 40 * num_clients)])
+    mix = label_mix(labels, dirichlet_label_split(labels, num_clients, 0.5, seed=0),
+                    label_names=names)
+    path = tmp_path / "mix.png"
+    fig = plot_label_mix(mix, str(path), title="alpha = 0.5")
+    assert_png(path)
+    (ax,) = fig.axes
+    assert len(ax.patches) == num_clients * num_labels
+    assert len(ax.containers) == num_labels
+    colours = {to_rgba(bars.patches[0].get_facecolor()) for bars in ax.containers}
+    assert len(colours) == num_labels
+    # Each bar ends at its client's total (the "total" column is not a segment).
+    last = ax.containers[-1]
+    ends = [patch.get_x() + patch.get_width() for patch in last.patches]
+    np.testing.assert_allclose(ends, mix["total"].to_numpy())
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == names
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(mix.index)
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)
+    box, axes_box = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert box.x0 >= axes_box.x1 and not box.overlaps(axes_box)
+
+
+def test_label_mix_plot_leaves_pyplot_and_the_backend_alone(tmp_path):
+    script = textwrap.dedent("""
+        import sys
+        import matplotlib
+        import pandas as pd
+        matplotlib.use("pdf")  # stands in for the notebook's backend
+        import tffre.plots
+        mix = pd.DataFrame({"a": [1, 2], "b": [3, 0], "total": [4, 2]},
+                           index=["client_0", "client_1"])
+        tffre.plots.plot_label_mix(mix, sys.argv[1])
+        print("matplotlib.pyplot" in sys.modules, matplotlib.get_backend())
+    """)
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "m.png")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "pdf"]
+    assert_png(tmp_path / "m.png")

@@ -45,7 +45,7 @@ def keras_v2_again(model):
     """
     from keras.src.engine import base_layer, base_layer_v1, training, training_v1
     from keras.src.utils import version_utils
-    keras_model = getattr(model, "_keras_model", model)
+    keras_model = getattr(model, "keras_model", model)
     for obj in [keras_model, *keras_model.submodules]:
         if isinstance(obj, training_v1.Model):
             version_utils.swap_class(type(obj), training.Model, training_v1.Model, True)
@@ -103,32 +103,53 @@ class LocalExecutor:
         slot = self.slots[0]
         weights = ModelWeights(trainable=[v.numpy() for v in slot.weights.trainable],
                                non_trainable=[v.numpy() for v in slot.weights.non_trainable])
-        return self.round.initial_state(weights)
+        return self.round.initial_state(
+            weights, _numpy(self.round.definition.initial_extras(slot.model)))
 
-    def _work(self, broadcast, dataset):
+    def initial_client_state(self):
+        """A client's state before its first round (stateful algorithms)."""
+        return _numpy(self.round.definition.initial_client_state(self.slots[0].model))
+
+    def _work(self, broadcast, dataset, client_state=None):
         slot = self._free.get()
         try:
             with tf.device(slot.device):
-                return slot.run(broadcast, dataset)
+                if client_state is None:
+                    return slot.run(broadcast, dataset)
+                return slot.run(broadcast, dataset, client_state)
         finally:
             self._free.put(slot)
 
-    def next(self, state, client_data):
-        """One round: broadcast, train every client, accumulate in order, update."""
+    def next(self, state, client_data, client_states=None):
+        """One round: broadcast, train every client, accumulate in order, update.
+
+        With per-client state (``client_states``, one per dataset) it returns
+        the output and the clients' next states.
+        """
         for slot in self.slots:
             keras_v2_again(slot.model)
+            for frozen in slot.frozen.values():
+                keras_v2_again(frozen)
         state = tf.nest.map_structure(tf.convert_to_tensor, state)
         broadcast = self._prepare(state)
         acc = self._zero()
+        stateful = client_states is not None
+        states_in = client_states if stateful else [None] * len(client_data)
         if self._pool is None:
-            for dataset in client_data:
-                acc = self._accumulate(acc, self._work(broadcast, dataset))
+            results = (self._work(broadcast, ds, cs) for ds, cs in zip(client_data, states_in))
         else:
-            futures = [self._pool.submit(self._work, broadcast, ds) for ds in client_data]
-            for future in futures:   # client order: the sum is the sequential one
-                acc = self._accumulate(acc, future.result())
+            futures = [self._pool.submit(self._work, broadcast, ds, cs)
+                       for ds, cs in zip(client_data, states_in)]
+            results = (future.result() for future in futures)
+        next_states = []
+        for result in results:   # client order: the sum is the sequential one
+            if stateful:
+                result, next_state = result
+                next_states.append(_numpy(next_state))
+            acc = self._accumulate(acc, result)
         new_state, metrics = self._update(state, self._report(acc))
-        return tff.learning.templates.LearningProcessOutput(_numpy(new_state), _numpy(metrics))
+        output = tff.learning.templates.LearningProcessOutput(_numpy(new_state), _numpy(metrics))
+        return (output, next_states) if stateful else output
 
     @staticmethod
     def get_model_weights(state):
@@ -140,16 +161,19 @@ class LocalExecutor:
         """``state`` with its model weights replaced (same structure as ``initialize``'s)."""
         weights = ModelWeights(trainable=[np.asarray(w) for w in weights.trainable],
                                non_trainable=[np.asarray(w) for w in weights.non_trainable])
-        return type(state)(model=weights, optimizer_state=state["optimizer_state"])
+        return type(state)(model=weights, optimizer_state=state["optimizer_state"],
+                           extras=state["extras"])
 
     def upload_spec(self):
         """The TensorSpecs of one client's upload (traced, not run)."""
         slot = self.slots[0]
         element = tf.nest.map_structure(lambda s: tf.TensorSpec(s.shape, s.dtype),
                                         self.round.input_spec)
-        concrete = tf.function(slot.train).get_concrete_function(
-            self.round.broadcast_spec(), tf.data.DatasetSpec(element))
-        return spec_of(concrete.structured_outputs)
+        args = [self.round.broadcast_spec(), tf.data.DatasetSpec(element)]
+        if self.round.stateful:
+            args.append(self.round.client_state_spec)
+        outputs = tf.function(slot.train).get_concrete_function(*args).structured_outputs
+        return spec_of(outputs[0] if self.round.stateful else outputs)
 
 
 def build_local_process(round_, *, name, hparams, max_parallel_clients=1, loop="while"):
@@ -158,6 +182,7 @@ def build_local_process(round_, *, name, hparams, max_parallel_clients=1, loop="
     return MeasuredLearningProcess(
         executor.initialize, executor.next, executor.get_model_weights,
         executor.set_model_weights, name=name, hparams=hparams, executor="local",
+        initial_client_state=executor.initial_client_state if round_.stateful else None,
         input_spec=round_.input_spec,
         broadcast_bytes_per_client=spec_nbytes(round_.broadcast_spec()),
         upload_bytes_per_client=spec_nbytes(executor.upload_spec()))

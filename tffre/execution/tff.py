@@ -26,8 +26,9 @@ def build_tff_process(round_, *, name, hparams):
     def initial_state():
         slot = round_.trainer.slot()
         return collections.OrderedDict(
-            model=ModelWeights.from_model(slot.model),
-            optimizer_state=[tf.zeros(s.shape, tf.float32) for s in round_.optimizer_state_spec])
+            model=slot.model.weights(),
+            optimizer_state=[tf.zeros(s.shape, tf.float32) for s in round_.optimizer_state_spec],
+            extras=round_.definition.initial_extras(slot.model))
 
     state_type = initial_state.type_signature.result
     data_type = tff.SequenceType(tff.types.tensorflow_to_type(round_.input_spec))
@@ -38,14 +39,24 @@ def build_tff_process(round_, *, name, hparams):
 
     broadcast_type = prepare.type_signature.result
 
-    @tff.tensorflow.computation(broadcast_type, data_type)
-    def work(broadcast, dataset):
-        # A fresh model and optimizer per client; tf.function orders the reads of the
-        # trained variables after training (automatic control dependencies).
-        slot = round_.trainer.slot()
-        return tf.function(slot.train)(to_py(broadcast), dataset)
+    if round_.stateful:
+        client_state_type = tff.types.tensorflow_to_type(round_.client_state_spec)
 
-    upload_type = work.type_signature.result
+        @tff.tensorflow.computation(broadcast_type, data_type, client_state_type)
+        def work(broadcast, dataset, client_state):
+            slot = round_.trainer.slot()
+            return tf.function(slot.train)(to_py(broadcast), dataset, to_py(client_state))
+
+        upload_type = work.type_signature.result[0]
+    else:
+        @tff.tensorflow.computation(broadcast_type, data_type)
+        def work(broadcast, dataset):
+            # A fresh model and optimizer per client; tf.function orders the reads of the
+            # trained variables after training (automatic control dependencies).
+            slot = round_.trainer.slot()
+            return tf.function(slot.train)(to_py(broadcast), dataset)
+
+        upload_type = work.type_signature.result
 
     zero, accumulate, merge, report = aggregate_computations(round_, upload_type)
 
@@ -57,14 +68,35 @@ def build_tff_process(round_, *, name, hparams):
     def init_fn():
         return tff.federated_eval(initial_state, tff.SERVER)
 
-    @tff.federated_computation(init_fn.type_signature.result,
-                               tff.FederatedType(data_type, tff.CLIENTS))
-    def next_fn(state, client_data):
+    def round_body(state, client_data, client_states=None):
         broadcast = tff.federated_broadcast(tff.federated_map(prepare, state))
-        uploads = tff.federated_map(work, (broadcast, client_data))
+        if client_states is None:
+            uploads = tff.federated_map(work, (broadcast, client_data))
+        else:   # per-client state in and out as CLIENTS-placed values (the simulation keeps it)
+            results = tff.federated_map(work, (broadcast, client_data, client_states))
+            uploads, client_states = results[0], results[1]
         aggregate = tff.federated_aggregate(uploads, zero(), accumulate, merge, report)
         new_state, metrics = tff.federated_map(update, (state, aggregate))
-        return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+        return new_state, metrics, client_states
+
+    if round_.stateful:
+        @tff.federated_computation(init_fn.type_signature.result,
+                                   tff.FederatedType(data_type, tff.CLIENTS),
+                                   tff.FederatedType(client_state_type, tff.CLIENTS))
+        def stateful_next(state, client_data, client_states):
+            return round_body(state, client_data, client_states)
+
+        def next_fn(state, client_data, client_states):
+            new_state, metrics, new_client_states = stateful_next(state, client_data,
+                                                                  client_states)
+            return tff.learning.templates.LearningProcessOutput(new_state, metrics), \
+                new_client_states
+    else:
+        @tff.federated_computation(init_fn.type_signature.result,
+                                   tff.FederatedType(data_type, tff.CLIENTS))
+        def next_fn(state, client_data):
+            new_state, metrics, _ = round_body(state, client_data)
+            return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
     @tff.tensorflow.computation(state_type)
     def get_model_weights(state):
@@ -72,12 +104,22 @@ def build_tff_process(round_, *, name, hparams):
 
     @tff.tensorflow.computation(state_type, state_type.model)
     def set_model_weights(state, weights):
-        return collections.OrderedDict(model=weights, optimizer_state=state["optimizer_state"])
+        return collections.OrderedDict(model=weights, optimizer_state=state["optimizer_state"],
+                                       extras=state["extras"])
 
+    common = dict(name=name, hparams=hparams, executor="tff", input_spec=round_.input_spec,
+                  broadcast_bytes_per_client=type_nbytes(broadcast_type),
+                  upload_bytes_per_client=type_nbytes(upload_type))
+    if round_.stateful:
+        # TFF's LearningProcess template takes no client state; the measured process
+        # keeps it per client id (see tffre.process).
+        initial_client_state = tff.tensorflow.computation(
+            lambda: round_.definition.initial_client_state(round_.trainer.slot().model))
+        return MeasuredLearningProcess(
+            init_fn, next_fn, get_model_weights, set_model_weights,
+            initial_client_state=initial_client_state, **common)
     process = tff.learning.templates.LearningProcess(init_fn, next_fn, get_model_weights,
                                                      set_model_weights)
     return MeasuredLearningProcess(
         process.initialize, process.next, process.get_model_weights, process.set_model_weights,
-        name=name, hparams=hparams, executor="tff", input_spec=round_.input_spec,
-        broadcast_bytes_per_client=type_nbytes(broadcast_type),
-        upload_bytes_per_client=type_nbytes(upload_type), tff_process=process)
+        tff_process=process, **common)

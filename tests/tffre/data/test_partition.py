@@ -117,3 +117,150 @@ def test_errors():
         DialoguePartitioner("by-diagnosis", 11, DISEASES)
     with pytest.raises(ValueError, match="not in the partition"):
         DialoguePartitioner("iid", 3, DISEASES).assign(["flu"])
+
+
+# Example-level splits for relation extraction (FedCMC label skew, FedED IID).
+
+from tffre.data.partition import (clients_per_round, dirichlet_label_split,  # noqa: E402
+                                  format_label_mix, iid_split, label_mix)
+
+RELATIONS = ["TrIP", "TrWP", "TrCP", "TrAP", "TrNAP", "TeRP", "TeCP", "PIP"]
+
+
+def relation_labels(n=2000, seed=0):
+    rng = np.random.RandomState(seed)
+    return np.array([RELATIONS[i] for i in rng.randint(0, len(RELATIONS), n)])
+
+
+def assert_exact_partition(parts, n):
+    together = np.concatenate(parts)
+    assert len(together) == n  # disjoint (no index twice) ...
+    np.testing.assert_array_equal(np.sort(together), np.arange(n))  # ... and complete
+    for part in parts:
+        assert part.dtype == np.int64
+        np.testing.assert_array_equal(part, np.sort(part))
+
+
+@pytest.mark.parametrize("alpha,num_clients", [(0.5, 10), (0.05, 20), (0.05, 50), (100.0, 7)])
+def test_dirichlet_label_split_partitions_all_examples(alpha, num_clients):
+    labels = relation_labels()
+    parts = dirichlet_label_split(labels, num_clients, alpha, seed=3)
+    assert len(parts) == num_clients
+    assert_exact_partition(parts, len(labels))
+    assert min(len(p) for p in parts) >= 1  # the default min_size
+
+
+def test_dirichlet_label_split_seed_reproduces_and_differs():
+    labels = relation_labels()
+    a = dirichlet_label_split(labels, 10, 0.5, seed=1)
+    b = dirichlet_label_split(labels, 10, 0.5, seed=1)
+    c = dirichlet_label_split(labels, 10, 0.5, seed=2)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    assert any(len(x) != len(z) or not np.array_equal(x, z) for x, z in zip(a, c))
+
+
+def test_dirichlet_label_split_is_the_documented_draw():
+    labels = np.array([2, 0, 1, 1, 0, 2, 2, 0, 1, 2, 0, 0, 1, 2, 2, 1, 0, 0, 2, 1] * 5)
+    rng = np.random.RandomState(9)
+    expected = [[] for _ in range(4)]
+    for c in np.unique(labels):  # the classes in np.unique order
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        p = rng.dirichlet(np.full(4, 0.7))
+        for k, chunk in enumerate(np.split(idx, (np.cumsum(p) * len(idx)).astype(int)[:-1])):
+            expected[k].extend(chunk.tolist())
+    parts = dirichlet_label_split(labels, 4, 0.7, seed=9, min_size=0)
+    assert [p.tolist() for p in parts] == [sorted(e) for e in expected]
+
+
+def test_dirichlet_label_split_accepts_int_labels_and_respects_min_size():
+    labels = np.random.RandomState(0).randint(0, 5, 600)
+    parts = dirichlet_label_split(labels, 10, 0.1, seed=0, min_size=20)
+    assert_exact_partition(parts, 600)
+    assert min(len(p) for p in parts) >= 20
+
+
+def test_dirichlet_label_split_impossible_raises_with_a_hint():
+    # One class, alpha tiny: (nearly) all of it lands on one client in every draw.
+    with pytest.raises(ValueError, match="lower num_clients or min_size, or raise alpha"):
+        dirichlet_label_split(["A"] * 100, 10, 0.001, seed=0, min_size=5, max_tries=20)
+    with pytest.raises(ValueError, match="cannot give 10 clients 5 each"):
+        dirichlet_label_split(["A"] * 30, 10, 1.0, seed=0, min_size=5)
+    with pytest.raises(ValueError, match="alpha must be > 0"):
+        dirichlet_label_split(["A"] * 30, 2, 0.0, seed=0)
+
+
+def test_dirichlet_rule_statistics_alpha_one_two_clients():
+    # With K = 2 and alpha = 1, client 0's share of a class is Beta(1, 1): uniform,
+    # mean 1/2, variance 1/12. The cut floors, so share = floor(p n) / n (bias <= 1/n).
+    labels = np.repeat(["A", "B", "C"], 1000)
+    shares = []
+    for seed in range(300):
+        parts = dirichlet_label_split(labels, 2, 1.0, seed=seed, min_size=0)
+        got = labels[parts[0]]
+        shares.extend(np.sum(got == c) / 1000 for c in "ABC")
+    shares = np.array(shares)
+    standard_error = np.sqrt(1 / 12 / len(shares))
+    assert abs(shares.mean() - 0.5) < 5 * standard_error
+    # The variance of a uniform share, within ~20% (900 draws: SE of the variance ~ 5%).
+    assert abs(shares.var() - 1 / 12) < 0.2 / 12
+
+
+def test_small_alpha_puts_each_class_mostly_on_one_client():
+    # The largest share of a Dir(alpha * 1_10) draw has mean ~0.78 (sd ~0.18) at
+    # alpha = 0.05, ~0.94 (sd ~0.12) at 0.01 and ~0.116 at 100 (Monte Carlo, 2e5 draws).
+    # 20 seeds x 8 classes = 160 shares: the standard error is < 0.015, so the
+    # thresholds sit more than 5 standard errors below the means.
+    labels = relation_labels(4000)
+
+    def mean_max_share(alpha):
+        out = []
+        for seed in range(20):
+            mix = label_mix(labels, dirichlet_label_split(labels, 10, alpha, seed=seed, min_size=0))
+            counts = mix[RELATIONS].to_numpy()
+            out.extend(counts.max(axis=0) / counts.sum(axis=0))  # per class
+        return np.mean(out)
+    assert mean_max_share(0.05) > 0.7
+    assert mean_max_share(0.01) > 0.87
+    assert mean_max_share(100.0) < 0.2  # near IID: about 1/10 each
+
+
+@pytest.mark.parametrize("n,num_clients", [(100, 10), (101, 10), (23, 5), (5, 5)])
+def test_iid_split_sizes_and_rule(n, num_clients):
+    parts = iid_split(n, num_clients, seed=4)
+    assert_exact_partition(parts, n)
+    assert {len(p) for p in parts} <= {n // num_clients, n // num_clients + 1}
+    perm = np.random.RandomState(4).permutation(n)
+    for k, part in enumerate(parts):
+        assert part.tolist() == sorted(perm[k::num_clients].tolist())
+    with pytest.raises(ValueError, match="lower num_clients"):
+        iid_split(3, 5, seed=0)
+
+
+@pytest.mark.parametrize("num_clients,fraction,expected", [
+    (100, 0.1, 10), (50, 0.1, 5), (10, 0.1, 1), (5, 0.1, 1), (10, 1.0, 10),
+    (5, 0.5, 3), (100, 0.29, 29), (3, 0.01, 1)])
+def test_clients_per_round(num_clients, fraction, expected):
+    assert clients_per_round(num_clients, fraction) == expected
+
+
+@pytest.mark.parametrize("fraction", [0, -0.1, 1.5, float("nan")])
+def test_clients_per_round_rejects_fractions_outside_0_1(fraction):
+    with pytest.raises(ValueError, match=r"fraction must be in \(0, 1\]"):
+        clients_per_round(10, fraction)
+
+
+def test_label_mix_counts_and_format():
+    labels = ["b", "a", "a", "c", "b", "a"]
+    parts = [np.array([0, 1]), np.array([2, 3, 4, 5]), np.array([], dtype=np.int64)]
+    mix = label_mix(labels, parts, label_names=["c", "b", "a"])
+    assert list(mix.columns) == ["c", "b", "a", "total"]
+    assert list(mix.index) == ["client_0", "client_1", "client_2"]
+    assert mix.to_numpy().tolist() == [[0, 1, 1, 2], [1, 1, 2, 4], [0, 0, 0, 0]]
+    assert list(label_mix(labels, parts).columns) == ["a", "b", "c", "total"]
+    text = format_label_mix(mix)
+    lines = text.splitlines()
+    assert lines[0].split() == ["c", "b", "a", "total"]
+    assert lines[-1].split() == ["all", "1", "2", "3", "6"]
+    with pytest.raises(ValueError, match="not in label_names"):
+        label_mix(labels, parts, label_names=["a", "b"])

@@ -1,37 +1,36 @@
-""":func:`build_algorithm`: a registry row (:mod:`tffre.registry`) as a TFF learning process.
+""":func:`build_algorithm`: a registry row (:mod:`tffre.registry`) as a learning process.
 
-Every algorithm is one row: a local optimizer, an optional extra client loss
-and a server aggregator (FLCMC Tables 5 and 6). :func:`build_algorithm`
-composes the row into one MapReduce-shaped round (:mod:`tffre.mapreduce`):
-distributor (prepare), client work, aggregator (zero, accumulate, merge,
-report) and finalizer (update), and hands it to an executor.
+Every algorithm is one row: a local optimizer, a server aggregator (FLCMC
+Tables 5 and 6) and its :class:`~tffre.algorithms.definition.Definition`.
+:func:`build_algorithm` composes them into one MapReduce-shaped round
+(:mod:`tffre.mapreduce`): distributor (prepare), client work, aggregator
+(zero, accumulate, merge, report) and finalizer (update), and hands it to an
+executor.
 """
 
 import tensorflow as tf
-import tensorflow_federated as tff
 
 from tffre import execution
+from tffre.client_model import ClientModel
 from tffre.mapreduce import Round, make_trainer
 from tffre.registry import (  # noqa: F401  (re-exported: the registry's public API)
     ALGORITHMS, COMMON_HPARAMS, DEFAULT_HPARAMS, LOCAL_OPTIMIZERS, SERVER_AGGREGATORS,
     get_spec, resolve_hparams, valid_algorithm_names, valid_hparams)
 
 
-def keras_model_fn_to_tff(model_fn, *, loss, input_spec, metrics=None):
-    """Wraps a Keras ``model_fn`` as a TFF ``VariableModel`` factory, like ``from_keras_model``.
+def client_model_fn(model_fn, *, loss, input_spec, metrics=None):
+    """Wraps a Keras ``model_fn`` as a :class:`~tffre.client_model.ClientModel` factory.
 
     Args:
-      model_fn: no-arg callable returning a fresh, uncompiled ``tf.keras.Model``.
-      loss: a Keras loss (instance or no-arg callable returning one).
+      model_fn: no-arg callable returning a fresh, uncompiled ``tf.keras.Model``
+        (one output, or a dict of named outputs such as ``features`` and ``logits``).
+      loss: a Keras loss on the main output (instance or no-arg class).
       input_spec: the (x, y) element spec of one batch.
       metrics: optional list of no-arg callables returning Keras metrics.
     """
-    def tff_model_fn():
-        loss_obj = loss() if isinstance(loss, type) else loss
-        return tff.learning.models.from_keras_model(
-            model_fn(), loss=loss_obj, input_spec=input_spec,
-            metrics=[m() for m in (metrics or [])])
-    return tff_model_fn
+    def make():
+        return ClientModel(model_fn(), loss=loss, input_spec=input_spec, metrics=metrics or ())
+    return make
 
 
 def check_model_accepts(model_fn, input_spec):
@@ -50,15 +49,16 @@ def check_model_accepts(model_fn, input_spec):
 
 def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, executor="auto",
                     max_parallel_clients=1, loop="while", **hparams):
-    """Builds the FLCMC algorithm ``name`` as a learning process on an executor.
+    """Builds the registry algorithm ``name`` as a learning process on an executor.
 
     The registry row becomes one :class:`tffre.mapreduce.Round` (client
-    training with the row's Keras optimizer, the row's mergeable aggregator,
-    the server step); the executor runs it.
+    training with the row's Keras optimizer and its definition's objective,
+    the row's mergeable aggregator, the server step and work); the executor
+    runs it.
 
     Args:
-      name: one of fedavg, fedprox, fedatt, fedpa, fedavgs, fedavgt, fedproxp,
-        fedatts, fedpap (case-insensitive).
+      name: a registry name (case-insensitive): fedavg, fedprox, fedatt, fedpa,
+        fedavgs, fedavgt, fedproxp, fedatts, fedpap, or a later algorithm's.
       model_fn: no-arg callable returning a fresh, uncompiled ``tf.keras.Model``.
         Pretrained weights go in after ``initialize``, with
         ``set_model_weights``: loading them inside ``model_fn`` embeds them in
@@ -73,7 +73,7 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, executor=
       loop: local executor: "while" (the default: one graph per client, a
         while loop over the batches), "steps" (per-batch compiled steps) or
         "reduce" (``dataset.reduce``, TFF's form; slow in-process for LSTMs).
-      **hparams: FLCMC Table 7 hyperparameters: learning_rate, num_epochs,
+      **hparams: the definition's own hyperparameters and FLCMC Table 7's: learning_rate, num_epochs,
         num_iters (cap on local steps; None = no cap), mu (proximal
         optimizers), stepsize (attention), granularity ("layer" or "model",
         attention), keep_optimizer_state (default False: optimizer state such
@@ -89,10 +89,11 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, executor=
     spec = get_spec(name)
     hp = resolve_hparams(name, **hparams)
     check_model_accepts(model_fn, input_spec)
-    tff_model_fn = keras_model_fn_to_tff(model_fn, loss=loss, input_spec=input_spec, metrics=metrics)
+    make_model = client_model_fn(model_fn, loss=loss, input_spec=input_spec, metrics=metrics)
     local = LOCAL_OPTIMIZERS[spec.local_optimizer]
     server = SERVER_AGGREGATORS[spec.aggregator]
-    trainer = make_trainer(tff_model_fn, lambda: local.factory(hp), hp, spec.extra_loss)
+    definition = spec.load_definition()(hp)
+    trainer = make_trainer(make_model, lambda: local.factory(hp), hp, definition)
     round_ = Round(trainer, server.factory(hp), server.server_learning_rate(hp))
     return execution.build_process(round_, executor=executor,
                                    max_parallel_clients=max_parallel_clients, loop=loop,

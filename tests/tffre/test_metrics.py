@@ -1,0 +1,204 @@
+"""tffre.metrics: RE scores agree with sklearn, and the FedED tables follow their rules."""
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import precision_recall_fscore_support
+
+from tffre.metrics import (MICRO_ROW, communication_table, format_bytes, per_class_table,
+                           relation_f1, rounds_to_target)
+
+I2B2 = ["TrIP", "TrWP", "TrCP", "TrAP", "TrNAP", "TeRP", "TeCP", "PIP", "None"]
+
+
+def random_labels(labels, n, seed, p=None):
+    rng = np.random.RandomState(seed)
+    return [labels[i] for i in rng.choice(len(labels), n, p=p)]
+
+
+def sklearn_micro(y_true, y_pred, positive):
+    p, r, f, _ = precision_recall_fscore_support(y_true, y_pred, labels=positive,
+                                                 average="micro", zero_division=0)
+    return p, r, f
+
+
+def assert_plain_floats(scores):
+    for key in ("precision", "recall", "f1"):
+        assert type(scores[key]) is float and math.isfinite(scores[key])
+    assert type(scores["support"]) is int
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_multiclass_matches_sklearn_micro_over_positive_labels(seed):
+    # A heavy negative class, as in i2b2 (Table 2 of FedED: "None" is most instances).
+    p = [0.05] * 8 + [0.6]
+    y_true = random_labels(I2B2, 500, seed, p)
+    # Predictions right about half the time, otherwise random (negative included).
+    y_pred = [t if u < 0.5 else g for t, u, g in
+              zip(y_true, np.random.RandomState(seed + 100).rand(500),
+                  random_labels(I2B2, 500, seed + 200, p))]
+    positive = [label for label in I2B2 if label != "None"]
+    scores = relation_f1(y_true, y_pred, "None", labels=I2B2)
+    assert_plain_floats(scores)
+    expected = sklearn_micro(y_true, y_pred, positive)
+    np.testing.assert_allclose([scores["precision"], scores["recall"], scores["f1"]], expected,
+                               rtol=0, atol=1e-12)
+    assert scores["support"] == sum(t != "None" for t in y_true)
+    # The default label set (everything seen) gives the same scores here.
+    assert relation_f1(y_true, y_pred, "None") == scores
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_binary_is_the_positive_class_f1(seed):
+    y_true = random_labels(["0", "1"], 200, seed, [0.7, 0.3])
+    y_pred = random_labels(["0", "1"], 200, seed + 50, [0.6, 0.4])
+    scores = relation_f1(y_true, y_pred, negative_label="0", labels=["0", "1"])
+    p, r, f, _ = precision_recall_fscore_support(y_true, y_pred, average="binary",
+                                                 pos_label="1", zero_division=0)
+    np.testing.assert_allclose([scores["precision"], scores["recall"], scores["f1"]], [p, r, f],
+                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(scores["f1"], sklearn_micro(y_true, y_pred, ["1"])[2],
+                               rtol=0, atol=1e-12)
+    # Integer labels, compared as integers.
+    as_int = relation_f1([int(t) for t in y_true], [int(t) for t in y_pred], 0, labels=[0, 1])
+    assert as_int == scores
+
+
+def test_chemprot_string_labels_match_sklearn():
+    labels = ["CPR:3", "CPR:4", "CPR:5", "CPR:6", "CPR:9", "false"]
+    for seed in range(3):
+        y_true = random_labels(labels, 300, seed)
+        y_pred = random_labels(labels, 300, seed + 7)
+        scores = relation_f1(y_true, y_pred, "false", labels=labels)
+        expected = sklearn_micro(y_true, y_pred, labels[:-1])
+        np.testing.assert_allclose([scores["precision"], scores["recall"], scores["f1"]],
+                                   expected, rtol=0, atol=1e-12)
+
+
+def test_hand_computed_counts():
+    y_true = ["A", "A", "B", "N", "N", "B", "A"]
+    y_pred = ["A", "B", "B", "A", "N", "N", "A"]
+    # Positive labels {A, B}.
+    # Predicted positives: indices 0,1,2,3,6 -> 5. Hits (pred == true, positive): 0,2,6 -> 3.
+    # Gold positives: indices 0,1,2,5,6 -> 5.
+    # precision = 3/5, recall = 3/5, F1 = 2*3 / (5 + 5) = 0.6.
+    scores = relation_f1(y_true, y_pred, "N")
+    assert scores == {"precision": 0.6, "recall": 0.6, "f1": 0.6, "support": 5}
+    # Class A: predicted 0,3,6 (3), gold 0,1,6 (3), hits 0,6 (2): p = r = f1 = 2/3.
+    # Class B: predicted 1,2 (2), gold 2,5 (2), hit 2 (1): p = r = f1 = 1/2.
+    table = per_class_table(y_true, y_pred, ["N", "A", "B"], negative_label="N")
+    assert table["label"].tolist() == ["A", "B", "N", MICRO_ROW]
+    np.testing.assert_allclose(table["f1"][:2], [2 / 3, 1 / 2])
+    # Class N: predicted 4,5 (2), gold 3,4 (2), hit 4: 1/2.
+    assert table.iloc[2][["precision", "recall", "f1"]].tolist() == [0.5, 0.5, 0.5]
+    assert table["support"].tolist() == [3, 2, 2, 5]
+
+
+def test_zero_division_is_zero_without_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # No positive predictions: precision 0/0, F1 0.
+        none_predicted = relation_f1(["A", "B", "N"], ["N", "N", "N"], "N")
+        assert none_predicted == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 2}
+        # No gold positives either.
+        assert relation_f1(["N", "N"], ["N", "N"], "N")["f1"] == 0.0
+        assert relation_f1([], [], "N") == {"precision": 0.0, "recall": 0.0, "f1": 0.0,
+                                           "support": 0}
+        # Only false positives: precision 0, recall 0/0.
+        assert relation_f1(["N", "N"], ["A", "A"], "N")["precision"] == 0.0
+        table = per_class_table(["N", "N"], ["N", "N"], ["A", "N"], negative_label="N")
+    assert np.isfinite(table[["precision", "recall", "f1"]].to_numpy(dtype=float)).all()
+    assert sklearn_micro(["A", "B", "N"], ["N", "N", "N"], ["A", "B"]) == (0.0, 0.0, 0.0)
+
+
+def test_labels_are_compared_as_given():
+    # 1 and "1" are different labels: nothing is a hit.
+    assert relation_f1([1, 1], ["1", "1"], negative_label=0)["f1"] == 0.0
+    with pytest.raises(ValueError, match="y_true has 2 labels, y_pred 1"):
+        relation_f1(["A", "B"], ["A"], "N")
+
+
+def test_labels_outside_the_label_set_count_as_negative_like_sklearn():
+    y_true = ["A", "X", "B", "A"]
+    y_pred = ["X", "X", "B", "A"]
+    scores = relation_f1(y_true, y_pred, "N", labels=["A", "B", "N"])
+    expected = sklearn_micro(y_true, y_pred, ["A", "B"])
+    assert (scores["precision"], scores["recall"], scores["f1"]) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_per_class_rows_match_sklearn_average_none(seed):
+    y_true = random_labels(I2B2, 400, seed)
+    y_pred = random_labels(I2B2, 400, seed + 30)
+    table = per_class_table(y_true, y_pred, I2B2, negative_label="None")
+    assert list(table.columns) == ["label", "precision", "recall", "f1", "support"]
+    # The relation classes in the given order, the negative class last, then micro.
+    assert table["label"].tolist() == I2B2[:-1] + ["None", MICRO_ROW]
+    order = table["label"].tolist()[:-1]
+    p, r, f, s = precision_recall_fscore_support(y_true, y_pred, labels=order, average=None,
+                                                 zero_division=0)
+    np.testing.assert_allclose(table["precision"][:-1], p, atol=1e-12)
+    np.testing.assert_allclose(table["recall"][:-1], r, atol=1e-12)
+    np.testing.assert_allclose(table["f1"][:-1], f, atol=1e-12)
+    assert table["support"][:-1].tolist() == s.tolist()
+    micro = table.iloc[-1]
+    expected = relation_f1(y_true, y_pred, "None", labels=I2B2)
+    assert [micro["precision"], micro["recall"], micro["f1"], micro["support"]] == [
+        expected["precision"], expected["recall"], expected["f1"], expected["support"]]
+
+
+def test_per_class_without_negative_label_micro_is_over_all_labels():
+    y_true, y_pred = random_labels(["a", "b", "c"], 100, 1), random_labels(["a", "b", "c"], 100, 2)
+    table = per_class_table(y_true, y_pred, ["c", "a", "b"])
+    assert table["label"].tolist() == ["c", "a", "b", MICRO_ROW]
+    accuracy = np.mean(np.array(y_true) == np.array(y_pred))
+    assert table.iloc[-1]["f1"] == pytest.approx(accuracy)
+    assert table.iloc[-1]["support"] == 100
+
+
+@pytest.mark.parametrize("scores", [
+    {1: 0.5, 2: 0.71, 3: 0.72, 4: 0.9},
+    [(4, 0.9), (1, 0.5), (3, 0.72), (2, 0.71)],  # order of input does not matter
+    pd.Series([0.5, 0.71, 0.72, 0.9], index=[1, 2, 3, 4]),
+])
+def test_rounds_to_target_first_round_reaching_it(scores):
+    assert rounds_to_target(scores, 0.72) == 3
+    assert rounds_to_target(scores, 0.5) == 1
+    assert rounds_to_target(scores, 0.95) is None
+
+
+def test_rounds_to_target_skips_missing_and_returns_plain_ints():
+    series = pd.Series([np.nan, 0.8, np.nan], index=np.array([5, 10, 15], dtype=np.int64))
+    found = rounds_to_target(series, 0.72)
+    assert found == 10 and type(found) is int
+    assert rounds_to_target({1: None, 2: float("nan"), 3: 0.73}, 0.72) == 3
+    assert rounds_to_target({1: float("nan")}, 0.0) is None
+    assert rounds_to_target([], 0.72) is None
+    # A score that drops back below the target still counts at its first round.
+    assert rounds_to_target([(1, 0.8), (2, 0.1)], 0.72) == 1
+
+
+@pytest.mark.parametrize("size,text", [
+    (0, "0B"), (323, "323B"), (999, "999B"), (1000, "1KB"), (5_000, "5KB"),
+    (42_300, "42.3KB"), (999_999, "1MB"), (423_000_000, "423MB"), (4.23e9, "4.23GB"),
+])
+def test_format_bytes_decimal_units(size, text):
+    assert format_bytes(size) == text
+
+
+def test_communication_table_like_feded_table_7():
+    table = communication_table({"FedAvg": (423_000_000, 423_000_000, 10),
+                                 "FedED": (42_000, 423_000_000, 10)})
+    assert table["algorithm"].tolist() == ["FedAvg", "FedED"]
+    assert table["upload_per_client"].tolist() == ["423MB", "42KB"]
+    assert table["upload_per_round"].tolist() == ["4.23GB", "420KB"]
+    assert table["upload_bytes_per_round"].tolist() == [4_230_000_000, 420_000]
+    assert table["broadcast_bytes_per_round"].tolist() == [4_230_000_000] * 2
+    assert table["clients_per_round"].tolist() == [10, 10]
+    with pytest.raises(ValueError, match="clients_per_round"):
+        communication_table({"x": (1, 1, 0)})
+    with pytest.raises(ValueError, match="upload bytes"):
+        communication_table({"x": (-1, 1, 1)})

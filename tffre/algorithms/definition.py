@@ -1,0 +1,193 @@
+"""An algorithm as one definition: the six parts every federated algorithm in tffre fills in.
+
+A :class:`Definition` says what differs between algorithms and nothing else;
+the client loop, the aggregation plumbing and both executors are shared
+(:mod:`tffre.mapreduce`, :mod:`tffre.client_work`, :mod:`tffre.execution`).
+The parts, each a method or attribute with a working default (FedAvg's):
+
+1. **local optimizer**: the registry row's Keras optimizer
+   (:data:`tffre.registry.LOCAL_OPTIMIZERS`).
+2. **server extras** (:meth:`Definition.initial_extras`,
+   :meth:`Definition.server_update`): tensors kept in the server state beside
+   the model and broadcast with it (FedCMC's major classifier vectors,
+   FedCB's frozen classifier).
+3. **client objective** (:meth:`Definition.objective`): the loss a client
+   minimises. It sees an :class:`ObjectiveContext`: the batch, every named
+   output of the model (``features``, ``logits``), the outputs of frozen model
+   copies (the global model for MOON and FedLCC; :meth:`Definition.frozen_models`),
+   the server extras, the client's label counts (FedRS, FedLC), the client's
+   own state and the hyperparameters. It may add to the cross-entropy or
+   replace it.
+4. **uploads** (:attr:`Definition.uploads_model`, :meth:`Definition.client_upload`,
+   :meth:`Definition.upload_aggregator`): the model delta (aggregated by the
+   row's server aggregator) and/or any other tensors (FedED's predictions on
+   a server-held set, FedCMC's per-class scores), aggregated by a mergeable
+   accumulator (``client``, ``zero``, ``accumulate``, ``merge``, ``report``),
+   so the round stays one ``tff.federated_aggregate``.
+5. **server work** (:meth:`Definition.server_update`): what the server does
+   after aggregating (FedED's distillation, FedCMC's new major vectors).
+6. **per-client state** (:meth:`Definition.initial_client_state`,
+   :meth:`Definition.next_client_state`): tensors a client keeps between
+   rounds (MOON's and FedLCC's previous local model). TFF has no primitive
+   for it: in simulation it is kept outside the computation and passed in
+   and out as a CLIENTS-placed value (:class:`tffre.process.MeasuredLearningProcess`
+   holds it per client id); in deployment it never leaves the client. Such a
+   round does not lower to MapReduceForm, whose ``work`` has no client-state
+   output: stateful algorithms are the documented exception.
+
+Every method runs inside ``tf.function`` (the local executor) or a TFF
+TensorFlow computation (the TFF executor): write plain TensorFlow. Types are
+read off the traced functions, so the bytes each way are computed, not
+listed. See ``docs/adding-an-algorithm.md`` for a worked example.
+"""
+
+import collections
+
+import tensorflow as tf
+
+
+class ObjectiveContext:
+    """What a client objective sees for one batch (see :meth:`Definition.objective`).
+
+    Attributes:
+      x, y: the batch.
+      outputs: the model's named outputs (a dict; a single-output model's
+        output is ``outputs["predictions"]``).
+      model: the :class:`tffre.client_model.ClientModel` being trained.
+      frozen: {name: named outputs of that frozen model copy on ``x``}
+        (inference mode, no gradient), per :meth:`Definition.frozen_models`.
+      extras: the server extras broadcast this round.
+      label_counts: float32 [num_classes] counts of the client's labels (one
+        pass over its data), or None unless the definition asks for them.
+      client_state: this client's state (stateful definitions), else None.
+      initial_weights: the broadcast trainable weights.
+      hparams: the algorithm's resolved hyperparameters.
+    """
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def model_loss(self):
+        """The model's loss (the Keras loss on the main output, e.g. cross-entropy)."""
+        return self.model.model_loss(self.y, self.outputs)
+
+
+class WeightedStructMean:
+    """A mergeable weighted mean of any structure of float tensors (the default for extra uploads).
+
+    ``client(value, weight)`` uploads {value, weight}; the report is
+    sum_k w_k value_k / sum_k w_k, zero where no client counted.
+    """
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def client(self, value, weight):
+        return collections.OrderedDict(value=value, weight=weight)
+
+    def zero(self):
+        return collections.OrderedDict(
+            total=tf.nest.map_structure(lambda s: tf.zeros(s.shape, tf.float32), self.spec),
+            weight=tf.constant(0.0))
+
+    def accumulate(self, acc, upload):
+        w = upload["weight"]
+        return collections.OrderedDict(
+            total=tf.nest.map_structure(lambda t, v: t + w * tf.cast(v, tf.float32),
+                                        acc["total"], upload["value"]),
+            weight=acc["weight"] + w)
+
+    def merge(self, a, b):
+        return tf.nest.map_structure(tf.add, a, b)
+
+    def report(self, acc):
+        return tf.nest.map_structure(lambda t: tf.math.divide_no_nan(t, acc["weight"]),
+                                     acc["total"])
+
+
+class Definition:
+    """An algorithm's parts (see the module docstring); the defaults are FedAvg's.
+
+    Subclass it, override what your algorithm changes, and add a registry row
+    (:data:`tffre.registry.ALGORITHMS`) naming the subclass. The constructor
+    receives the resolved hyperparameters.
+    """
+
+    #: Part 4: upload the model delta (aggregated by the registry row's aggregator).
+    uploads_model = True
+    #: Part 3: compute the client's label counts before training (FedRS, FedLC).
+    uses_label_counts = False
+
+    def __init__(self, hparams):
+        self.hparams = dict(hparams)
+
+    # --- part 2: server extras ---
+
+    def initial_extras(self, model):
+        """Server extras at round 0, from a freshly built ``model`` (ClientModel). Default none."""
+        return collections.OrderedDict()
+
+    # --- part 3: client objective ---
+
+    def frozen_models(self):
+        """{name: fn(broadcast, client_state) -> trainable weights} of frozen model copies.
+
+        Each named copy is loaded with those weights at the start of a
+        client's round and run in inference mode on every batch; the
+        objective reads its outputs in ``ctx.frozen[name]``. Default none.
+        """
+        return {}
+
+    def objective(self, ctx):
+        """The loss to minimise on one batch (an :class:`ObjectiveContext`). Default: the model loss."""
+        return ctx.model_loss()
+
+    # --- part 4: uploads other than the model delta ---
+
+    def client_upload(self, ctx):
+        """Tensors the client uploads besides the delta, after training (ctx without a batch).
+
+        ``ctx`` has ``model`` (the trained model), ``dataset``, ``extras``,
+        ``label_counts``, ``client_state``, ``initial_weights`` and ``hparams``.
+        Default none.
+        """
+        return collections.OrderedDict()
+
+    def upload_aggregator(self, spec):
+        """The mergeable aggregator of :meth:`client_upload`'s result (``spec``: its TensorSpecs)."""
+        return WeightedStructMean(spec)
+
+    # --- part 5: server work ---
+
+    def server_update(self, model_weights, extras, aggregate):
+        """The server's work after aggregation: returns (model weights, extras).
+
+        ``model_weights`` already has the aggregated model step applied
+        (when the model is uploaded); ``aggregate`` is the report of the
+        extra uploads. Default: both unchanged.
+        """
+        return model_weights, extras
+
+    # --- part 6: per-client state ---
+
+    def initial_client_state(self, model):
+        """A client's state before its first round, or None for a stateless algorithm."""
+        return None
+
+    def next_client_state(self, ctx):
+        """The client's state after its round (``ctx`` as for :meth:`client_upload`)."""
+        return ctx.client_state
+
+    @property
+    def stateful(self):
+        """True when the algorithm keeps per-client state (decided by :meth:`initial_client_state`)."""
+        return type(self).initial_client_state is not Definition.initial_client_state
+
+
+class GlobalModelMixin:
+    """Adds a frozen copy of the broadcast global model as ``ctx.frozen["global"]``."""
+
+    def frozen_models(self):
+        models = super().frozen_models()
+        models["global"] = lambda broadcast, client_state: broadcast["model"].trainable
+        return models

@@ -1,0 +1,249 @@
+"""Relation-extraction scores and the communication tables of the RE papers.
+
+No TensorFlow here: the functions take plain label sequences (strings or
+ints) and return Python floats or pandas DataFrames, so they can score
+predictions written to disk by any model.
+
+Scores (FedED, Sui et al. 2020, Section 4.1; FedCMC Section 4.1):
+
+* Multi-class sets (2010 i2b2/VA, ChemProt/CPR) report micro-averaged F1 over
+  the *positive* relation classes: the negative class ("None", "false") is
+  not a relation, so predicting it is neither a predicted positive nor a hit.
+  With ``P`` the set of positive labels::
+
+      TP = #{i : pred_i == true_i and pred_i in P}
+      precision = TP / #{i : pred_i in P}
+      recall    = TP / #{i : true_i in P}
+      F1        = 2 TP / (#{pred in P} + #{true in P})   (= 2 p r / (p + r))
+
+  This is ``sklearn.metrics.precision_recall_fscore_support(average="micro",
+  labels=<all labels but the negative one>)``.
+* Binary sets (GAD, EU-ADR, PGR) report the F1 of the positive class, which
+  is the same computation with ``P = {positive label}``.
+
+Zero denominators give 0.0 (sklearn's ``zero_division=0``), never NaN.
+
+Tables: :func:`per_class_table` is FedED Table 6 (class-wise scores),
+:func:`rounds_to_target` is FedED Table 8 / Fig. 2 (rounds to reach an F1),
+:func:`communication_table` is FedED Table 7 (bytes uploaded per client and
+round).
+"""
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+MICRO_ROW = "micro (positive classes)"
+
+# Decimal units, as the papers print sizes (FedED Table 7: "423MB", "42KB", "323B").
+_UNITS = ("B", "KB", "MB", "GB", "TB")
+
+
+def _as_objects(values, name):
+    # dtype=object keeps every label as given: np.asarray(["a", 1]) would turn
+    # 1 into "1", and the module promises to compare labels as given.
+    items = list(values)
+    array = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):
+        if isinstance(item, (list, tuple, np.ndarray)):
+            raise ValueError(f"{name} must be a 1-D sequence of labels, got {item!r} at {i}")
+        array[i] = item
+    return array
+
+
+def _pair(y_true, y_pred):
+    y_true, y_pred = _as_objects(y_true, "y_true"), _as_objects(y_pred, "y_pred")
+    if len(y_true) != len(y_pred):
+        raise ValueError(f"y_true has {len(y_true)} labels, y_pred {len(y_pred)}")
+    return y_true, y_pred
+
+
+def _ratio(num, den):
+    return float(num) / float(den) if den else 0.0
+
+
+def _counts(y_true, y_pred, positive):
+    """(hits, predicted, actual): counts restricted to the label set ``positive``."""
+    positive = set(positive)
+    pred_in = np.fromiter((p in positive for p in y_pred), dtype=bool, count=len(y_pred))
+    true_in = np.fromiter((t in positive for t in y_true), dtype=bool, count=len(y_true))
+    hits = int(np.sum(pred_in & (y_true == y_pred)))
+    return hits, int(pred_in.sum()), int(true_in.sum())
+
+
+def _scores(hits, predicted, actual):
+    return {"precision": _ratio(hits, predicted), "recall": _ratio(hits, actual),
+            # 2TP / (2TP + FP + FN), which is 2pr / (p + r) when both are non-zero.
+            "f1": _ratio(2 * hits, predicted + actual), "support": int(actual)}
+
+
+def _label_order(y_true, y_pred):
+    # First-seen order, true labels before predicted ones.
+    return list(dict.fromkeys(list(y_true) + list(y_pred)))
+
+
+def relation_f1(y_true, y_pred, negative_label, labels=None):
+    """Micro precision, recall and F1 over the positive (non-negative) relation classes.
+
+    The standard score of the RE papers: micro-F1 for multi-class sets
+    (i2b2, ChemProt), the positive-class F1 for binary sets (GAD, EU-ADR,
+    PGR; pass ``labels=["0", "1"], negative_label="0"``). Both are the same
+    computation, see the module docstring.
+
+    Args:
+      y_true: gold labels (strings or ints, compared as given: ``1 != "1"``).
+      y_pred: predicted labels, same length.
+      negative_label: the "no relation" label; predicting it never counts as
+        a predicted positive, and gold examples with it are not in recall's
+        denominator. It need not occur in the data.
+      labels: the label set. Defaults to every label seen in ``y_true`` or
+        ``y_pred``. As in sklearn, a label outside ``labels`` counts like
+        the negative class (neither a predicted nor a gold positive).
+
+    Returns:
+      ``{"precision", "recall", "f1"}`` as Python floats (0.0 where a
+      denominator is zero) and ``"support"``: the number of gold positives.
+    """
+    y_true, y_pred = _pair(y_true, y_pred)
+    labels = _label_order(y_true, y_pred) if labels is None else list(labels)
+    positive = [label for label in labels if label != negative_label]
+    return _scores(*_counts(y_true, y_pred, positive))
+
+
+def per_class_table(y_true, y_pred, labels, negative_label=None):
+    """Class-wise precision, recall, F1 and support, like FedED Table 6.
+
+    One row per label in ``labels`` order, except that the negative label
+    (if given and in ``labels``) is moved to the last class row, so the
+    relation classes read first, as in the papers' tables. A final row
+    labelled :data:`MICRO_ROW` ("micro (positive classes)") holds
+    :func:`relation_f1` over all labels but the negative one (all labels
+    when ``negative_label`` is None); its support is the number of gold
+    positives.
+
+    Args:
+      y_true: gold labels (strings or ints, compared as given).
+      y_pred: predicted labels, same length.
+      labels: the labels to report; a label outside it is counted in no row.
+      negative_label: the "no relation" label, or None.
+
+    Returns:
+      A DataFrame with columns label, precision, recall, f1 (floats, 0.0 on
+      zero division) and support (int).
+    """
+    y_true, y_pred = _pair(y_true, y_pred)
+    labels = list(labels)
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"labels has duplicates: {labels}")
+    ordered = [label for label in labels if label != negative_label]
+    ordered += [label for label in labels if label == negative_label]
+    rows = [{"label": label, **_scores(*_counts(y_true, y_pred, [label]))} for label in ordered]
+    positive = [label for label in labels if label != negative_label]
+    rows.append({"label": MICRO_ROW, **_scores(*_counts(y_true, y_pred, positive))})
+    table = pd.DataFrame(rows, columns=["label", "precision", "recall", "f1", "support"])
+    table["label"] = table["label"].astype(object)
+    return table
+
+
+def _round_items(f1_by_round):
+    if isinstance(f1_by_round, (pd.Series, Mapping)):
+        return list(f1_by_round.items())
+    return [tuple(item) for item in f1_by_round]
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def rounds_to_target(f1_by_round, target):
+    """The first round whose F1 reaches ``target``, or None: FedED Table 8 and Fig. 2.
+
+    FedED reports the number of communication rounds needed to reach a test
+    F1 of 72% ("-" when a run never does); rounds are taken in increasing
+    order whatever the input order.
+
+    Args:
+      f1_by_round: ``{round: f1}``, a pandas Series indexed by round, or a
+        sequence of ``(round, f1)`` pairs. Rounds without a score (None or
+        NaN) are skipped.
+      target: the F1 to reach (``>=``), on the same scale as the scores
+        (0.72 for fractions, 72 for percentages).
+
+    Returns:
+      The round number (a Python scalar) or None if it is never reached.
+    """
+    scored = []
+    for round_num, f1 in _round_items(f1_by_round):
+        if f1 is None:
+            continue
+        f1 = float(f1)
+        if math.isnan(f1):
+            continue
+        scored.append((_plain(round_num), f1))
+    for round_num, f1 in sorted(scored, key=lambda item: item[0]):
+        if f1 >= target:
+            return round_num
+    return None
+
+
+def format_bytes(num_bytes):
+    """A size as the papers print it: decimal units, three significant digits, no space.
+
+    ``format_bytes(323) == "323B"``, ``format_bytes(42_300) == "42.3KB"``,
+    ``format_bytes(423_000_000) == "423MB"`` (1 KB = 1000 B).
+    """
+    if num_bytes < 0 or not math.isfinite(num_bytes):
+        raise ValueError(f"size must be a finite number >= 0, got {num_bytes}")
+    value, unit = float(num_bytes), 0
+    # Step up while the value, rounded to 3 significant digits, is 1000 or more,
+    # so 999_999 B prints "1MB", not "1e+03KB".
+    while unit < len(_UNITS) - 1 and float(f"{value:.3g}") >= 1000:
+        value, unit = value / 1000.0, unit + 1
+    if unit == 0:
+        return f"{round(value):d}B"
+    return f"{value:.3g}{_UNITS[unit]}"
+
+
+def communication_table(rows):
+    """Bytes each algorithm moves per client and per round, like FedED Table 7.
+
+    FedED compares what each selected platform uploads per round (the whole
+    model for FedAvg/FedAtt, predicted labels for FedED); the round total is
+    that times the clients selected per round (C * K, see
+    :func:`tffre.data.partition.clients_per_round`).
+
+    Args:
+      rows: ``{algorithm: (upload_bytes_per_client, broadcast_bytes_per_client,
+        clients_per_round)}``; byte counts are numbers >= 0, clients an int >= 1.
+
+    Returns:
+      A DataFrame, one row per algorithm in input order, with columns
+      algorithm, clients_per_round, upload_bytes_per_client,
+      broadcast_bytes_per_client, upload_bytes_per_round,
+      broadcast_bytes_per_round, upload_per_client and upload_per_round
+      (human-readable, :func:`format_bytes`: decimal units, 1 KB = 1000 B).
+    """
+    records = []
+    for algorithm, spec in rows.items():
+        upload, broadcast, clients = spec
+        if isinstance(clients, bool) or int(clients) != clients or clients < 1:
+            raise ValueError(f"{algorithm}: clients_per_round must be an int >= 1, got {clients}")
+        for name, value in (("upload", upload), ("broadcast", broadcast)):
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{algorithm}: {name} bytes must be >= 0, got {value}")
+        clients = int(clients)
+        records.append({
+            "algorithm": algorithm, "clients_per_round": clients,
+            "upload_bytes_per_client": _plain(upload),
+            "broadcast_bytes_per_client": _plain(broadcast),
+            "upload_bytes_per_round": _plain(upload) * clients,
+            "broadcast_bytes_per_round": _plain(broadcast) * clients,
+            "upload_per_client": format_bytes(upload),
+            "upload_per_round": format_bytes(upload * clients),
+        })
+    columns = ["algorithm", "clients_per_round", "upload_bytes_per_client",
+               "broadcast_bytes_per_client", "upload_bytes_per_round",
+               "broadcast_bytes_per_round", "upload_per_client", "upload_per_round"]
+    return pd.DataFrame(records, columns=columns)

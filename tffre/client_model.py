@@ -48,6 +48,13 @@ class ClientModel:
     def non_trainable_variables(self):
         return self.keras_model.non_trainable_variables
 
+    def output_shapes(self):
+        """{output name: static shape} of the model's named outputs (batch dimension first)."""
+        out = self.keras_model.output
+        if isinstance(out, dict):
+            return collections.OrderedDict((k, tuple(v.shape)) for k, v in out.items())
+        return collections.OrderedDict(predictions=tuple(out.shape))
+
     def outputs(self, x, training=True):
         """The model's outputs as a dict; a single tensor is named ``predictions``."""
         out = self.keras_model(x, training=training)

@@ -131,6 +131,9 @@ ALGORITHMS = {spec.name.lower(): spec for spec in (
     AlgorithmSpec("FedProxP", "padam", "mean"),
     AlgorithmSpec("FedAttS", "self_adam", "attention"),
     AlgorithmSpec("FedPAP", "padam", "attention"),
+    # The worked example of docs/adding-an-algorithm.md: FedAvg plus FedProto's prototype term.
+    AlgorithmSpec("FedProtoAvg", "sgd", "mean", "tffre.algorithms.fedproto:FedProtoAvg",
+                  (("proto_weight", 1.0),)),
 )}
 
 # Defaults from FLCMC Table 7; learning_rate defaults per optimizer (0.01 SGD, 0.001 Adam).

@@ -105,6 +105,31 @@ class WeightedStructMean:
                                      acc["total"])
 
 
+class StructSum:
+    """A mergeable sum of any structure of tensors (the client's weight is not applied).
+
+    Excluded clients upload zeros (the client work zeroes them), so they add nothing.
+    """
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def client(self, value, weight):
+        return value
+
+    def zero(self):
+        return tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), self.spec)
+
+    def accumulate(self, acc, upload):
+        return tf.nest.map_structure(tf.add, acc, upload)
+
+    def merge(self, a, b):
+        return tf.nest.map_structure(tf.add, a, b)
+
+    def report(self, acc):
+        return acc
+
+
 class Definition:
     """An algorithm's parts (see the module docstring); the defaults are FedAvg's.
 

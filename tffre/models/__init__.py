@@ -3,4 +3,17 @@
 from tffre.models.logistic import logistic_regression
 from tffre.models.text import lstm_classifier, mean_embedding_logistic
 
-__all__ = ["logistic_regression", "lstm_classifier", "mean_embedding_logistic"]
+# Relation extraction (tffre.models.re) is exported lazily: its module is only imported
+# when one of these names is first used.
+_LAZY = {name: "tffre.models.re" for name in (
+    "EncoderFolderError", "REModelConfig", "build_re_model", "check_encoder_folder",
+    "default_encoder_dir", "load_pretrained_encoder")}
+
+__all__ = ["logistic_regression", "lstm_classifier", "mean_embedding_logistic", *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -145,3 +145,4 @@ class FeatureEncoder:
 
 
 ENCODERS = {TextEncoder.kind: TextEncoder, FeatureEncoder.kind: FeatureEncoder}
+ENCODERS["relation"] = __import__("tffre.text.re_tokenizer", fromlist=["RETokenizer"]).RETokenizer

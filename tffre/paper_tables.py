@@ -1,7 +1,8 @@
-"""The FLCMC paper's published figures, in one place, for side-by-side reports.
+"""The papers' published figures, in one place, for side-by-side reports.
 
 Hu and Fang, "FLCMC: Federated Learning Approach for Chinese Medicinal Text
-Classification", Entropy 2024, 26(10):871.
+Classification", Entropy 2024, 26(10):871 (Tables 8-11); and FedCMC, "major
+classifier vectors" for relation extraction (Table 2).
 """
 
 # Table 8: synthetic(0.5, 0.5), logistic regression, Adam-type algorithms:
@@ -21,7 +22,24 @@ TABLE_10 = {"FedAvgS": (0.8308, 0.0684), "FedProxP": (0.8692, 0.0010),
 TABLE_11 = {"FedAvgS": 5816.91, "FedProxP": 8993.86, "FedAttS": 5762.10, "FedPAP": 8627.51}
 
 
-def reference(dataset, model):
+# FedCMC Table 2: F1 (%) on 2010 i2b2/VA, ChemProt (CPR) and PGR, K = 10 clients,
+# by label-skew alpha. {alpha: {algorithm: (i2b2, CPR, PGR)}}; centralised is alpha-free.
+FEDCMC_TABLE_2 = {
+    None: {"Centralised": (63.58, 55.7, 73.30)},
+    0.5: {"FedAvg": (52.34, 45.91, 70.26), "MOON": (53.91, 44.67, 71.45),
+          "FedRS": (55.79, 49.23, 72.10), "FedLC": (56.02, 48.20, 72.06),
+          "FedCMC": (61.42, 53.72, 73.38)},
+    0.05: {"FedAvg": (47.56, 42.82, 68.36), "MOON": (47.92, 43.06, 68.02),
+           "FedRS": (51.98, 45.63, 70.49), "FedLC": (54.20, 46.91, 71.82),
+           "FedCMC": (60.55, 51.21, 72.40)},
+}
+FEDCMC_COLUMNS = {"i2b2": 0, "chemprot": 1, "pgr": 2}
+# FedCMC trains every baseline at learning rate 5e-5, an Adam-scale rate: its FedAvg is our
+# FedAvgT (FedAvg with tf.keras Adam), so that row is shown beside both names.
+FEDCMC_ALIASES = {"FedAvgT": "FedAvg"}
+
+
+def reference(dataset, model, alpha=None):
     """The paper's table for a (dataset, model) run.
 
     Returns (title, {algorithm: {"test_accuracy": value, "train_loss": value or None,
@@ -37,4 +55,12 @@ def reference(dataset, model):
     if dataset == "imcs" and model == "mean-logistic":
         return "Table 9", {k: {"test_accuracy": a, "train_loss": None, "round_ms": None}
                            for k, a in TABLE_9.items()}
+    if dataset in FEDCMC_COLUMNS:
+        col = FEDCMC_COLUMNS[dataset]
+        rows = {**FEDCMC_TABLE_2[None], **FEDCMC_TABLE_2.get(alpha, {})}
+        rows.update({ours: rows[theirs] for ours, theirs in FEDCMC_ALIASES.items()
+                     if theirs in rows})
+        return f"FedCMC Table 2 ({dataset}, K = 10, alpha = {alpha})", {
+            k: {"test_f1": v[col] / 100, "test_accuracy": None, "train_loss": None,
+                "round_ms": None} for k, v in rows.items()}
     return None, {}

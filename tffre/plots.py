@@ -68,7 +68,8 @@ def _finite(rows, column):
 
 
 def plot_curves(metrics, path, title=None, reference=None):
-    """Writes a PNG with test accuracy and train loss against round; returns the Figure.
+    """Writes a PNG with test accuracy (F1 where ``test_f1`` has values) and train loss against
+    round; returns the Figure.
 
     Args:
       metrics: a pandas DataFrame with columns algorithm, round, test_accuracy,
@@ -88,7 +89,10 @@ def plot_curves(metrics, path, title=None, reference=None):
     names += [n for n in reference if n not in names]
     colors = dict(zip(names, _distinct_colors(len(names))))
     fig, (ax_acc, ax_loss) = _new_figure(2, (11, 4))
-    panels = ((ax_acc, "test_accuracy", "test accuracy", "Acc"),
+    # Relation extraction reports F1 (tffre.metrics.relation_f1): plot it instead of accuracy.
+    has_f1 = "test_f1" in metrics and pd.to_numeric(metrics["test_f1"], errors="coerce").notna().any()
+    panels = ((ax_acc, "test_f1", "test F1", "F1") if has_f1 else
+              (ax_acc, "test_accuracy", "test accuracy", "Acc"),
               (ax_loss, "train_loss", "train loss", "loss"))
     rounds = pd.to_numeric(metrics["round"], errors="coerce").dropna()
     for ax, column, ylabel, short in panels:

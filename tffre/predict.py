@@ -71,14 +71,14 @@ def _check_x(where, value, num_features):
     return value
 
 
-def read_jsonl(path, field, num_features=None):
-    """Reads ``(id, input)`` pairs from a JSON-lines file; InputError names file, line, field.
+def _json_objects(path):
+    """Yields ``(id, object, where)`` for each non-blank line of a JSON-lines file.
 
-    ``field`` is "text" (a string) or "x" (``num_features`` numbers). Blank lines are skipped.
+    InputError names the file and line of anything that is not a UTF-8 JSON
+    object with an optional string or number "id" (default: the line number).
     """
     if not os.path.isfile(path):
         raise InputError(f"input file not found: {path}")
-    records = []
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
             where = f"{path}:{lineno}"
@@ -94,23 +94,59 @@ def read_jsonl(path, field, num_features=None):
                 raise InputError(f"{where}: invalid JSON ({err.msg} at column {err.colno})") from None
             if not isinstance(obj, dict):
                 raise InputError(f"{where}: expected a JSON object, got {_type_name(obj)}")
-            if field not in obj:
-                other = "text" if field == "x" else "x"
-                hint = (f' (this model takes "{field}"; "{other}" is for a '
-                        f'{"feature" if other == "x" else "text"} model)') if other in obj else ""
-                raise InputError(f'{where}: missing field "{field}"{hint}')
-            value = obj[field]
-            if field == "text":
-                if not isinstance(value, str):
-                    raise InputError(f'{where}: field "text" must be a string, '
-                                     f"got {_type_name(value)}")
-            else:
-                _check_x(where, value, num_features)
             rid = obj.get("id", lineno)
             if isinstance(rid, bool) or not isinstance(rid, (str, int, float)):
                 raise InputError(f'{where}: field "id" must be a string or a number, '
                                  f"got {_type_name(rid)}")
-            records.append((rid, value))
+            yield rid, obj, where
+
+
+def read_jsonl(path, field, num_features=None):
+    """Reads ``(id, input)`` pairs from a JSON-lines file; InputError names file, line, field.
+
+    ``field`` is "text" (a string) or "x" (``num_features`` numbers). Blank lines are skipped.
+    """
+    records = []
+    for rid, obj, where in _json_objects(path):
+        if field not in obj:
+            other = "text" if field == "x" else "x"
+            hint = (f' (this model takes "{field}"; "{other}" is for a '
+                    f'{"feature" if other == "x" else "text"} model)') if other in obj else ""
+            raise InputError(f'{where}: missing field "{field}"{hint}')
+        value = obj[field]
+        if field == "text":
+            if not isinstance(value, str):
+                raise InputError(f'{where}: field "text" must be a string, '
+                                 f"got {_type_name(value)}")
+        else:
+            _check_x(where, value, num_features)
+        records.append((rid, value))
+    return records
+
+
+RELATION_FIELDS = ("text", "e1_start", "e1_end", "e2_start", "e2_end")
+
+
+def read_relation_jsonl(path):
+    """Reads ``(id, record)`` pairs of relation examples (the tffre.data.re schema, no label).
+
+    Each line is an object with text and the character offsets of the two entities
+    (e1_type and e2_type optional). InputError names the file, line and field.
+    """
+    records = []
+    for rid, obj, where in _json_objects(path):
+        for field in RELATION_FIELDS:
+            if field not in obj:
+                raise InputError(f'{where}: missing field "{field}"')
+        if not isinstance(obj["text"], str):
+            raise InputError(f'{where}: field "text" must be a string')
+        for field in RELATION_FIELDS[1:]:
+            value = obj[field]
+            if isinstance(value, bool) or not isinstance(value, int) \
+                    or not 0 <= value <= len(obj["text"]):
+                raise InputError(f'{where}: field "{field}" must be a character offset in '
+                                 f'0..{len(obj["text"])}, got {value!r}')
+        records.append((rid, {k: obj.get(k) for k in RELATION_FIELDS + ("e1_type", "e2_type")}))
     return records
 
 
@@ -151,7 +187,13 @@ def main(argv=None, prog=None):
         return fail(err)
     kind = manifest["encoder"]
     try:
-        if args.text is not None:
+        if kind == "relation":
+            if args.text is not None:
+                raise InputError(f"{args.model} is a relation model: use --input with JSON "
+                                 f"lines holding text, e1_start, e1_end, e2_start, e2_end "
+                                 f"(and e1_type, e2_type)")
+            records = read_relation_jsonl(args.input)
+        elif args.text is not None:
             if kind != "text":
                 raise InputError(f"{args.model} takes numeric features, not texts: use --input "
                                  'with JSON lines holding "x"')

@@ -40,10 +40,10 @@ from tffre.plots import plot_curves
 from tffre.runtime import peak_rss_mib, shutdown_workers
 
 METRIC_COLUMNS = ["algorithm", "round", "train_loss", "test_accuracy", "dev_accuracy",
-                  "round_seconds", "bytes_broadcast", "bytes_uploaded", "local_train_loss",
+                  "test_f1", "dev_f1", "round_seconds", "bytes_broadcast", "bytes_uploaded", "local_train_loss",
                   "num_examples", "num_excluded_clients", "clients"]
 TIMING_COLUMNS = ("round_seconds",)
-OUTPUT_NAMES = ("metrics.csv", "summary.json", "curves.png", "checkpoints", "models")
+OUTPUT_NAMES = ("metrics.csv", "summary.json", "curves.png", "checkpoints", "models", "per_class")
 
 
 def sample_clients(client_ids, clients_per_round, seed, round_num):
@@ -123,7 +123,8 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                    out_dir, batch_size=10, seed=0, eval_every=1, hparams=None, metrics=None,
                    progress=True, title=None, checkpoint_every=5, resume=False, overwrite=False,
                    save_model=None, reference=None, load_pretrained=None, executor="auto",
-                   max_parallel_clients=1, loop="while"):
+                   max_parallel_clients=1, loop="while", negative_label=None, centralised=None,
+                   class_names=None):
     """Runs ``algorithm_names`` on ``data``; writes metrics, checkpoints, models, summary, plot.
 
     Args:
@@ -155,6 +156,13 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
         constants: TFF issue #2313).
       executor, max_parallel_clients, loop: see
         :func:`tffre.algorithms.build_algorithm`.
+      negative_label: index of the "no relation" class: also report relation
+        F1 (``test_f1``, ``dev_f1``; :func:`tffre.metrics.relation_f1`) and
+        write each final model's per-class table to ``per_class/<algorithm>.csv``.
+      class_names: the class names, for the per-class tables.
+      centralised: optional {"epochs": E, "optimizer_fn": no-arg callable}:
+        also train the same model on the union of the clients' training data
+        (the upper bound), written as algorithm "Centralised", one row per epoch.
 
     Returns:
       The summary dict that is also written to summary.json.
@@ -166,8 +174,11 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
     if checkpoint_every < 0:
         raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
     names = [registry.get_spec(n).name for n in algorithm_names]
+    if centralised is not None:
+        names.append(CENTRALISED)
     hparams = dict(hparams or {})
-    resolved = {n: registry.resolve_hparams(n, **algorithm_hparams(n, hparams)) for n in names}
+    resolved = {n: registry.resolve_hparams(n, **algorithm_hparams(n, hparams))
+                for n in names if n != CENTRALISED}
     sample_clients(data.client_ids, clients_per_round, seed, 1)  # fail early if too many
     prepare_out_dir(out_dir, resume=resume, overwrite=overwrite)
     csv_path = os.path.join(out_dir, "metrics.csv")
@@ -181,12 +192,15 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
     for name in names:
         done = [r for a, r, _ in old_rows if a == name]
         start[name] = max(done, default=0)
-    bar = tqdm(total=num_rounds * len(names), disable=not progress, unit="round",
-               dynamic_ncols=True)
+    total = num_rounds * len([n for n in names if n != CENTRALISED]) + (
+        centralised["epochs"] if centralised is not None else 0)
+    bar = tqdm(total=total, disable=not progress, unit="round", dynamic_ncols=True)
     states = {}
     try:
         # Decide, per algorithm, the round to continue from: its newest readable checkpoint.
         for name in names:
+            if name == CENTRALISED:
+                continue
             tf.keras.utils.set_random_seed(seed)
             process = algorithms.build_algorithm(
                 name, model_fn, loss=loss, input_spec=input_spec, metrics=metrics,
@@ -201,13 +215,30 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                 state = process.set_model_weights(state, pretrained_weights(model_fn,
                                                                             load_pretrained))
             states[name] = (process, checkpoints, state, done)
-        kept = [raw for a, r, raw in old_rows if a in states and r <= states[a][3]]
+        # Rows kept on resume: up to each algorithm's checkpoint; the centralised run is
+        # redone unless it finished.
+        done_centralised = centralised is not None and start.get(CENTRALISED, 0) == \
+            centralised["epochs"]
+        kept = [raw for a, r, raw in old_rows if (a in states and r <= states[a][3])
+                or (a == CENTRALISED and done_centralised)]
         with open(csv_path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=METRIC_COLUMNS, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(kept)
             f.flush()
             for name in names:
+                if name == CENTRALISED:
+                    summary["algorithms"][name] = {"epochs": centralised["epochs"]}
+                    if not done_centralised:
+                        run_centralised(data, model_fn, loss=loss, writer=writer, file=f,
+                                        batch_size=batch_size, seed=seed,
+                                        negative_label=negative_label,
+                                        load_pretrained=load_pretrained, bar=bar,
+                                        save_model=save_model, out_dir=out_dir,
+                                        class_names=class_names, **centralised)
+                    else:
+                        bar.update(centralised["epochs"])
+                    continue
                 process, checkpoints, state, done = states[name]
                 summary["algorithms"][name] = {"hparams": resolved[name]}
                 bar.update(done)
@@ -215,28 +246,32 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                     tqdm.write(f"{name}: resuming after round {done}", file=sys.stderr)
                 # Built after the process: Keras invalidates eager models when
                 # TFF later traces model_fn in a graph.
-                evaluator = GlobalModelEvaluator(model_fn, data, loss)
+                evaluator = GlobalModelEvaluator(model_fn, data, loss,
+                                                 negative_label=negative_label)
                 for rnd in range(done + 1, num_rounds + 1):
                     bar.set_description(f"{name} round {rnd}/{num_rounds}")
                     clients = sample_clients(data.client_ids, clients_per_round, seed, rnd)
                     datasets = [data.client_dataset(c, "train", batch_size=batch_size,
                                                     seed=data_seed(seed, rnd)) for c in clients]
-                    output = process.next(state, datasets)
+                    # Stateful algorithms key each client's kept state by its id.
+                    output = process.next(state, datasets, client_ids=clients) \
+                        if process.stateful else process.next(state, datasets)
                     state = output.state
                     row = _row(name, rnd, clients, output.metrics)
                     _warn_exclusions(name, rnd, row, len(clients))
                     if rnd % eval_every == 0 or rnd == num_rounds:
                         row.update(evaluator(process.get_model_weights(state)))
-                        bar.set_postfix(acc=f"{row['test_accuracy']:.3f}",
-                                        loss=f"{row['train_loss']:.3f}")
+                        bar.set_postfix(_postfix(row))
                     writer.writerow(row)
                     f.flush()
                     if rnd == num_rounds or (checkpoint_every and rnd % checkpoint_every == 0):
                         checkpoints.save(state, rnd)
                     bar.update(1)
+                evaluator.model_for(process.get_model_weights(state))
+                if negative_label is not None:
+                    write_per_class(evaluator, data, out_dir, name, class_names)
                 if save_model is not None:
                     folder = os.path.join(out_dir, "models", name)
-                    evaluator.model_for(process.get_model_weights(state))
                     save_model(folder, evaluator.model, name, num_rounds)
                     summary["algorithms"][name]["model"] = os.path.relpath(folder, out_dir)
     finally:
@@ -250,6 +285,76 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
     plot_curves(frame, os.path.join(out_dir, "curves.png"), title=title or data.name,
                 reference=reference)
     return summary
+
+
+CENTRALISED = "Centralised"
+
+
+def _postfix(row):
+    shown = {"acc": row["test_accuracy"], "loss": row["train_loss"]}
+    if row.get("test_f1") is not None:
+        shown["f1"] = row["test_f1"]
+    return {k: f"{v:.3f}" for k, v in shown.items()}
+
+
+def write_per_class(evaluator, data, out_dir, name, class_names=None):
+    """Writes ``per_class/<name>.csv``: the evaluation model's test P/R/F1 per class (FedED
+    Table 6's layout) and the micro row over the positive classes."""
+    from tffre.metrics import per_class_table
+    _, preds = evaluator.predictions("test")
+    y = np.asarray(data.pooled("test")[1]).reshape(-1)
+    names = list(class_names or range(data.num_classes))
+    table = per_class_table([names[i] for i in y], [names[i] for i in preds], names,
+                            negative_label=names[evaluator.negative_label])
+    os.makedirs(os.path.join(out_dir, "per_class"), exist_ok=True)
+    table.to_csv(os.path.join(out_dir, "per_class", f"{name}.csv"), index=False)
+
+
+def run_centralised(data, model_fn, *, loss, writer, file, epochs, optimizer_fn, batch_size,
+                    seed, negative_label, load_pretrained, bar, save_model, out_dir,
+                    class_names=None):
+    """The upper bound: the same model trained on the union of the clients' training data.
+
+    Plain Keras steps over the pooled data (shuffled per epoch from the seed), evaluated after
+    every epoch; each epoch is a metrics row of algorithm "Centralised".
+    """
+    import time
+    tf.keras.utils.set_random_seed(seed)
+    evaluator = GlobalModelEvaluator(model_fn, data, loss, negative_label=negative_label)
+    model = evaluator.model
+    if load_pretrained is not None:
+        load_pretrained(model)
+    optimizer = optimizer_fn()
+    from tffre.evaluation import main_output
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            batch_loss = tf.add_n([loss(y, main_output(model(x, training=True)))] + model.losses)
+        grads = tape.gradient(batch_loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return batch_loss
+
+    x, y = data.pooled("train")
+    for epoch in range(1, epochs + 1):
+        bar.set_description(f"{CENTRALISED} epoch {epoch}/{epochs}")
+        start = time.perf_counter()
+        order = np.random.RandomState([seed, epoch]).permutation(len(y))
+        losses = [float(step(x[order[i:i + batch_size]], y[order[i:i + batch_size]]))
+                  for i in range(0, len(y), batch_size)]
+        row = {"algorithm": CENTRALISED, "round": epoch,
+               "round_seconds": time.perf_counter() - start, "bytes_broadcast": 0,
+               "bytes_uploaded": 0, "local_train_loss": float(np.mean(losses)),
+               "num_examples": int(len(y)), "num_excluded_clients": 0, "clients": "all"}
+        row.update(evaluator.evaluate_model())
+        bar.set_postfix(_postfix(row))
+        writer.writerow(row)
+        file.flush()
+        bar.update(1)
+    if negative_label is not None:
+        write_per_class(evaluator, data, out_dir, CENTRALISED, class_names)
+    if save_model is not None:
+        save_model(os.path.join(out_dir, "models", CENTRALISED), model, CENTRALISED, epochs)
 
 
 def pretrained_weights(model_fn, load_pretrained):
@@ -289,6 +394,27 @@ def _row(name, rnd, clients, m):
             "clients": " ".join(clients)}
 
 
+def _selected(evaluated, metric, round_suffix):
+    """Max, its round and the final value of ``test_<metric>``; and, where a dev split was
+    evaluated, the test value at the round of best ``dev_<metric>``."""
+    test, dev = f"test_{metric}", f"dev_{metric}"
+    if test not in evaluated:
+        return {}
+    rows = evaluated.dropna(subset=[test])
+    if rows.empty:
+        return {}
+    best = rows.loc[rows[test].idxmax()]
+    out = {f"max_test_{metric}": float(best[test]), f"round_of_max_{metric}": int(best["round"]),
+           f"final_test_{metric}": float(rows[test].iloc[-1])}
+    chosen = rows.dropna(subset=[dev])
+    if not chosen.empty:
+        at = chosen.loc[chosen[dev].idxmax()]
+        out.update({f"best_dev_{metric}": float(at[dev]),
+                    f"round_of_best_dev{round_suffix}": int(at["round"]),
+                    f"test_{metric}_at_best_dev": float(at[test])})
+    return out
+
+
 def summarise(rows):
     """The figures of one algorithm's metric rows.
 
@@ -306,14 +432,7 @@ def summarise(rows):
            "empty_rounds": int((rows["num_examples"] == 0).sum())}
     if evaluated.empty:
         return out
-    best = evaluated.loc[evaluated["test_accuracy"].idxmax()]
-    out.update(max_test_accuracy=float(best["test_accuracy"]),
-               round_of_max_accuracy=int(best["round"]),
-               min_train_loss=float(evaluated["train_loss"].min()),
-               final_test_accuracy=float(evaluated["test_accuracy"].iloc[-1]))
-    dev = evaluated.dropna(subset=["dev_accuracy"])
-    if not dev.empty:
-        at = dev.loc[dev["dev_accuracy"].idxmax()]
-        out.update(best_dev_accuracy=float(at["dev_accuracy"]), round_of_best_dev=int(at["round"]),
-                   test_accuracy_at_best_dev=float(at["test_accuracy"]))
+    out.update(min_train_loss=float(evaluated["train_loss"].min()))
+    out.update(_selected(evaluated, "accuracy", ""))
+    out.update(_selected(evaluated, "f1", "_f1"))
     return out

@@ -39,9 +39,10 @@ def test_cli_smoke_run(tmp_path):
                    "--eval-every", "2", "--stepsize", "2", "--seed", "1", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     frame = pd.read_csv(out / "metrics.csv")
-    assert list(frame.columns[:8]) == ["algorithm", "round", "train_loss", "test_accuracy",
-                                       "dev_accuracy", "round_seconds", "bytes_broadcast",
-                                       "bytes_uploaded"]
+    assert list(frame.columns[:10]) == ["algorithm", "round", "train_loss", "test_accuracy",
+                                        "dev_accuracy", "test_f1", "dev_f1", "round_seconds",
+                                        "bytes_broadcast", "bytes_uploaded"]
+    assert frame[["test_f1", "dev_f1"]].isna().all().all()   # F1 is for relation extraction
     assert len(frame) == 6 and set(frame["algorithm"]) == {"FedAvg", "FedAttS"}
     assert frame["test_accuracy"].notna().tolist() == [False, True, True] * 2  # rounds 2 and 3
     summary = strict_json(out / "summary.json")

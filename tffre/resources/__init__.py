@@ -6,6 +6,7 @@ repository's ``data/`` folder.
 
 * ``medical_dict.txt``: the jieba medical user dictionary.
 * ``imcs_sample/``: the synthetic IMCS-V2-format sample and its Word2Vec vectors.
+* ``re_sample/``: the synthetic English relation-extraction sample (i2b2 2010 and GAD formats).
 """
 
 import importlib.resources

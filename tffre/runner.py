@@ -21,6 +21,7 @@ Files in ``out_dir``:
 """
 
 import asyncio
+import collections
 import csv
 import os
 import shutil
@@ -209,8 +210,9 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
             checkpoints = Checkpoints(os.path.join(out_dir, "checkpoints", name))
             state, done = process.initialize(), 0
             if resume:
-                loaded, done = checkpoints.load_latest(state)
-                state = loaded if loaded is not None else state
+                loaded, done = checkpoints.load_latest(_saved(process, state, data.client_ids))
+                if loaded is not None:
+                    state = _restore(process, loaded)
             if done == 0 and load_pretrained is not None:
                 state = process.set_model_weights(state, pretrained_weights(model_fn,
                                                                             load_pretrained))
@@ -265,7 +267,7 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                     writer.writerow(row)
                     f.flush()
                     if rnd == num_rounds or (checkpoint_every and rnd % checkpoint_every == 0):
-                        checkpoints.save(state, rnd)
+                        checkpoints.save(_saved(process, state, data.client_ids), rnd)
                     bar.update(1)
                 evaluator.model_for(process.get_model_weights(state))
                 if negative_label is not None:
@@ -288,6 +290,26 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
 
 
 CENTRALISED = "Centralised"
+
+
+def _saved(process, state, client_ids):
+    """What a checkpoint holds: the server state, and for a stateful algorithm every client's
+    kept state too (the initial one for clients not trained yet), so a resumed run goes on
+    with the same client states."""
+    if not process.stateful:
+        return state
+    clients = collections.OrderedDict(
+        (c, process.client_states[c] if c in process.client_states
+         else process.initial_client_state()) for c in client_ids)
+    return collections.OrderedDict(server=state, clients=clients)
+
+
+def _restore(process, loaded):
+    """The server state of a loaded checkpoint; a stateful process gets its client states back."""
+    if not process.stateful:
+        return loaded
+    process.client_states = dict(loaded["clients"])
+    return loaded["server"]
 
 
 def _postfix(row):

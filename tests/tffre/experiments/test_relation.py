@@ -195,3 +195,22 @@ def test_client_fraction_sets_clients_per_round(tmp_path):
     cfg = config_lib.resolve({"dataset": "i2b2", "clients": 10, "client_fraction": 0.25,
                               "out": str(tmp_path / "o")})
     assert cfg.clients_per_round == 3    # 2.5 rounds half up
+
+
+def test_gad_sample_runs_with_binary_f1(tmp_path, encoder):
+    """The embedded GAD-format sample (train/dev/test TSVs): binary F1 of the positive class."""
+    out = tmp_path / "gad"
+    proc = run_cli("run", "--dataset", "gad", "--encoder", encoder, "--algorithm", "fedavg",
+                   "--clients", "4", "--clients-per-round", "2", "--num-rounds", "1",
+                   "--num-iters", "3", "--max-len", "32", "--executor", "local",
+                   "--no-progress", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["labels"] == ["0", "1"] and summary["dev_split"] == "dev"
+    assert summary["train_examples"] == 400 and summary["test_examples"] == 100
+    table = pd.read_csv(out / "per_class" / "FedAvg.csv")
+    micro = table[table["label"] == "micro (positive classes)"].iloc[0]
+    row_1 = table[table["label"] == "1"].iloc[0]
+    assert micro["f1"] == pytest.approx(row_1["f1"])     # binary: micro = the positive class
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert metrics["test_f1"].iloc[-1] == pytest.approx(row_1["f1"])

@@ -189,14 +189,29 @@ OPTIONS = (
     Option("num_epochs", positive_int, None, "local epochs (default 10)", algorithm=True),
     Option("num_iters", num_iters, 20, "cap on local steps per round; 0 or none: no cap",
            algorithm=True),
-    Option("mu", non_negative_float, None, "proximal coefficient (Eq. 21-22; default 1)",
-           algorithm=True),
+    Option("mu", non_negative_float, None, "proximal coefficient (FLCMC Eq. 21-22), or the "
+           "contrastive loss weight of FedCMC (Eq. 15) and MOON; default 1", algorithm=True),
     Option("stepsize", non_negative_float, None, "attention server step lambda (Eq. 14; "
            "default 1.2)", algorithm=True),
     Option("granularity", choice(*registry.GRANULARITIES), None,
            "attention per layer or over the whole model", algorithm=True),
     Option("client_weighting", choice(*registry.CLIENT_WEIGHTINGS), None,
            "update weight: dataset_size (Eq. 6's n_k, default), processed, uniform",
+           algorithm=True),
+    # Label-skew algorithms (FedCMC Table 2).
+    Option("temperature", positive_float, None, "contrastive temperature: FedCMC Eq. 14 "
+           "(default 1, the paper's plain dot product), MOON (default 0.5)", algorithm=True),
+    Option("con_reduction", choice("mean", "sum"), None, "FedCMC: reduce L_con over the batch "
+           "by mean (default) or sum", algorithm=True),
+    Option("vectors", choice("major", "minor", "random"), None, "FedCMC classifier vectors: "
+           "major (Eq. 12, default) or the ablations minor and random", algorithm=True),
+    Option("projection_head", boolean, None, "MOON: a 2-layer projection head on the features",
+           algorithm=True),
+    Option("restriction", non_negative_float, None, "FedRS: logit scale alpha of classes a "
+           "client lacks (default 0.5; grid 0.9/0.5/0.1)", algorithm=True),
+    Option("fedrs_form", choice("binary", "proportional"), None, "FedRS: binary (the paper) "
+           "or proportional (the authors' FedRepo code)", algorithm=True),
+    Option("calibration", non_negative_float, None, "FedLC: calibration tau (default 1)",
            algorithm=True),
     Option("keep_optimizer_state", boolean, False,
            "keep the optimizer state (Adam moments) across rounds at the server",

@@ -155,8 +155,11 @@ class Round:
 
     def accumulate(self, acc, upload):
         """Adds one client's upload."""
-        new = collections.OrderedDict((key, agg.accumulate(acc[key], upload[key]))
-                                      for key, agg in self._parts())
+        new = collections.OrderedDict(
+            (key, agg.accumulate(acc[key], upload[key], upload.get("model"))
+             if getattr(agg, "reads_model_upload", False) and key == "extra"
+             else agg.accumulate(acc[key], upload[key]))
+            for key, agg in self._parts())
         # The kept optimizer state goes with the model (checked when the trainer is built).
         state_weight = upload["model"]["weight"] if "model" in upload else tf.constant(0.0)
         new.update(
@@ -231,7 +234,7 @@ class Round:
                            zip(aggregate["optimizer_state"], state["optimizer_state"])]
         weights, extras = self.definition.server_update(
             ModelWeights(trainable=trainable, non_trainable=list(model.non_trainable)),
-            state["extras"], aggregate.get("extra"))
+            state["extras"], aggregate.get("extra"), model)
         new_state = collections.OrderedDict(model=weights, optimizer_state=optimizer_state,
                                             extras=extras)
         metrics = collections.OrderedDict(

@@ -134,6 +134,24 @@ ALGORITHMS = {spec.name.lower(): spec for spec in (
     # The worked example of docs/adding-an-algorithm.md: FedAvg plus FedProto's prototype term.
     AlgorithmSpec("FedProtoAvg", "sgd", "mean", "tffre.algorithms.fedproto:FedProtoAvg",
                   (("proto_weight", 1.0),)),
+    # FedCMC and its label-skew baselines (FedCMC Table 2). FedCMC trains every method at
+    # learning rate 5e-5, an Adam rate: these rows use tf.keras Adam; compare with FedAvgT.
+    AlgorithmSpec("FedCMC", "tf_adam", "mean", "tffre.algorithms.fedcmc:FedCMC",
+                  (("mu", 1.0), ("temperature", 1.0), ("con_reduction", "mean"),
+                   ("vectors", "major"))),
+    # The FedCMC ablation (section 4.3, Fig. 4): minor vectors (argmax, Eq. 18) and random ones.
+    AlgorithmSpec("FedCMC-minor", "tf_adam", "mean", "tffre.algorithms.fedcmc:FedCMC",
+                  (("mu", 1.0), ("temperature", 1.0), ("con_reduction", "mean"),
+                   ("vectors", "minor"))),
+    AlgorithmSpec("FedCMC-random", "tf_adam", "mean", "tffre.algorithms.fedcmc:FedCMC",
+                  (("mu", 1.0), ("temperature", 1.0), ("con_reduction", "mean"),
+                   ("vectors", "random"))),
+    AlgorithmSpec("MOON", "tf_adam", "mean", "tffre.algorithms.moon:MOON",
+                  (("mu", 1.0), ("temperature", 0.5), ("projection_head", False))),
+    AlgorithmSpec("FedRS", "tf_adam", "mean", "tffre.algorithms.fedrs:FedRS",
+                  (("restriction", 0.5), ("fedrs_form", "binary"))),
+    AlgorithmSpec("FedLC", "tf_adam", "mean", "tffre.algorithms.fedlc:FedLC",
+                  (("calibration", 1.0),)),
 )}
 
 # Defaults from FLCMC Table 7; learning_rate defaults per optimizer (0.01 SGD, 0.001 Adam).

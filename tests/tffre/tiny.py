@@ -48,3 +48,19 @@ def poisoned(arrays, which):
             x[0, 0] = np.nan
         out.append((x, y))
     return out
+
+
+def tiny_named_model():
+    """``tiny_model``'s layers with named outputs ``features`` (the hidden layer) and ``logits``
+    (no softmax), as the relation models have: for algorithms that read features or logits."""
+    inputs = tf.keras.Input((NUM_FEATURES,))
+    features = tf.keras.layers.Dense(
+        5, activation="tanh", name="features",
+        kernel_initializer=tf.keras.initializers.GlorotUniform(seed=1))(inputs)
+    logits = tf.keras.layers.Dense(
+        NUM_CLASSES, name="classifier",
+        kernel_initializer=tf.keras.initializers.GlorotUniform(seed=2))(features)
+    return tf.keras.Model(inputs, {"features": features, "logits": logits})
+
+
+NAMED_LOSS = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)

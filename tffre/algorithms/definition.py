@@ -179,17 +179,25 @@ class Definition:
         return collections.OrderedDict()
 
     def upload_aggregator(self, spec):
-        """The mergeable aggregator of :meth:`client_upload`'s result (``spec``: its TensorSpecs)."""
+        """The mergeable aggregator of :meth:`client_upload`'s result (``spec``: its TensorSpecs).
+
+        It has ``client(value, weight)``, ``zero()``, ``accumulate(acc, upload)``,
+        ``merge(a, b)`` and ``report(acc)``. An aggregator whose attribute
+        ``reads_model_upload`` is True gets ``accumulate(acc, upload, model_upload)``:
+        the same client's model-delta upload too (e.g. to pick rows of the
+        delta without uploading them twice, as FedCMC's selection does).
+        """
         return WeightedStructMean(spec)
 
     # --- part 5: server work ---
 
-    def server_update(self, model_weights, extras, aggregate):
+    def server_update(self, model_weights, extras, aggregate, previous_weights):
         """The server's work after aggregation: returns (model weights, extras).
 
         ``model_weights`` already has the aggregated model step applied
-        (when the model is uploaded); ``aggregate`` is the report of the
-        extra uploads. Default: both unchanged.
+        (when the model is uploaded); ``previous_weights`` are the round's
+        broadcast weights theta_t; ``aggregate`` is the report of the extra
+        uploads (None without any). Default: both unchanged.
         """
         return model_weights, extras
 

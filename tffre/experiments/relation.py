@@ -105,7 +105,8 @@ def prepare(cfg):
     print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
           f"examples, {len(labels)} labels; tokenizer {tokenizer.stats}")
     print(format_label_mix(mix))
-    config = config_for(tokenizer, encoder_dir, len(labels), representation=cfg.representation)
+    config = config_for(tokenizer, encoder_dir, len(labels), representation=cfg.representation,
+                        num_layers=cfg.encoder_layers)
 
     def model_fn():
         return build_re_model(config)

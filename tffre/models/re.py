@@ -34,6 +34,7 @@ Transformers is imported inside the functions only.
 
 import dataclasses
 import os
+import re
 from typing import Optional
 
 import numpy as np
@@ -74,6 +75,9 @@ class REModelConfig:
         markers (``RETokenizer.vocab_size``); None keeps the encoder config's size.
       dropout: dropout on the features before the classifier.
       blind_entities: whether the tokenizer blinds entities (recorded, not used by the graph).
+      num_layers: keep only the encoder's first ``num_layers`` transformer layers (a
+        smaller, faster model; the pretrained weights of those layers are loaded); None
+        keeps them all.
     """
 
     encoder_dir: str
@@ -83,11 +87,12 @@ class REModelConfig:
     vocab_size: Optional[int] = None
     dropout: float = 0.1
     blind_entities: bool = False
+    num_layers: Optional[int] = None
 
     def __post_init__(self):
         self.encoder_dir = os.fspath(self.encoder_dir)
-        for name in ("num_labels", "max_length") + (("vocab_size",) if self.vocab_size
-                                                      is not None else ()):
+        for name in ("num_labels", "max_length") + tuple(
+                n for n in ("vocab_size", "num_layers") if getattr(self, n) is not None):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -159,6 +164,11 @@ def _hf_config(config):
                          f"max_position_embeddings {positions}")
     if config.vocab_size is not None:
         hf_config.vocab_size = config.vocab_size
+    if config.num_layers is not None:
+        if config.num_layers > hf_config.num_hidden_layers:
+            raise ValueError(f"num_layers {config.num_layers} exceeds the encoder's "
+                             f"{hf_config.num_hidden_layers} layers")
+        hf_config.num_hidden_layers = config.num_layers
     return hf_config
 
 
@@ -206,6 +216,12 @@ def _input_embedding(encoder):
     return weight
 
 
+def _layer_index(key):
+    """The transformer layer a variable belongs to (``.../layer_._3/...`` -> 3), else None."""
+    match = re.search(r"/layer_\._(\d+)/", "/" + key)
+    return int(match.group(1)) if match else None
+
+
 def load_pretrained_encoder(model, encoder_dir):
     """Copies the pretrained checkpoint of ``encoder_dir`` into ``model``'s "encoder" layer.
 
@@ -244,7 +260,11 @@ def load_pretrained_encoder(model, encoder_dir):
         source[_key(variable.name, prefix)] = variable
     embedding = _input_embedding(encoder)
     targets = {_key(v.name, prefix): v for v in encoder.weights}
-    unmatched = sorted(set(targets) ^ set(source))
+    kept = encoder.config.num_hidden_layers
+    # A model built with num_layers keeps the checkpoint's first layers: the others are unused.
+    unmatched = sorted(k for k in set(targets) ^ set(source)
+                       if not (k in source and _layer_index(k) is not None
+                               and _layer_index(k) >= kept))
     if unmatched:
         raise ValueError(f"{encoder_dir}: {len(unmatched)} encoder variable(s) do not match "
                          f"the checkpoint, e.g. {unmatched[0]} (is it the same architecture?)")
@@ -263,7 +283,8 @@ def load_pretrained_encoder(model, encoder_dir):
     return model
 
 
-def config_for(tokenizer, encoder_dir, num_labels, *, representation="entity_sum", dropout=0.1):
+def config_for(tokenizer, encoder_dir, num_labels, *, representation="entity_sum", dropout=0.1,
+               num_layers=None):
     """The :class:`REModelConfig` of a model that takes ``tokenizer``'s packed inputs.
 
     The embedding gets ``max(len(tokenizer), encoder vocab)`` rows, so the
@@ -274,7 +295,7 @@ def config_for(tokenizer, encoder_dir, num_labels, *, representation="entity_sum
     return REModelConfig(encoder_dir=encoder_dir, num_labels=num_labels,
                          max_length=tokenizer.max_length, representation=representation,
                          vocab_size=max(tokenizer.vocab_size, base_vocab), dropout=dropout,
-                         blind_entities=tokenizer.blind_entities)
+                         blind_entities=tokenizer.blind_entities, num_layers=num_layers)
 
 
 def from_pretrained(encoder_dir, num_labels, *, max_length=128,

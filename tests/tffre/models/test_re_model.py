@@ -215,3 +215,19 @@ def test_the_real_minilm_folder_builds_and_loads():
     assert tok.tokenizer.decode(x[0, 0][x[0, 2] == 1]) == "headache"
     out = model(x, training=False)
     assert out["features"].shape == (3, 768) and out["logits"].shape == (3, 3)
+
+
+def test_num_layers_keeps_the_first_pretrained_layers(tmp_path):
+    """A model built with num_layers=1 of a 2-layer checkpoint gets layer 0's weights."""
+    from tffre.models.re import REModelConfig, build_re_model, load_pretrained_encoder
+    folder, reference = make_encoder_folder(str(tmp_path / "enc"), weights="tf")
+    model = build_re_model(REModelConfig(folder, num_labels=3, max_length=16, num_layers=1))
+    load_pretrained_encoder(model, folder)
+    names = [v.name for v in model.get_layer("encoder").weights]
+    assert not any("layer_._1/" in n for n in names)
+    want = {v.name.split("/", 1)[1]: v.numpy() for v in reference.weights}
+    key = "bert/encoder/layer_._0/attention/self/query/kernel:0"
+    got = next(v for v in model.get_layer("encoder").weights if v.name.endswith(key))
+    np.testing.assert_array_equal(got.numpy(), want[key])
+    with pytest.raises(ValueError, match="exceeds the encoder's 2 layers"):
+        build_re_model(REModelConfig(folder, num_labels=3, max_length=16, num_layers=3))

@@ -1,0 +1,61 @@
+"""The relation examples on the embedded sample, shortened and on a tiny encoder: the alpha
+sweep, the combined table, and the FedCMC ablation."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tiny_encoder import make_encoder_folder
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+SHORT = ["--num-rounds", "1", "--num-iters", "2", "--clients", "4", "--max-len", "40",
+         "--no-progress"]
+
+
+def example(name, *args):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "examples", name), *args],
+                          capture_output=True, text=True, timeout=900, env=ENV)
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    return make_encoder_folder(str(tmp_path_factory.mktemp("enc")), weights="tf")[0]
+
+
+def test_re_sentence_sweeps_alpha_into_one_table(tmp_path, encoder):
+    out = tmp_path / "sweep"
+    proc = example("re_sentence.py", *SHORT, "--clients-per-round", "2", "--encoder", encoder,
+                   "--alphas", "0.5,0.05", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = pd.read_csv(out / "table.csv", index_col="algorithm")
+    assert list(table.index) == ["FedAvgT", "FedProxP", "FedAttS", "Centralised"]
+    assert table[["F1 alpha=0.5", "F1 alpha=0.05"]].loc["FedAvgT"].notna().all()
+    assert table.loc["FedAvgT", "paper alpha=0.05"] == pytest.approx(0.4756)   # FedCMC Table 2
+    for alpha in ("0.5", "0.05"):
+        summary = json.loads((out / f"alpha_{alpha}" / "summary.json").read_text())
+        assert summary["config"]["alpha"] == float(alpha)
+    # The centralised upper bound runs once, with the first alpha.
+    assert "Centralised" not in json.loads(
+        (out / "alpha_0.05" / "summary.json").read_text())["algorithms"]
+
+
+def test_re_label_skew_runs_the_grid_and_the_ablation(tmp_path, encoder):
+    out = tmp_path / "skew"
+    proc = example("re_label_skew.py", *SHORT, "--clients-per-round", "4", "--encoder", encoder,
+                   "--encoder-layers", "1",
+                   "--alphas", "0.5", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = pd.read_csv(out / "table.csv", index_col="algorithm")
+    assert list(table.index) == ["FedAvgT", "MOON", "FedRS", "FedLC", "FedCMC", "Centralised"]
+    ablation = json.loads((out / "ablation_alpha_0.01" / "summary.json").read_text())
+    assert list(ablation["algorithms"]) == ["FedCMC", "FedCMC-minor", "FedCMC-random"]
+    assert ablation["config"]["alpha"] == 0.01
+    summary = json.loads((out / "alpha_0.5" / "summary.json").read_text())
+    up = {n: s["bytes_uploaded_per_round"] for n, s in summary["algorithms"].items()}
+    # FedCMC uploads FedAvg's delta plus C per-class scores (4 bytes each), per client.
+    assert up["FedCMC"] - up["FedAvgT"] == 4 * len(summary["labels"]) * 4

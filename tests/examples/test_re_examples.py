@@ -9,9 +9,11 @@ import sys
 import pandas as pd
 import pytest
 
-from tiny_encoder import make_encoder_folder
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The tiny encoder helper lives with the package tests (tests/tffre), which pytest has not
+# put on the path yet when it collects tests/examples first.
+sys.path.insert(0, os.path.join(ROOT, "tests", "tffre"))
+from tiny_encoder import make_encoder_folder  # noqa: E402
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 SHORT = ["--num-rounds", "1", "--num-iters", "2", "--clients", "4", "--max-len", "40",
          "--no-progress"]

@@ -317,6 +317,20 @@ class _I2b2Doc:
         return l1, spans[t1][0], spans[t2][1]
 
 
+def _matching_lines(path, pattern, what, expected, allow_empty=False):
+    """Yields (line number, match) for each non-blank line of an i2b2 annotation file;
+    a line ``pattern`` does not match is refused naming the file, line and field c."""
+    for lineno, raw in enumerate(_read_lines(path, allow_empty=allow_empty), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        m = pattern.match(line)
+        if not m:
+            raise _error(path, lineno, "field c", f"malformed {what} line {_show(line)}; "
+                         f"expected {expected}")
+        yield lineno, m
+
+
 def _parse_concept_ref(match, offset):
     """(text, l1, t1, l2, t2) from a regex match, starting at group ``offset``."""
     text = match.group(offset)
@@ -327,14 +341,8 @@ def _parse_concept_ref(match, offset):
 def _i2b2_concepts(doc, con_path):
     """{(line, tok_start, tok_end): (type, start char, end char)} from a .con file."""
     concepts, where_defined = {}, {}
-    for lineno, raw in enumerate(_read_lines(con_path), 1):
-        line = raw.strip()
-        if not line:
-            continue
-        m = _CON_RE.match(line)
-        if not m:
-            raise _error(con_path, lineno, "field c", f"malformed concept line {_show(line)}; "
-                         'expected c="text" L:T L:T||t="type"')
+    for lineno, m in _matching_lines(con_path, _CON_RE, "concept",
+                                     'c="text" L:T L:T||t="type"'):
         text, l1, t1, l2, t2 = _parse_concept_ref(m, 1)
         ctype = m.group(6)
         if ctype not in I2B2_CONCEPT_TYPES:
@@ -356,14 +364,9 @@ def _i2b2_relations(doc, rel_path, concepts):
     relations, where_defined = {}, {}
     if not os.path.isfile(rel_path):
         return relations  # a document without a .rel file has no relations
-    for lineno, raw in enumerate(_read_lines(rel_path, allow_empty=True), 1):
-        line = raw.strip()
-        if not line:
-            continue
-        m = _REL_RE.match(line)
-        if not m:
-            raise _error(rel_path, lineno, "field c", f"malformed relation line {_show(line)}; "
-                         'expected c="text" L:T L:T||r="type"||c="text" L:T L:T')
+    for lineno, m in _matching_lines(rel_path, _REL_RE, "relation",
+                                     'c="text" L:T L:T||r="type"||c="text" L:T L:T',
+                                     allow_empty=True):
         relation = m.group(6)
         if relation not in I2B2_RELATIONS:
             raise _label_error(rel_path, lineno, relation, I2B2_LABELS, field="r")

@@ -22,10 +22,8 @@ sample's: compare the shape (centralised above the federated rows, alpha = 0.05 
 0.5), not the values, with the paper's.
 """
 
-import os
 import sys
 
-from tffre import cli
 from tffre.experiments.sweep import run_sweep
 
 PRESET = {"dataset": "i2b2", "algorithm": "fedavgt,moon,fedrs,fedlc,fedcmc", "clients": 10,
@@ -33,24 +31,12 @@ PRESET = {"dataset": "i2b2", "algorithm": "fedavgt,moon,fedrs,fedlc,fedcmc", "cl
           "num_iters": 0, "learning_rate": 1e-4, "batch_size": 8, "max_len": 40,
           "encoder_layers": 2, "executor": "local", "checkpoint_every": 0,
           "centralised": True}
-ABLATION = {"algorithm": "fedcmc,fedcmc-minor,fedcmc-random", "alpha": 0.01,
-            "centralised": False}
-
-
-def main(argv):
-    code = run_sweep(argv, preset=PRESET, prog="examples/re_label_skew.py", doc=__doc__,
-                     default_out="results/re_label_skew")
-    if code or "-h" in argv or "--help" in argv:
-        return code
-    rest = [a for i, a in enumerate(argv) if a not in ("--alphas", "--out")
-            and (i == 0 or argv[i - 1] not in ("--alphas", "--out"))]
-    out = argv[argv.index("--out") + 1] if "--out" in argv else "results/re_label_skew"
-    print("\n=== ablation (FedCMC section 4.3, Fig. 4): major / minor / random vectors, "
-          "alpha = 0.01 ===")
-    return cli.run_main(rest, preset=dict(PRESET, **ABLATION,
-                                          out=os.path.join(out, "ablation_alpha_0.01")),
-                        prog="examples/re_label_skew.py")
-
+ABLATION = ("ablation_alpha_0.01",
+            "ablation (FedCMC section 4.3, Fig. 4): major / minor / random vectors, alpha = 0.01",
+            {"algorithm": "fedcmc,fedcmc-minor,fedcmc-random", "alpha": 0.01,
+             "centralised": False})
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_sweep(sys.argv[1:], preset=PRESET, prog="examples/re_label_skew.py",
+                       doc=__doc__, default_out="results/re_label_skew",
+                       extra_runs=[ABLATION]))

@@ -50,7 +50,7 @@ def test_re_label_skew_runs_the_grid_and_the_ablation(tmp_path, encoder):
     out = tmp_path / "skew"
     proc = example("re_label_skew.py", *SHORT, "--clients-per-round", "4", "--encoder", encoder,
                    "--encoder-layers", "1",
-                   "--alphas", "0.5", "--out", str(out))
+                   "--alphas", "0.5", f"--out={out}")    # the = form reaches every run too
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pd.read_csv(out / "table.csv", index_col="algorithm")
     assert list(table.index) == ["FedAvgT", "MOON", "FedRS", "FedLC", "FedCMC", "Centralised"]

@@ -34,12 +34,15 @@ def combined_table(out, alphas):
     return pd.DataFrame.from_dict(rows, orient="index").dropna(axis=1, how="all")
 
 
-def run_sweep(argv, *, preset, prog, doc, default_out, default_alphas="0.5,0.05"):
+def run_sweep(argv, *, preset, prog, doc, default_out, default_alphas="0.5,0.05",
+              extra_runs=()):
     """Runs ``preset`` (overridden by ``argv``) once per ``--alphas`` value, then the table.
 
     Each alpha's run writes to ``--out``/alpha_<a>/ (the centralised upper bound, if the
     preset asks for it, only in the first: it does not depend on alpha); the table goes to
-    ``--out``/table.csv and ``--out``/summary.json. Returns the exit code.
+    ``--out``/table.csv and ``--out``/summary.json. ``extra_runs`` are (folder, title,
+    overrides) runs after the sweep (e.g. an ablation), each into ``--out``/folder with
+    the same flags. Returns the exit code.
     """
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--alphas", default=default_alphas)
@@ -68,4 +71,10 @@ def run_sweep(argv, *, preset, prog, doc, default_out, default_alphas="0.5,0.05"
           "the dev split where there is one)")
     print(table.to_string(float_format=lambda v: f"{v:.4f}", na_rep="-"))
     print(f"wrote {ours.out}/table.csv, summary.json and alpha_*/")
+    for folder, title, overrides in extra_runs:
+        print(f"\n=== {title} ===")
+        code = cli.run_main(rest, preset=dict(preset, **overrides,
+                                               out=os.path.join(ours.out, folder)), prog=prog)
+        if code:
+            return code
     return 0

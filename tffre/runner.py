@@ -41,8 +41,8 @@ from tffre.plots import plot_curves
 from tffre.runtime import peak_rss_mib, shutdown_workers
 
 METRIC_COLUMNS = ["algorithm", "round", "train_loss", "test_accuracy", "dev_accuracy",
-                  "test_f1", "dev_f1", "round_seconds", "bytes_broadcast", "bytes_uploaded", "local_train_loss",
-                  "num_examples", "num_excluded_clients", "clients"]
+                  "test_f1", "dev_f1", "round_seconds", "bytes_broadcast", "bytes_uploaded",
+                  "local_train_loss", "num_examples", "num_excluded_clients", "clients"]
 TIMING_COLUMNS = ("round_seconds",)
 OUTPUT_NAMES = ("metrics.csv", "summary.json", "curves.png", "checkpoints", "models", "per_class")
 
@@ -175,11 +175,8 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
     if checkpoint_every < 0:
         raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
     names = [registry.get_spec(n).name for n in algorithm_names]
-    if centralised is not None:
-        names.append(CENTRALISED)
     hparams = dict(hparams or {})
-    resolved = {n: registry.resolve_hparams(n, **algorithm_hparams(n, hparams))
-                for n in names if n != CENTRALISED}
+    resolved = {n: registry.resolve_hparams(n, **algorithm_hparams(n, hparams)) for n in names}
     sample_clients(data.client_ids, clients_per_round, seed, 1)  # fail early if too many
     prepare_out_dir(out_dir, resume=resume, overwrite=overwrite)
     csv_path = os.path.join(out_dir, "metrics.csv")
@@ -189,19 +186,15 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                "eval_every": eval_every, "algorithms": {}}
 
     old_rows = _read_rows(csv_path) if resume else []
-    start = {}
-    for name in names:
-        done = [r for a, r, _ in old_rows if a == name]
-        start[name] = max(done, default=0)
-    total = num_rounds * len([n for n in names if n != CENTRALISED]) + (
-        centralised["epochs"] if centralised is not None else 0)
+    # The centralised run (after the federated ones) is redone on resume unless it finished.
+    done_centralised = centralised is not None and centralised["epochs"] == max(
+        (r for a, r, _ in old_rows if a == CENTRALISED), default=0)
+    total = num_rounds * len(names) + (centralised["epochs"] if centralised is not None else 0)
     bar = tqdm(total=total, disable=not progress, unit="round", dynamic_ncols=True)
     states = {}
     try:
         # Decide, per algorithm, the round to continue from: its newest readable checkpoint.
         for name in names:
-            if name == CENTRALISED:
-                continue
             tf.keras.utils.set_random_seed(seed)
             process = algorithms.build_algorithm(
                 name, model_fn, loss=loss, input_spec=input_spec, metrics=metrics,
@@ -217,10 +210,7 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                 state = process.set_model_weights(state, pretrained_weights(model_fn,
                                                                             load_pretrained))
             states[name] = (process, checkpoints, state, done)
-        # Rows kept on resume: up to each algorithm's checkpoint; the centralised run is
-        # redone unless it finished.
-        done_centralised = centralised is not None and start.get(CENTRALISED, 0) == \
-            centralised["epochs"]
+        # Rows kept on resume: up to each algorithm's checkpoint, and a finished centralised run.
         kept = [raw for a, r, raw in old_rows if (a in states and r <= states[a][3])
                 or (a == CENTRALISED and done_centralised)]
         with open(csv_path, "w", newline="") as f:
@@ -229,18 +219,6 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
             writer.writerows(kept)
             f.flush()
             for name in names:
-                if name == CENTRALISED:
-                    summary["algorithms"][name] = {"epochs": centralised["epochs"]}
-                    if not done_centralised:
-                        run_centralised(data, model_fn, loss=loss, writer=writer, file=f,
-                                        batch_size=batch_size, seed=seed,
-                                        negative_label=negative_label,
-                                        load_pretrained=load_pretrained, bar=bar,
-                                        save_model=save_model, out_dir=out_dir,
-                                        class_names=class_names, **centralised)
-                    else:
-                        bar.update(centralised["epochs"])
-                    continue
                 process, checkpoints, state, done = states[name]
                 summary["algorithms"][name] = {"hparams": resolved[name]}
                 bar.update(done)
@@ -276,6 +254,17 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                     folder = os.path.join(out_dir, "models", name)
                     save_model(folder, evaluator.model, name, num_rounds)
                     summary["algorithms"][name]["model"] = os.path.relpath(folder, out_dir)
+            if centralised is not None:
+                summary["algorithms"][CENTRALISED] = {"epochs": centralised["epochs"]}
+                if done_centralised:
+                    bar.update(centralised["epochs"])
+                else:
+                    run_centralised(data, model_fn, loss=loss, writer=writer, file=f,
+                                    batch_size=batch_size, seed=seed,
+                                    negative_label=negative_label,
+                                    load_pretrained=load_pretrained, bar=bar,
+                                    save_model=save_model, out_dir=out_dir,
+                                    class_names=class_names, **centralised)
     finally:
         bar.close()
         summary["peak_rss_mib"] = peak_rss_mib()

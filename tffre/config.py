@@ -89,6 +89,14 @@ def positive_float(value):
     return number
 
 
+def fraction(value):
+    """A number in [0, 1)."""
+    number = non_negative_float(value)
+    if number >= 1:
+        raise ValueError(f"expected a number in [0, 1), got {value}")
+    return number
+
+
 def num_iters(value):
     """A cap on local steps: a whole number >= 1, or 0 / "none" for no cap (None)."""
     if value is None or str(value).strip().lower() in ("0", "none"):
@@ -200,7 +208,8 @@ OPTIONS = (
            algorithm=True),
     # Label-skew algorithms (FedCMC Table 2).
     Option("temperature", positive_float, None, "contrastive temperature: FedCMC Eq. 14 "
-           "(default 1, the paper's plain dot product), MOON (default 0.5)", algorithm=True),
+           "(default 1, the paper's plain dot product), MOON (default 0.5); FedED's teacher "
+           "temperature (Eq. 4, default 0.25)", algorithm=True),
     Option("con_reduction", choice("mean", "sum"), None, "FedCMC: reduce L_con over the batch "
            "by mean (default) or sum", algorithm=True),
     Option("vectors", choice("major", "minor", "random"), None, "FedCMC classifier vectors: "
@@ -213,6 +222,13 @@ OPTIONS = (
            "or proportional (the authors' FedRepo code)", algorithm=True),
     Option("calibration", non_negative_float, None, "FedLC: calibration tau (default 1)",
            algorithm=True),
+    Option("kl_weight", non_negative_float, None, "FedED: weight of KL(q || p) in the "
+           "server's loss (Eq. 6: 1)", algorithm=True),
+    Option("teacher", choice("probabilities", "logits"), None, "FedED: average the clients' "
+           "probabilities (Eq. 4-5 as printed, default) or their log-probabilities",
+           algorithm=True),
+    Option("upload_precision", choice("float32", "float16"), None, "FedED: the predictions' "
+           "upload type (default float32)", algorithm=True),
     Option("keep_optimizer_state", boolean, False,
            "keep the optimizer state (Adam moments) across rounds at the server",
            flag=True, algorithm=True),
@@ -264,8 +280,9 @@ OPTIONS = (
            "relation extraction: 128 word pieces)", datasets=("imcs",) + RE_DATASETS),
     Option("lstm_units", positive_int, 64, "LSTM width", datasets=("imcs",)),
     Option("bidirectional", boolean, False, "bidirectional LSTM", datasets=("imcs",), flag=True),
-    Option("freeze_embedding", boolean, False, "freeze the Word2Vec embedding",
-           datasets=("imcs",), flag=True),
+    Option("freeze_embedding", boolean, False, "freeze the embedding (imcs: the Word2Vec "
+           "vectors; relation extraction: the encoder's embedding layer, which then is "
+           "neither trained nor uploaded)", datasets=("imcs",) + RE_DATASETS, flag=True),
     # Relation extraction (tffre.models.re).
     Option("encoder", text, None, "a local Hugging Face encoder folder (config, tokenizer, "
            "weights; PyTorch safetensors work without torch); default all-MiniLM-L6-v2 from "
@@ -280,6 +297,11 @@ OPTIONS = (
            "(FedED's entity blinding)", datasets=RE_DATASETS, flag=True),
     Option("centralised", boolean, False, "also train the same model on the union of the "
            "clients' data (the upper bound)", datasets=RE_DATASETS, flag=True),
+    Option("server_fraction", fraction, 0.0, "hold out this seeded fraction of the training "
+           "examples as the server's labelled set D_v (FedED: 0.2); no client trains on it",
+           datasets=RE_DATASETS),
+    Option("server_data", text, None, "a file or folder (the dataset's format) whose "
+           "examples (train split) are the server's labelled set D_v", datasets=RE_DATASETS),
 )
 BY_NAME = {o.name: o for o in OPTIONS}
 ALGORITHM_OPTIONS = tuple(o.name for o in OPTIONS if o.algorithm)
@@ -300,9 +322,13 @@ def add_run_arguments(parser):
     parser.add_argument("--config", help="JSON or YAML file whose keys are these option names")
     for option in OPTIONS:
         scope = "" if option.datasets is None else f" [{'/'.join(option.datasets)}]"
-        if option.flag:
+        if option.flag and option.name.startswith("no_"):
             parser.add_argument(option.cli, action="store_true", default=argparse.SUPPRESS,
                                 help=option.help + scope)
+        elif option.flag:
+            # --x and --no-x: an example's preset may switch a flag on, the user off again.
+            parser.add_argument(option.cli, action=argparse.BooleanOptionalAction,
+                                default=argparse.SUPPRESS, help=option.help + scope)
         else:
             choices = getattr(option.parse, "choices", None)
             parser.add_argument(option.cli, type=_parser_type(option), default=argparse.SUPPRESS,
@@ -436,6 +462,15 @@ def check_relation_options(cfg):
         check_encoder_folder(cfg.encoder or default_encoder_dir(), weights=True)
     except EncoderFolderError as err:
         raise ConfigError(f"--encoder: {err}") from None
+    if cfg.server_data and not os.path.exists(cfg.server_data):
+        raise ConfigError(f"--server-data: no such file or folder: {cfg.server_data}")
+    if cfg.server_data and cfg.server_fraction:
+        raise ConfigError("give --server-data or --server-fraction, not both")
+    needs = [n for n in cfg.algorithm.split(",") if "server_data" in registry.valid_hparams(n)]
+    if needs and not (cfg.server_data or cfg.server_fraction):
+        raise ConfigError(f"{', '.join(registry.get_spec(n).name for n in needs)} needs the "
+                          f"server's labelled set D_v: give --server-fraction (FedED: 0.2) "
+                          f"or --server-data")
 
 
 def algorithm_hparams(cfg, name):

@@ -202,6 +202,14 @@ class Round:
         """Fresh Keras metrics to finalize summed values with (creates their variables)."""
         return [kind.from_config(config) for _, kind, config in self.metric_kinds]
 
+    def server_objects(self):
+        """What :meth:`update` builds variables for: the metrics to finalize and the definition's
+        server objects (:meth:`~tffre.algorithms.definition.Definition.server_objects`)."""
+        return collections.OrderedDict(
+            metrics=self.metric_objects(),
+            definition=self.definition.server_objects(self.trainer.model_fn,
+                                                      self.trainer.optimizer_fn))
+
     def finalize_metrics(self, sums, metrics):
         """Keras ``result()`` of each metric whose variables hold the clients' summed values."""
         out = collections.OrderedDict()
@@ -212,14 +220,16 @@ class Round:
                 out[name] = tf.identity(metric.result())
         return out
 
-    def update(self, state, aggregate, metrics=None):
+    def update(self, state, aggregate, objects=None):
         """The server step theta - lr * aggregate (Eq. 6 / Eq. 14), the definition's server work,
         and the round's metrics.
 
         A non-finite aggregate is not applied (as TFF's optimizer finalizer);
         the kept optimizer state is replaced only if some client counted.
-        ``metrics``: :meth:`metric_objects` to finalize with (built here if None).
+        ``objects``: :meth:`server_objects` (built here if None: the TFF executor
+        builds them inside its server computation).
         """
+        objects = objects or self.server_objects()
         model = state["model"]
         finite = tf.constant(True)
         trainable = list(model.trainable)
@@ -234,14 +244,14 @@ class Round:
                            zip(aggregate["optimizer_state"], state["optimizer_state"])]
         weights, extras = self.definition.server_update(
             ModelWeights(trainable=trainable, non_trainable=list(model.non_trainable)),
-            state["extras"], aggregate.get("extra"), model)
+            state["extras"], aggregate.get("extra"), model, objects=objects["definition"])
         new_state = collections.OrderedDict(model=weights, optimizer_state=optimizer_state,
                                             extras=extras)
         metrics = collections.OrderedDict(
             distributor=collections.OrderedDict(),
             client_work=collections.OrderedDict(
                 train=self.finalize_metrics(aggregate["metric_sums"],
-                                            metrics or self.metric_objects()),
+                                            objects["metrics"]),
                 num_excluded_clients=aggregate["excluded"]),
             aggregator=collections.OrderedDict(),
             finalizer=collections.OrderedDict(update_non_finite=tf.cast(

@@ -152,6 +152,12 @@ ALGORITHMS = {spec.name.lower(): spec for spec in (
                   (("restriction", 0.5), ("fedrs_form", "binary"))),
     AlgorithmSpec("FedLC", "tf_adam", "mean", "tffre.algorithms.fedlc:FedLC",
                   (("calibration", 1.0),)),
+    # FedED (ensemble distillation; clients upload predictions on the server's set D_v) and
+    # FedAtt with the same tf.keras Adam, its baseline beside FedAvgT (FedED Tables 3-5).
+    AlgorithmSpec("FedAttT", "tf_adam", "attention"),
+    AlgorithmSpec("FedED", "tf_adam", "mean", "tffre.algorithms.feded:FedED",
+                  (("temperature", 0.25), ("kl_weight", 1.0), ("teacher", "probabilities"),
+                   ("upload_precision", "float32"), ("server_data", None))),
 )}
 
 # Defaults from FLCMC Table 7; learning_rate defaults per optimizer (0.01 SGD, 0.001 Adam).

@@ -125,7 +125,7 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                    progress=True, title=None, checkpoint_every=5, resume=False, overwrite=False,
                    save_model=None, reference=None, load_pretrained=None, executor="auto",
                    max_parallel_clients=1, loop="while", negative_label=None, centralised=None,
-                   class_names=None):
+                   class_names=None, server_data=None):
     """Runs ``algorithm_names`` on ``data``; writes metrics, checkpoints, models, summary, plot.
 
     Args:
@@ -161,6 +161,8 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
         F1 (``test_f1``, ``dev_f1``; :func:`tffre.metrics.relation_f1`) and
         write each final model's per-class table to ``per_class/<algorithm>.csv``.
       class_names: the class names, for the per-class tables.
+      server_data: the server's labelled set D_v as (x, y) arrays, for the algorithms
+        that take it (FedED); batched by ``batch_size``.
       centralised: optional {"epochs": E, "optimizer_fn": no-arg callable}:
         also train the same model on the union of the clients' training data
         (the upper bound), written as algorithm "Centralised", one row per epoch.
@@ -178,6 +180,12 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
     hparams = dict(hparams or {})
     resolved = {n: registry.resolve_hparams(n, **algorithm_hparams(n, hparams)) for n in names}
     sample_clients(data.client_ids, clients_per_round, seed, 1)  # fail early if too many
+    needs_server = [n for n in names if "server_data" in registry.valid_hparams(n)]
+    if needs_server and server_data is None:
+        raise ValueError(f"{', '.join(needs_server)} needs the server's labelled set D_v "
+                         f"(--server-fraction or --server-data)")
+    for name in needs_server:
+        resolved[name]["server_data"] = f"{len(server_data[1])} examples"
     prepare_out_dir(out_dir, resume=resume, overwrite=overwrite)
     csv_path = os.path.join(out_dir, "metrics.csv")
     input_spec = data.element_spec()
@@ -196,10 +204,12 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
         # Decide, per algorithm, the round to continue from: its newest readable checkpoint.
         for name in names:
             tf.keras.utils.set_random_seed(seed)
+            extra = {"server_data": tf.data.Dataset.from_tensor_slices(
+                server_data).batch(batch_size)} if name in needs_server else {}
             process = algorithms.build_algorithm(
                 name, model_fn, loss=loss, input_spec=input_spec, metrics=metrics,
                 executor=executor, max_parallel_clients=max_parallel_clients, loop=loop,
-                **algorithm_hparams(name, hparams))
+                **algorithm_hparams(name, hparams), **extra)
             checkpoints = Checkpoints(os.path.join(out_dir, "checkpoints", name))
             state, done = process.initialize(), 0
             if resume:
@@ -339,6 +349,7 @@ def run_centralised(data, model_fn, *, loss, writer, file, epochs, optimizer_fn,
     from tffre.evaluation import main_output
 
     @tf.function
+    @tf.autograph.experimental.do_not_convert   # no Python control flow; spares a warning
     def step(x, y):
         with tf.GradientTape() as tape:
             batch_loss = tf.add_n([loss(y, main_output(model(x, training=True)))] + model.losses)

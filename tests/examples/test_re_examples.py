@@ -61,3 +61,27 @@ def test_re_label_skew_runs_the_grid_and_the_ablation(tmp_path, encoder):
     up = {n: s["bytes_uploaded_per_round"] for n, s in summary["algorithms"].items()}
     # FedCMC uploads FedAvg's delta plus C per-class scores (4 bytes each), per client.
     assert up["FedCMC"] - up["FedAvgT"] == 4 * len(summary["labels"]) * 4
+
+
+def test_re_distillation_prints_the_feded_tables(tmp_path, encoder):
+    out = tmp_path / "distil"
+    proc = example("re_distillation.py", *SHORT, "--clients", "10", "--encoder", encoder,
+                   "--encoder-layers", "1", "--grid", "4x1,8x1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    prf = pd.read_csv(out / "table_prf.csv", index_col="row")
+    assert list(prf.index) == ["FedAvgT", "FedAttT", "FedED", "Centralised"]
+    assert prf.loc["FedED", "paper F1"] == pytest.approx(0.7509)          # FedED Table 5
+    per_class = pd.read_csv(out / "table_per_class.csv", index_col="row")
+    assert "TrNAP" in per_class.index and per_class.loc["TrNAP", "paper FedED"] == \
+        pytest.approx(0.5616)
+    upload = pd.read_csv(out / "table_upload.csv", index_col="row")
+    # |D_v| = 20% of the sample's 568 training pairs, 9 classes, float32, plus scalars.
+    assert upload.loc["FedED", "upload B"] == 114 * 9 * 4 + 4 + 8 + 16 + 4
+    # The others upload their (here tiny) model's delta; FedED never does.
+    assert upload.loc["FedAvgT", "upload B"] > upload.loc["FedED", "upload B"]
+    rounds = pd.read_csv(out / "table_rounds.csv", index_col="row")
+    assert list(rounds.index) == ["B=4 E=1", "B=8 E=1"]
+    assert rounds.loc["B=8 E=1", "paper FedED"] == 20                      # FedED Table 8
+    summary = json.loads((out / "B4_E1" / "summary.json").read_text())
+    assert summary["config"]["blind_entities"] and summary["representation"] == "cls_entities"
+    assert summary["clients_per_round"] == 1                               # C = 0.1 of 10

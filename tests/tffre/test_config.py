@@ -142,3 +142,26 @@ def test_argument_errors_are_one_fast_line(tmp_path, args, message):
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert seconds < 2.0
     assert not (tmp_path / "x").exists()    # nothing created before the checks pass
+
+
+def test_a_flag_a_preset_switches_on_can_be_switched_off(tmp_path):
+    import argparse
+    parser = argparse.ArgumentParser()
+    config.add_run_arguments(parser)
+    given = vars(parser.parse_args(["--dataset", "i2b2", "--no-freeze-embedding"]))
+    given.pop("config")
+    cfg = resolve(tmp_path, preset={"freeze_embedding": True, "centralised": True}, **given)
+    assert cfg.freeze_embedding is False and cfg.centralised is True
+    assert "freeze_embedding" not in vars(parser.parse_args([]))   # unset: the preset decides
+
+
+def test_feded_needs_a_server_set(tmp_path):
+    with pytest.raises(config.ConfigError, match="give --server-fraction"):
+        resolve(tmp_path, dataset="i2b2", algorithm="fedavgt,feded")
+    with pytest.raises(config.ConfigError, match="not both"):
+        resolve(tmp_path, dataset="i2b2", algorithm="feded", server_fraction=0.2,
+                server_data=str(tmp_path))
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        config.BY_NAME["server_fraction"].parse("1")
+    cfg = resolve(tmp_path, dataset="i2b2", algorithm="feded", server_fraction=0.2)
+    assert cfg.server_fraction == 0.2

@@ -25,7 +25,9 @@ The parts, each a method or attribute with a working default (FedAvg's):
    accumulator (``client``, ``zero``, ``accumulate``, ``merge``, ``report``),
    so the round stays one ``tff.federated_aggregate``.
 5. **server work** (:meth:`Definition.server_update`): what the server does
-   after aggregating (FedED's distillation, FedCMC's new major vectors).
+   after aggregating (FedED's distillation, FedCMC's new major vectors). Work
+   that trains needs its own model and optimizer: :meth:`Definition.server_objects`
+   builds them once per executor and hands them to ``server_update``.
 6. **per-client state** (:meth:`Definition.initial_client_state`,
    :meth:`Definition.next_client_state`): tensors a client keeps between
    rounds (MOON's and FedLCC's previous local model). TFF has no primitive
@@ -191,13 +193,24 @@ class Definition:
 
     # --- part 5: server work ---
 
-    def server_update(self, model_weights, extras, aggregate, previous_weights):
+    def server_objects(self, make_model, make_optimizer):
+        """Objects the server work needs (e.g. a model and an optimizer to train), or None.
+
+        ``make_model()`` returns a fresh :class:`tffre.client_model.ClientModel`
+        and ``make_optimizer()`` a fresh optimizer of the row's local kind. The
+        local executor calls this once, outside ``tf.function``; the TFF
+        executor inside its server computation. Default: None.
+        """
+        return None
+
+    def server_update(self, model_weights, extras, aggregate, previous_weights, objects=None):
         """The server's work after aggregation: returns (model weights, extras).
 
         ``model_weights`` already has the aggregated model step applied
         (when the model is uploaded); ``previous_weights`` are the round's
         broadcast weights theta_t; ``aggregate`` is the report of the extra
-        uploads (None without any). Default: both unchanged.
+        uploads (None without any); ``objects`` is :meth:`server_objects`'
+        result. Default: both unchanged.
         """
         return model_weights, extras
 

@@ -360,7 +360,7 @@ class FedCMC(Definition):
 
     # --- part 5: server work ---
 
-    def server_update(self, model_weights, extras, aggregate, previous_weights):
+    def server_update(self, model_weights, extras, aggregate, previous_weights, objects=None):
         """Eq. 13: Θ̂_c = Θ^L_{t,c} - (Θ^L_t - Θ^L_{k*})_c = Θ^L_{k*,c}.
 
         A class no counted client supplied keeps its Θ̂_c.

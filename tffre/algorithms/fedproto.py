@@ -81,7 +81,7 @@ class FedProtoAvg(Definition):
     def upload_aggregator(self, spec):
         return StructSum(spec)
 
-    def server_update(self, model_weights, extras, aggregate, previous_weights):
+    def server_update(self, model_weights, extras, aggregate, previous_weights, objects=None):
         counts = aggregate["counts"]
         seen = counts > 0
         mean = aggregate["sums"] / tf.maximum(counts, 1.0)[:, None]

@@ -94,9 +94,9 @@ class LocalExecutor:
         self._zero = tf.function(round_.zero)
         self._accumulate = tf.function(round_.accumulate)
         self._report = tf.function(round_.report)
-        metrics = round_.metric_objects()   # built once, outside tf.function
+        objects = round_.server_objects()   # built once, outside tf.function
         self._update = tf.function(lambda state, aggregate: round_.update(state, aggregate,
-                                                                          metrics))
+                                                                          objects))
 
     def initialize(self):
         """The server state: the first slot's freshly built model weights."""

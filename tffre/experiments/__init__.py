@@ -40,6 +40,8 @@ class Job:
     load_pretrained: Optional[Callable[[Any], None]] = None
     # Index of the "no relation" class: the run reports relation F1 (tffre.metrics).
     negative_label: Optional[int] = None
+    # The server's labelled set D_v as (x, y) arrays (FedED), held out of the clients' data.
+    server_data: Any = None
 
 
 def prepare(cfg):
@@ -79,7 +81,8 @@ def run(cfg):
     if job.write_extras is not None:
         job.write_extras(cfg.out)
     names = cfg.algorithm.split(",")   # registry spellings (tffre.config.algorithm_list)
-    table, reference = paper_tables.reference(cfg.dataset, cfg.model, alpha=cfg.alpha)
+    table, reference = paper_tables.reference(cfg.dataset, cfg.model, alpha=cfg.alpha,
+                                              algorithms=names)
 
     def save_model(folder, model, name, round_num):
         bundle.save_bundle(folder, model, label_names=job.label_names, encoder=job.encoder,
@@ -100,7 +103,7 @@ def run(cfg):
             max_parallel_clients=cfg.max_parallel_clients, loop=cfg.loop,
             reference={n: reference[n] for n in names if n in reference},
             negative_label=job.negative_label, centralised=centralised_setting(cfg, names),
-            class_names=job.label_names)
+            class_names=job.label_names, server_data=job.server_data)
     summary.update(job.info, config=config_lib.persistent_values(cfg), paper_table=table,
                    wall_seconds=round(time.perf_counter() - start, 1))
     write_json(os.path.join(cfg.out, "summary.json"), summary)

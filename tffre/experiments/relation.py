@@ -53,6 +53,37 @@ def split_examples(examples, seed):
     return splits
 
 
+def server_split(cfg, splits, labels):
+    """The server's labelled set D_v (FedED section 3.1) as (DataFrame, description), or (None, None).
+
+    ``--server-data`` reads it from a file or folder of the dataset's format
+    (its train split, or all of it); ``--server-fraction f`` moves a seeded
+    fraction f of ``splits["train"]`` there, so that no client trains on it
+    (FedED: "We random sample 20% of training data for validation").
+    """
+    from tffre.data.re import load_re
+    if cfg.server_data:
+        examples, server_labels = load_re(cfg.dataset, cfg.server_data)
+        unknown = sorted(set(examples["label"]) - set(labels))
+        if unknown:
+            raise ValueError(f"{cfg.server_data}: label(s) {', '.join(map(str, unknown))} are "
+                             f"not among the training labels")
+        if "split" in examples:
+            examples = examples[examples["split"] == "train"].drop(columns="split")
+        return examples.reset_index(drop=True), cfg.server_data
+    if not cfg.server_fraction:
+        return None, None
+    train = splits["train"]
+    order = np.random.RandomState([cfg.seed, 11]).permutation(len(train))
+    cut = int(round(len(train) * cfg.server_fraction))
+    if cut < 1 or cut >= len(train):
+        raise ValueError(f"--server-fraction {cfg.server_fraction} of {len(train)} training "
+                         f"examples leaves no server set or no client data")
+    splits["train"] = train.iloc[np.sort(order[cut:])].reset_index(drop=True)
+    return (train.iloc[np.sort(order[:cut])].reset_index(drop=True),
+            f"{cfg.server_fraction:.0%} of the training examples (seeded)")
+
+
 def prepare(cfg):
     """Loads, tokenizes and splits the relation set of ``cfg``; returns the :class:`Job`."""
     import tensorflow as tf
@@ -72,6 +103,7 @@ def prepare(cfg):
         blind_entities=cfg.blind_entities,
         entity_types=RETokenizer.entity_types_of(splits["train"]))
     index = {label: i for i, label in enumerate(labels)}
+    server_df, server_source = server_split(cfg, splits, labels)
     arrays = {name: (tokenizer.encode(df), df["label"].map(index).to_numpy(np.int32))
               for name, df in splits.items()}
     y_train = arrays["train"][1]
@@ -99,6 +131,8 @@ def prepare(cfg):
             "tokenizer": dict(tokenizer.stats),
             "train_examples": int(len(y_train)), "test_examples": int(len(y_test)),
             "dev_split": "dev" if "dev" in arrays else None,
+            "server_examples": 0 if server_df is None else int(len(server_df)),
+            "server_data": server_source,
             "majority_class_test_accuracy": float(np.mean(y_test == np.bincount(y_train).argmax())),
             # Guessing the negative class finds no relation: its F1 is 0 by definition.
             "majority_class_test_f1": 0.0}
@@ -106,7 +140,7 @@ def prepare(cfg):
           f"examples, {len(labels)} labels; tokenizer {tokenizer.stats}")
     print(format_label_mix(mix))
     config = config_for(tokenizer, encoder_dir, len(labels), representation=cfg.representation,
-                        num_layers=cfg.encoder_layers)
+                        num_layers=cfg.encoder_layers, freeze_embeddings=cfg.freeze_embedding)
 
     def model_fn():
         return build_re_model(config)
@@ -120,4 +154,6 @@ def prepare(cfg):
                title=f"{data.name}, {os.path.basename(os.path.normpath(encoder_dir))}",
                label_names=labels, encoder=tokenizer, info=info, write_extras=write_extras,
                load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
-               negative_label=0)
+               negative_label=0,
+               server_data=None if server_df is None else (
+                   tokenizer.encode(server_df), server_df["label"].map(index).to_numpy(np.int32)))

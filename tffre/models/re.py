@@ -78,6 +78,10 @@ class REModelConfig:
       num_layers: keep only the encoder's first ``num_layers`` transformer layers (a
         smaller, faster model; the pretrained weights of those layers are loaded); None
         keeps them all.
+      freeze_embeddings: freeze the encoder's embedding layer (word, position and type
+        embeddings and their LayerNorm). Their gradients and uploads vanish: with
+        all-MiniLM-L6-v2 cut to 2 layers, 3.6M trainable parameters instead of 15.5M, and
+        a local step about half as long on a CPU. The added markers keep their random rows.
     """
 
     encoder_dir: str
@@ -88,6 +92,7 @@ class REModelConfig:
     dropout: float = 0.1
     blind_entities: bool = False
     num_layers: Optional[int] = None
+    freeze_embeddings: bool = False
 
     def __post_init__(self):
         self.encoder_dir = os.fspath(self.encoder_dir)
@@ -104,6 +109,7 @@ class REModelConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         self.dropout = float(self.dropout)
         self.blind_entities = bool(self.blind_entities)
+        self.freeze_embeddings = bool(self.freeze_embeddings)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -182,7 +188,8 @@ def build_re_model(config):
     ``[batch, 4, max_length]`` and the output dict ``{"features", "logits"}``.
     Its layers: "encoder" (the ``TFAutoModel`` of the encoder's config, token
     embeddings sized ``vocab_size``; BERT's pooler, unused here, is frozen so
-    it gets no missing gradients), "features", "dropout", "classifier".
+    it gets no missing gradients; with ``freeze_embeddings`` its embedding layer is
+    frozen too), "features", "dropout", "classifier".
     """
     from transformers import TFAutoModel
 
@@ -191,6 +198,8 @@ def build_re_model(config):
     main = getattr(encoder, getattr(encoder, "base_model_prefix", ""), None)
     if getattr(main, "pooler", None) is not None:
         main.pooler.trainable = False
+    if config.freeze_embeddings:
+        encoder.get_input_embeddings().trainable = False
 
     inputs = tf.keras.Input((4, config.max_length), dtype=tf.int32, name="inputs")
     hidden = encoder(input_ids=inputs[:, 0], attention_mask=inputs[:, 1]).last_hidden_state
@@ -284,7 +293,7 @@ def load_pretrained_encoder(model, encoder_dir):
 
 
 def config_for(tokenizer, encoder_dir, num_labels, *, representation="entity_sum", dropout=0.1,
-               num_layers=None):
+               num_layers=None, freeze_embeddings=False):
     """The :class:`REModelConfig` of a model that takes ``tokenizer``'s packed inputs.
 
     The embedding gets ``max(len(tokenizer), encoder vocab)`` rows, so the
@@ -295,7 +304,8 @@ def config_for(tokenizer, encoder_dir, num_labels, *, representation="entity_sum
     return REModelConfig(encoder_dir=encoder_dir, num_labels=num_labels,
                          max_length=tokenizer.max_length, representation=representation,
                          vocab_size=max(tokenizer.vocab_size, base_vocab), dropout=dropout,
-                         blind_entities=tokenizer.blind_entities, num_layers=num_layers)
+                         blind_entities=tokenizer.blind_entities, num_layers=num_layers,
+                         freeze_embeddings=freeze_embeddings)
 
 
 def from_pretrained(encoder_dir, num_labels, *, max_length=128,

@@ -30,6 +30,9 @@ def hparams_for(name, **extra):
     hp = {"learning_rate": 0.05, "num_epochs": 2, "num_iters": 5, **extra}
     valid = registry.valid_hparams(name)
     hp.update({k: v for k, v in {"mu": 0.3, "stepsize": 1.5}.items() if k in valid})
+    if "server_data" in valid:   # FedED: the server's labelled set
+        hp["server_data"] = tf.data.Dataset.from_tensor_slices(
+            client_arrays([7], seed=30)[0]).batch(3)
     return hp
 
 
@@ -54,6 +57,10 @@ def assert_same(a, b, atol=1e-5):
 @pytest.mark.parametrize("keep", [False, True])
 @pytest.mark.parametrize("name", NAMES)
 def test_every_algorithm_lowers_to_map_reduce_form(name, keep, loss):
+    if keep and not registry.get_spec(name).load_definition().uploads_model:
+        with pytest.raises(ValueError, match="uploads the model"):   # no state to keep (FedED)
+            build(name, loss, executor="tff", **hparams_for(name, keep_optimizer_state=keep))
+        return
     process = build(name, loss, executor="tff", **hparams_for(name, keep_optimizer_state=keep))
     if process.stateful:   # the documented exception: per-client state has no MapReduceForm
         assert process.tff_process is None

@@ -214,3 +214,31 @@ def test_gad_sample_runs_with_binary_f1(tmp_path, encoder):
     assert micro["f1"] == pytest.approx(row_1["f1"])     # binary: micro = the positive class
     metrics = pd.read_csv(out / "metrics.csv")
     assert metrics["test_f1"].iloc[-1] == pytest.approx(row_1["f1"])
+
+
+def test_feded_run_holds_out_the_server_set(tmp_path, encoder, data_dir):
+    """--server-fraction moves a seeded 20% of train to D_v, for every algorithm; FedED's
+    upload is its predictions on D_v (bytes from the types), its broadcast D_v's inputs."""
+    out = tmp_path / "feded"
+    args = ["run", "--dataset", "jsonl", "--data", data_dir, "--encoder", encoder,
+            "--algorithm", "fedavgt,feded", "--clients", "4", "--clients-per-round", "2",
+            "--num-rounds", "2", "--num-iters", "2", "--max-len", "32", "--executor", "local",
+            "--representation", "cls_entities", "--blind-entities", "--server-fraction", "0.2",
+            "--no-progress", "--out", str(out)]
+    proc = run_cli(*args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["server_examples"] == 8 and summary["train_examples"] == 32   # 40 train
+    labels = len(summary["labels"])
+    algos = summary["algorithms"]
+    assert algos["FedED"]["hparams"]["server_data"] == "8 examples"
+    # Per client: [8, C] float32 predictions + weight, metrics (2 floats, 2 int64), excluded.
+    assert algos["FedED"]["bytes_uploaded_per_round"] == 2 * (8 * labels * 4 + 4 + 8 + 16 + 4)
+    # Broadcast: FedAvgT's model, plus D_v's packed inputs [8, 4, 32] int32.
+    assert (algos["FedED"]["bytes_broadcast_per_round"]
+            - algos["FedAvgT"]["bytes_broadcast_per_round"]) == 2 * 8 * 4 * 32 * 4
+    # FedED without a server set: one line, before anything is written.
+    bad = run_cli(*[a for a in args if a not in ("--server-fraction", "0.2")][:-1],
+                  str(tmp_path / "none"))
+    assert bad.returncode == 2 and "give --server-fraction" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "none").exists()

@@ -231,3 +231,29 @@ def test_num_layers_keeps_the_first_pretrained_layers(tmp_path):
     np.testing.assert_array_equal(got.numpy(), want[key])
     with pytest.raises(ValueError, match="exceeds the encoder's 2 layers"):
         build_re_model(REModelConfig(folder, num_labels=3, max_length=16, num_layers=3))
+
+
+def test_freeze_embeddings_keeps_the_embedding_layer_fixed(tf_folder, tokenizer, packed):
+    """Frozen: the embedding layer's variables are non-trainable (so neither trained nor
+    uploaded), a training step leaves them as they are, and the layers above still learn."""
+    model = build_re_model(config(tf_folder[0], tokenizer, freeze_embeddings=True))
+    load_pretrained_encoder(model, tf_folder[0])
+    trainable = {v.name for v in model.trainable_variables}
+    frozen = [v for v in model.non_trainable_variables if "pooler" not in v.name]
+    assert frozen and all("embeddings" in v.name for v in frozen)
+    assert not any("embeddings" in name for name in trainable)
+    full = build_re_model(config(tf_folder[0], tokenizer))
+    assert len(full.trainable_variables) == len(model.trainable_variables) + len(frozen)
+    before = [v.numpy() for v in frozen]
+    query = next(v for v in model.trainable_variables if "query/kernel" in v.name)
+    query_before = query.numpy()
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    with tf.GradientTape() as tape:
+        loss = loss_fn(np.array([0, 1, 2]), model(packed, training=True)["logits"])
+    grads = tape.gradient(loss, model.trainable_variables)
+    tf.keras.optimizers.SGD(0.5).apply_gradients(zip(grads, model.trainable_variables))
+    for v, b in zip(frozen, before):
+        np.testing.assert_array_equal(v.numpy(), b)
+    assert not np.allclose(query.numpy(), query_before)
+    assert REModelConfig.from_dict(config(tf_folder[0], tokenizer, freeze_embeddings=True)
+                                   .to_dict()).freeze_embeddings is True

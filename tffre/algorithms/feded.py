@@ -1,0 +1,214 @@
+"""FedED (FedED section 3.3, Algorithm 1): clients upload only predictions; the server distils.
+
+The server holds a labelled set D_v (``server_data``). Each round:
+
+1. **Clients** start from Θ_t, train E epochs with cross-entropy (Eq. 3; the
+   default objective) and upload **only their class probabilities on D_v**,
+   ``[|D_v|, C]`` (float32, or float16 with ``upload_precision="float16"``),
+   with a scalar weight: 1, or 0 for a client whose predictions are not
+   finite (it is excluded and counted in ``num_excluded_clients``).
+   No weights leave a client (``uploads_model = False``).
+2. **The server** averages them, z = (1/|J|) Σ_j p(y|s, Θ_j) (Eq. 5), softens
+   them, q = softmax(z/τ) (Eq. 4), and takes one pass over D_v from Θ_t,
+   minimising (1/|D_v|) Σ_i [−log p(y_i|s_i) + λ·KL(q_i ‖ p_i)] (Eq. 6; λ =
+   ``kl_weight``, 1 in the paper), with a fresh optimizer of the row's kind
+   and the row's learning rate (Algorithm 1 uses the same η). The result is
+   Θ_{t+1}.
+
+Choices the paper leaves open (hyperparameters):
+
+* ``temperature`` τ: the paper gives none. Eq. 4-5 apply the softmax to the
+  *averaged probabilities*, which lie in [0, 1]: with τ = 1 the teacher is
+  nearly uniform (its largest and smallest entries differ by at most a factor
+  e). The default τ = 0.25 keeps it about as sharp as the averaged
+  probabilities themselves (a confident 0.9 stays about 0.8 with nine classes).
+* ``teacher``: "probabilities" (the default, Eq. 4-5 as printed) or "logits":
+  clients upload log-probabilities, the server averages those and softens them
+  (Hinton et al.'s softened ensemble logits; use τ of 1 to 4 with it). The
+  upload has the same type either way.
+* The server pass keeps D_v's order and the batch size of ``server_data``'s
+  batches; a round in which no client counted leaves Θ unchanged.
+
+**What the clients receive.** The clients need D_v's *inputs* to predict on
+it (not its labels). They are a server extra, ``server_x``, broadcast with
+the model every round, so they are counted in ``bytes_broadcast`` (a
+deployment would send them once). D_v must therefore be data the server may
+share: public, or its own. The labels stay at the server (a constant of the
+server computation). The predictions are still a channel about each client's
+data (a model trained on few records can reveal them through its outputs),
+so FedED lowers the traffic, not the need for care.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+
+from tffre.algorithms.definition import Definition, WeightedStructMean
+from tffre.client_work import carried_optimizer_variables
+
+TEACHERS = ("probabilities", "logits")
+PRECISIONS = ("float32", "float16")
+
+
+def teacher_distribution(mean_prediction, temperature, teacher="probabilities"):
+    """q of Eq. 4 from the clients' averaged predictions z (Eq. 5): softmax(z / τ).
+
+    With ``teacher="probabilities"`` z averages probabilities (the paper's
+    literal form); with "logits" it averages log-probabilities.
+    """
+    del teacher   # the same softmax; what z averages is decided by the clients' uploads
+    return tf.nn.softmax(tf.cast(mean_prediction, tf.float32) / temperature, axis=-1)
+
+
+def distillation_loss(y, logits, q, kl_weight=1.0):
+    """Eq. 6 on a batch: mean_i [−log p(y_i|s_i) + kl_weight · KL(q_i ‖ p_i)], p = softmax(logits)."""
+    log_p = tf.nn.log_softmax(logits, axis=-1)
+    y = tf.cast(tf.reshape(y, [-1]), tf.int32)
+    ce = -tf.gather(log_p, y, axis=1, batch_dims=1)
+    q = tf.cast(q, log_p.dtype)
+    # 0 · log 0 = 0: entries where q is 0 add nothing.
+    kl = tf.reduce_sum(tf.math.multiply_no_nan(tf.math.log(q) - log_p, q), axis=-1)
+    return tf.reduce_mean(ce + kl_weight * kl)
+
+
+class TeacherMean(WeightedStructMean):
+    """Eq. 5's unweighted mean over the counted clients, and how many counted.
+
+    A client uploads {value: its predictions, weight: 1} (0 when excluded).
+    The report is {mean: z, clients: the number of clients averaged}.
+    """
+
+    def client(self, value, weight):
+        return super().client(value, tf.cast(weight > 0, tf.float32))
+
+    def report(self, acc):
+        return collections.OrderedDict(mean=super().report(acc), clients=acc["weight"])
+
+
+def log_probabilities(model, outputs):
+    """log p(y|s) from a ClientModel's outputs: log-softmax of logits, or the log of a
+    probability output (a model whose loss has ``from_logits=False``)."""
+    main = tf.cast(model.main_output(outputs), tf.float32)
+    from_logits = getattr(model.loss_fn, "get_config", dict)().get("from_logits", True)
+    if from_logits:
+        return tf.nn.log_softmax(main, axis=-1)
+    return tf.math.log(tf.clip_by_value(main, 1e-7, 1.0))
+
+
+def _server_arrays(server_data):
+    """(x, y) numpy arrays of a dataset of (x, y) batches, an (x, y) pair, and its batch size."""
+    if server_data is None:
+        raise ValueError("FedED needs server_data: the server's labelled set D_v, a "
+                         "tf.data.Dataset of (x, y) batches (the command line: "
+                         "--server-fraction or --server-data)")
+    if isinstance(server_data, tf.data.Dataset):
+        xs, ys = [], []
+        for batch in server_data:
+            x, y = (batch["x"], batch["y"]) if isinstance(batch, dict) else batch
+            xs.append(np.asarray(x))
+            ys.append(np.asarray(y))
+        if not xs:
+            raise ValueError("FedED: server_data is empty")
+        return np.concatenate(xs), np.concatenate(ys).reshape(-1), len(ys[0])
+    x, y = server_data
+    return np.asarray(x), np.asarray(y).reshape(-1), 32
+
+
+class FedED(Definition):
+    """FedED's parts: no model upload, predictions on D_v up, distillation at the server.
+
+    Hyperparameters: ``server_data`` (required), ``temperature`` (τ, 0.25),
+    ``kl_weight`` (1), ``teacher`` ("probabilities" | "logits"),
+    ``upload_precision`` ("float32" | "float16").
+    """
+
+    uploads_model = False
+
+    def __init__(self, hparams):
+        super().__init__(hparams)
+        hp = self.hparams
+        if hp["teacher"] not in TEACHERS:
+            raise ValueError(f"teacher must be one of {', '.join(TEACHERS)}, "
+                             f"got {hp['teacher']!r}")
+        if hp["upload_precision"] not in PRECISIONS:
+            raise ValueError(f"upload_precision must be one of {', '.join(PRECISIONS)}, "
+                             f"got {hp['upload_precision']!r}")
+        if not float(hp["temperature"]) > 0:
+            raise ValueError(f"temperature must be > 0, got {hp['temperature']}")
+        if not float(hp["kl_weight"]) >= 0:
+            raise ValueError(f"kl_weight must be >= 0, got {hp['kl_weight']}")
+        self.server_x, self.server_y, self.server_batch_size = _server_arrays(hp["server_data"])
+        if len(self.server_x) != len(self.server_y) or not len(self.server_y):
+            raise ValueError(f"FedED: server_data has {len(self.server_x)} inputs and "
+                             f"{len(self.server_y)} labels")
+        # The description replaces the dataset in the resolved hyperparameters (summaries).
+        self.hparams["server_data"] = f"{len(self.server_y)} examples"
+
+    # --- part 2: server extras: D_v's inputs, broadcast so that clients can predict on them ---
+
+    def initial_extras(self, model):
+        return collections.OrderedDict(server_x=self.server_x)
+
+    # --- part 4: the upload: predictions on D_v only ---
+
+    def predict(self, model, x):
+        """[|D_v|, C] probabilities (log-probabilities for the "logits" teacher), in chunks."""
+        n = int(x.shape[0])
+        chunk = min(self.server_batch_size, n)
+        pad = (-n) % chunk
+        padded = tf.concat([x, tf.zeros([pad] + x.shape[1:].as_list(), x.dtype)], 0) \
+            if pad else x
+        chunks = tf.reshape(padded, [-1, chunk] + x.shape[1:].as_list())
+        log_p = tf.map_fn(
+            lambda c: log_probabilities(model, model.outputs(c, training=False)),
+            chunks, fn_output_signature=tf.float32)
+        log_p = tf.reshape(log_p, [n + pad, -1])[:n]
+        out = log_p if self.hparams["teacher"] == "logits" else tf.exp(log_p)
+        return tf.cast(out, self.hparams["upload_precision"])
+
+    def client_upload(self, ctx):
+        return self.predict(ctx.model, ctx.extras["server_x"])
+
+    def upload_aggregator(self, spec):
+        return TeacherMean(spec)
+
+    # --- part 5: the server distils the ensemble into Θ_t ---
+
+    def server_objects(self, make_model, make_optimizer):
+        model = make_model()
+        optimizer = make_optimizer()
+        optimizer.build(model.trainable_variables)
+        return collections.OrderedDict(model=model, optimizer=optimizer,
+                                       carried=carried_optimizer_variables(optimizer))
+
+    def server_update(self, model_weights, extras, aggregate, previous_weights, objects=None):
+        model, optimizer = objects["model"], objects["optimizer"]
+        q = teacher_distribution(aggregate["mean"], self.hparams["temperature"],
+                                 self.hparams["teacher"])
+
+        @tf.function
+        def distil():
+            tf.nest.map_structure(lambda v, t: v.assign(t), model.weights(), model_weights)
+            for var in objects["carried"]:   # a fresh optimizer each round
+                var.assign(tf.zeros_like(var))
+            data = tf.data.Dataset.from_tensor_slices(
+                (extras["server_x"], tf.constant(self.server_y), q)).batch(
+                    self.server_batch_size)
+
+            def step(n, batch):
+                x, y, q_batch = batch
+                trainable = model.trainable_variables
+                with tf.GradientTape() as tape:
+                    log_p = log_probabilities(model, model.outputs(x, training=True))
+                    loss = distillation_loss(y, log_p, q_batch, self.hparams["kl_weight"])
+                optimizer.apply_gradients(zip(tape.gradient(loss, trainable), trainable))
+                return n + 1
+            steps = data.reduce(tf.constant(0), step)
+            with tf.control_dependencies([steps]):
+                return tf.nest.map_structure(tf.identity, model.weights())
+        distilled = distil()
+        counted = aggregate["clients"] > 0   # no teacher this round: keep Θ_t
+        weights = tf.nest.map_structure(lambda new, old: tf.where(counted, new, old),
+                                        distilled, model_weights)
+        return weights, extras

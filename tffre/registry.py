@@ -155,6 +155,9 @@ ALGORITHMS = {spec.name.lower(): spec for spec in (
     # FedED (ensemble distillation; clients upload predictions on the server's set D_v) and
     # FedAtt with the same tf.keras Adam, its baseline beside FedAvgT (FedED Tables 3-5).
     AlgorithmSpec("FedAttT", "tf_adam", "attention"),
+    # FedCB: a frozen classifier from text embeddings of the class concepts (a model of
+    # tffre.algorithms.fedcb.build_fedcb_model); FedAvg of the extractor and projection.
+    AlgorithmSpec("FedCB", "tf_adam", "mean", "tffre.algorithms.fedcb:FedCB"),
     AlgorithmSpec("FedED", "tf_adam", "mean", "tffre.algorithms.feded:FedED",
                   (("temperature", 0.25), ("kl_weight", 1.0), ("teacher", "probabilities"),
                    ("upload_precision", "float32"), ("server_data", None))),

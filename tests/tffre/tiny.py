@@ -64,3 +64,16 @@ def tiny_named_model():
 
 
 NAMED_LOSS = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def tiny_fedcb_model(use_variance=True, tau=2.0):
+    """``tiny_model``'s hidden layer as the extractor of a FedCB model over fixed Gaussian
+    class distributions (mu, var of a seeded draw), with named outputs."""
+    from tffre.algorithms.fedcb import build_fedcb_model, class_distributions
+    inputs = tf.keras.Input((NUM_FEATURES,))
+    hidden = tf.keras.layers.Dense(
+        5, activation="tanh", kernel_initializer=tf.keras.initializers.GlorotUniform(seed=1))(inputs)
+    extractor = tf.keras.Model(inputs, hidden)
+    # D = NUM_CLASSES: the trainable shapes are tiny_model's, so initial_weights() fits.
+    mu, var = class_distributions(np.random.RandomState(8).randn(NUM_CLASSES, 4, NUM_CLASSES))
+    return build_fedcb_model(extractor, mu, var, tau, use_variance)

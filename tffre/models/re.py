@@ -231,6 +231,35 @@ def _layer_index(key):
     return int(match.group(1)) if match else None
 
 
+def load_tf_encoder(encoder_dir):
+    """The pretrained ``TFAutoModel`` of a local encoder folder (no download, no torch for
+    safetensors).
+
+    Reads ``tf_model.h5``, or PyTorch-format ``model.safetensors`` (no torch
+    needed), or ``pytorch_model.bin`` (needs torch). A checkpoint that does
+    not fit its own config raises a one-line ValueError.
+    """
+    from transformers import TFAutoModel
+    from transformers.utils import logging as hf_logging
+
+    encoder_dir = check_encoder_folder(encoder_dir, weights=True)
+    names = set(os.listdir(encoder_dir))
+    from_pt = not ({"tf_model.h5", "tf_model.h5.index.json", "model.safetensors",
+                    "model.safetensors.index.json"} & names)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its "all weights were used" banner; problems raise below
+    try:
+        pretrained, info = TFAutoModel.from_pretrained(
+            encoder_dir, local_files_only=True, from_pt=from_pt, output_loading_info=True)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    if info.get("missing_keys") or info.get("mismatched_keys"):
+        missing = list(info.get("missing_keys") or []) + list(info.get("mismatched_keys") or [])
+        raise ValueError(f"{encoder_dir}: the checkpoint does not fit its own config "
+                         f"({len(missing)} missing or mismatched, e.g. {missing[0]})")
+    return pretrained
+
+
 def load_pretrained_encoder(model, encoder_dir):
     """Copies the pretrained checkpoint of ``encoder_dir`` into ``model``'s "encoder" layer.
 
@@ -243,25 +272,9 @@ def load_pretrained_encoder(model, encoder_dir):
     unmatched variable or other shape difference raises a one-line ValueError.
     Returns ``model``. Call it outside any TFF ``model_fn`` (eagerly).
     """
-    from transformers import TFAutoModel
-    from transformers.utils import logging as hf_logging
-
     encoder_dir = check_encoder_folder(encoder_dir, weights=True)
-    names = set(os.listdir(encoder_dir))
-    from_pt = not ({"tf_model.h5", "tf_model.h5.index.json", "model.safetensors",
-                    "model.safetensors.index.json"} & names)
     encoder = model.get_layer("encoder")
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # its "all weights were used" banner; problems raise below
-    try:
-        pretrained, info = TFAutoModel.from_pretrained(
-            encoder_dir, local_files_only=True, from_pt=from_pt, output_loading_info=True)
-    finally:
-        hf_logging.set_verbosity(verbosity)
-    if info.get("missing_keys") or info.get("mismatched_keys"):
-        missing = list(info.get("missing_keys") or []) + list(info.get("mismatched_keys") or [])
-        raise ValueError(f"{encoder_dir}: the checkpoint does not fit its own config "
-                         f"({len(missing)} missing or mismatched, e.g. {missing[0]})")
+    pretrained = load_tf_encoder(encoder_dir)
 
     prefix = getattr(encoder, "base_model_prefix", "")
     source = {}

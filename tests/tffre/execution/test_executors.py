@@ -8,7 +8,7 @@ import tensorflow_federated as tff
 from tffre import build_algorithm, execution, registry
 from tffre.mapreduce import ModelWeights
 from tiny import (INPUT_SPEC, NAMED_LOSS, client_arrays, initial_weights, poisoned,
-                  tiny_model, tiny_named_model, to_datasets)
+                  tiny_fedcb_model, tiny_model, tiny_named_model, to_datasets)
 
 NAMES = registry.valid_algorithm_names()
 
@@ -18,6 +18,8 @@ def model_for(name, loss):
     features and logits) train the same layers with named outputs."""
     if registry.get_spec(name).definition is None:
         return tiny_model, loss
+    if name == "FedCB":   # its model carries the frozen classifier
+        return tiny_fedcb_model, NAMED_LOSS
     return tiny_named_model, NAMED_LOSS
 
 
@@ -37,7 +39,10 @@ def hparams_for(name, **extra):
 
 
 def three_rounds(process, rounds_data):
-    state = process.set_model_weights(process.initialize(), ModelWeights(initial_weights(), []))
+    state = process.initialize()
+    # Non-trainable weights (FedCB's frozen classifier) stay the model's own.
+    frozen = list(process.get_model_weights(state).non_trainable)
+    state = process.set_model_weights(state, ModelWeights(initial_weights(), frozen))
     outs = []
     for data in rounds_data:
         # Stateful algorithms key their client state by id: the same ids every round.

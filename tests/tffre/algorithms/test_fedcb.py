@@ -1,0 +1,141 @@
+"""FedCB's frozen classifier: μ and Σ (Eq. 2), F (Eq. 5) and the loss (Eq. 4) against numpy,
+no gradient and no upload for the classifier, and prompt embeddings from an encoder folder."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tffre import build_algorithm
+from tffre.algorithms.definition import ObjectiveContext
+from tffre.algorithms.fedcb import (IMAGE_TEMPLATES, TEXT_TEMPLATES, FedCB, class_distributions,
+                                    contextualize, embed_prompts, fedcb_logits)
+from tffre.client_model import ClientModel
+from tiny import INPUT_SPEC, NAMED_LOSS, NUM_CLASSES, NUM_FEATURES, tiny_fedcb_model
+from tiny_encoder import make_encoder_folder
+
+
+def numpy_distributions(e):
+    """Eq. 2 by hand, per class, after L2 normalisation: mean and (M-1) covariance."""
+    mus, covs = [], []
+    for k in range(e.shape[0]):
+        rows = [v / np.sqrt((v ** 2).sum()) for v in e[k]]
+        mu = sum(rows) / len(rows)
+        cov = sum(np.outer(r - mu, r - mu) for r in rows) / (len(rows) - 1)
+        mus.append(mu)
+        covs.append(cov)
+    return np.array(mus), np.array(covs)
+
+
+def test_class_distributions_against_numpy():
+    e = np.random.RandomState(0).randn(3, 5, 4)
+    mu_ref, cov_ref = numpy_distributions(e)
+    mu, var = class_distributions(e)
+    np.testing.assert_allclose(mu, mu_ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(var, np.array([np.diag(c) for c in cov_ref]), rtol=1e-5,
+                               atol=1e-7)
+    _, full = class_distributions(e, covariance="full")
+    np.testing.assert_allclose(full, cov_ref, rtol=1e-5, atol=1e-7)
+    # A hand case: two unit embeddings [1, 0] and [0, 1]: mean [.5, .5], variance [.5, .5].
+    mu, var = class_distributions([[[2.0, 0.0], [0.0, 3.0]]])
+    np.testing.assert_allclose(mu, [[0.5, 0.5]])
+    np.testing.assert_allclose(var, [[0.5, 0.5]])
+    with pytest.raises(ValueError, match="covariance"):
+        class_distributions(e, covariance="spherical")
+
+
+def numpy_tau_f(h, mu, cov, tau):
+    """tau * F(h, k) = tau * (h.mu_k + tau/2 h^T Sigma_k h), Eq. 5, with full Sigma_k."""
+    return np.array([[tau * (hi @ mu[k] + 0.5 * tau * hi @ cov[k] @ hi)
+                      for k in range(len(mu))] for hi in h])
+
+
+def test_logits_and_loss_against_numpy():
+    rng = np.random.RandomState(1)
+    e = rng.randn(NUM_CLASSES, 6, 4)
+    mu, cov = numpy_distributions(e)
+    h = rng.randn(5, 4)
+    h /= np.linalg.norm(h, axis=1, keepdims=True)
+    tau = 2.5
+    diag = np.array([np.diag(np.diag(c)) for c in cov])
+    np.testing.assert_allclose(fedcb_logits(h, mu, np.array([np.diag(c) for c in cov]), tau),
+                               numpy_tau_f(h, mu, diag, tau), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fedcb_logits(h, mu, cov, tau), numpy_tau_f(h, mu, cov, tau),
+                               rtol=1e-5, atol=1e-5)
+    # The objective on a model of build_fedcb_model: CE(tau F) + tau^2/2 h^T Sigma_y h.
+    keras_model = tiny_fedcb_model(tau=tau)
+    model = ClientModel(keras_model, loss=NAMED_LOSS, input_spec=INPUT_SPEC)
+    x = rng.randn(5, NUM_FEATURES).astype(np.float32)
+    y = np.array([0, 2, 1, 1, 0])
+    outputs = model.outputs(x, training=False)
+    layer = keras_model.get_layer("classifier")
+    mu_m, var_m = layer.mu.numpy(), layer.var.numpy()
+    hm = outputs["features"].numpy().astype(np.float64)
+    np.testing.assert_allclose(np.linalg.norm(hm, axis=1), 1.0, rtol=1e-5)
+    logits = numpy_tau_f(hm, mu_m, np.array([np.diag(v) for v in var_m]), tau)
+    np.testing.assert_allclose(outputs["logits"], logits, rtol=1e-4, atol=1e-5)
+    log_p = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    quad = np.array([(hm[i] ** 2 * var_m[y[i]]).sum() for i in range(5)])
+    want = np.mean(-log_p[np.arange(5), y] + 0.5 * tau ** 2 * quad)
+    ctx = ObjectiveContext(x=x, y=tf.constant(y), model=model, outputs=outputs, frozen={},
+                           extras={}, label_counts=None, client_state=None,
+                           initial_weights=None, hparams={})
+    np.testing.assert_allclose(FedCB({}).objective(ctx), want, rtol=1e-5)
+    # The embedding-average ablation: mu only, no variance term.
+    plain = tiny_fedcb_model(use_variance=False, tau=tau)
+    out = plain(x)
+    np.testing.assert_allclose(out["logits"], tau * out["features"].numpy() @ mu_m.T,
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_classifier_gets_no_gradient_and_is_not_uploaded():
+    keras_model = tiny_fedcb_model()
+    classifier = keras_model.get_layer("classifier")
+    assert classifier.trainable_weights == []
+    assert {id(v) for v in classifier.weights} & {id(v) for v in keras_model.trainable_variables} \
+        == set()
+    process = build_algorithm("FedCB", tiny_fedcb_model, loss=NAMED_LOSS, input_spec=INPUT_SPEC,
+                              executor="tff", learning_rate=0.05, num_epochs=1, num_iters=3)
+    form = tff.backends.mapreduce.get_map_reduce_form_for_computation(process.tff_process.next)
+
+    def shapes(t):
+        if isinstance(t, tff.TensorType):
+            return [tuple(t.shape)]
+        if isinstance(t, tff.StructType):
+            return [s for c in t.children() for s in shapes(c)]
+        return []
+    uploaded = shapes(form.work.type_signature.result)
+    # The trainable weights' deltas: extractor (6x5, 5) and projection (5x3, 3); the
+    # classifier's mu and var, both [3, 3], are not among them.
+    assert sorted(s for s in uploaded if len(s) == 2) == [(5, NUM_CLASSES), (NUM_FEATURES, 5)]
+    assert (NUM_CLASSES, NUM_CLASSES) not in uploaded
+
+
+def test_prompts_are_embedded_with_the_encoder_folder(tmp_path):
+    folder, reference = make_encoder_folder(str(tmp_path / "enc"), weights="tf")
+    concepts = ["fever", "chest pain"]
+    templates = ("the patient was given {} .", "{} and cough")
+    e = embed_prompts(concepts, templates, encoder_dir=folder)
+    assert e.shape == (2, 2, 32)
+    # One prompt by hand: the encoder's hidden states averaged over the real word pieces.
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(folder)
+    batch = tok(["chest pain and cough"], return_tensors="np")
+    hidden = reference(input_ids=batch["input_ids"],
+                       attention_mask=batch["attention_mask"]).last_hidden_state.numpy()
+    np.testing.assert_allclose(e[1, 1], hidden[0].mean(0), rtol=1e-4, atol=1e-5)
+    assert contextualize(["x"], templates) == [["the patient was given x .", "x and cough"]]
+    assert len(IMAGE_TEMPLATES) >= 20 and len(TEXT_TEMPLATES) >= 20
+    assert all("{}" in t for t in IMAGE_TEMPLATES + TEXT_TEMPLATES)
+
+
+def test_simplex_etf_is_equiangular():
+    from tffre.algorithms.fedcb import simplex_etf
+    w = simplex_etf(5, 8, seed=3).astype(np.float64)
+    gram = w @ w.T
+    np.testing.assert_allclose(np.diag(gram), 1.0, rtol=1e-6)
+    off = gram[~np.eye(5, dtype=bool)]
+    np.testing.assert_allclose(off, -1 / 4, atol=1e-6)
+    np.testing.assert_allclose(w.sum(0), 0.0, atol=1e-6)    # centred: the vectors sum to 0
+    with pytest.raises(ValueError, match="dim >= 5"):
+        simplex_etf(5, 4)

@@ -222,6 +222,8 @@ OPTIONS = (
            "or proportional (the authors' FedRepo code)", algorithm=True),
     Option("calibration", non_negative_float, None, "FedLC: calibration tau (default 1)",
            algorithm=True),
+    Option("dyn_alpha", positive_float, None, "FedDyn: the dynamic regulariser's alpha "
+           "(default 0.01)", algorithm=True),
     Option("kl_weight", non_negative_float, None, "FedED: weight of KL(q || p) in the "
            "server's loss (Eq. 6: 1)", algorithm=True),
     Option("teacher", choice("probabilities", "logits"), None, "FedED: average the clients' "

@@ -186,6 +186,11 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                          f"(--server-fraction or --server-data)")
     for name in needs_server:
         resolved[name]["server_data"] = f"{len(server_data[1])} examples"
+    # Algorithms that weigh by the whole population (FedDyn's m) get the run's client count.
+    population = {n: {"num_clients": len(data.client_ids)} for n in names
+                  if "num_clients" in registry.valid_hparams(n)}
+    for name, extra in population.items():
+        resolved[name].update(extra)
     prepare_out_dir(out_dir, resume=resume, overwrite=overwrite)
     csv_path = os.path.join(out_dir, "metrics.csv")
     input_spec = data.element_spec()
@@ -206,6 +211,7 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
             tf.keras.utils.set_random_seed(seed)
             extra = {"server_data": tf.data.Dataset.from_tensor_slices(
                 server_data).batch(batch_size)} if name in needs_server else {}
+            extra.update(population.get(name, {}))
             process = algorithms.build_algorithm(
                 name, model_fn, loss=loss, input_spec=input_spec, metrics=metrics,
                 executor=executor, max_parallel_clients=max_parallel_clients, loop=loop,

@@ -8,6 +8,7 @@ from tffre.models.text import lstm_classifier, mean_embedding_logistic
 _LAZY = {name: "tffre.models.re" for name in (
     "EncoderFolderError", "REModelConfig", "build_re_model", "check_encoder_folder",
     "default_encoder_dir", "load_pretrained_encoder")}
+_LAZY["resnet18"] = "tffre.models.resnet"
 
 __all__ = ["logistic_regression", "lstm_classifier", "mean_embedding_logistic", *_LAZY]
 

@@ -139,3 +139,30 @@ def test_simplex_etf_is_equiangular():
     np.testing.assert_allclose(w.sum(0), 0.0, atol=1e-6)    # centred: the vectors sum to 0
     with pytest.raises(ValueError, match="dim >= 5"):
         simplex_etf(5, 4)
+
+
+def test_fedcb_over_resnet18_trains_only_the_extractor_and_projection():
+    """The paper's setting in small: ResNet-18 (small-input stem) -> projection -> frozen
+    classifier; one step moves the body, never mu or var."""
+    from tffre.algorithms.fedcb import build_fedcb_model
+    from tffre.models.resnet import resnet18
+    mu, var = class_distributions(np.random.RandomState(2).randn(8, 5, 16))
+    model = build_fedcb_model(resnet18((32, 32, 3), small_input=True, seed=0), mu, var, 12.5)
+    x = np.random.RandomState(3).rand(4, 32, 32, 3).astype(np.float32)
+    y = np.array([0, 3, 5, 7])
+    cm = ClientModel(model, loss=NAMED_LOSS, input_spec=(
+        tf.TensorSpec((None, 32, 32, 3), tf.float32), tf.TensorSpec((None,), tf.int32)))
+    frozen = [v.numpy() for v in model.get_layer("classifier").weights]
+    before = model.get_layer("projection").kernel.numpy()
+    opt = tf.keras.optimizers.Adam(1e-2)
+    with tf.GradientTape() as tape:
+        out = cm.outputs(x, training=True)
+        loss = FedCB({}).objective(ObjectiveContext(
+            x=x, y=tf.constant(y), model=cm, outputs=out, frozen={}, extras={},
+            label_counts=None, client_state=None, initial_weights=None, hparams={}))
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                            model.trainable_variables))
+    assert out["logits"].shape == (4, 8) and out["features"].shape == (4, 16)
+    for v, b in zip(model.get_layer("classifier").weights, frozen):
+        np.testing.assert_array_equal(v.numpy(), b)
+    assert not np.allclose(model.get_layer("projection").kernel.numpy(), before)

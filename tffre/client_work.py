@@ -107,6 +107,7 @@ class ClientTrainer:
         self.client_upload = client_upload or (
             lambda update, weight: collections.OrderedDict(update=list(update), weight=weight))
         self.extra_upload = None     # the extra uploads' aggregator client part (set by the round)
+        self.personal = ()           # indices of personal trainable variables (set by the round)
         self.num_classes = None      # set by the round (label counts)
 
     def slot(self):
@@ -157,6 +158,11 @@ class TrainerSlot:
         """Loads the broadcast weights, optimizer state and frozen copies; resets metrics; sets the
         anchor. Returns the round's tensors the objective may read."""
         tf.nest.map_structure(lambda v, t: v.assign(t), self.weights, broadcast["model"])
+        # Personal weights start from the client's own (the broadcast ones before its first round).
+        for j, i in enumerate(self.trainer.personal):
+            own = client_state["personal"][j]
+            self.weights.trainable[i].assign(
+                tf.where(client_state["seen"] > 0, own, broadcast["model"].trainable[i]))
         state = broadcast["optimizer_state"]
         for i, var in enumerate(self.carried):
             # A fresh optimizer (the default) starts from zero: step 0, zero moments.
@@ -207,9 +213,10 @@ class TrainerSlot:
         after = self.context(info, dataset=dataset)
         checks = []
         if definition.uploads_model:
-            update = tf.nest.map_structure(tf.subtract, broadcast["model"].trainable,
-                                           self.weights.trainable)
-            flat = tf.nest.flatten(update)
+            # Only the shared variables' deltas leave the client (personal ones stay).
+            flat = [tf.subtract(b, w) for i, (b, w) in enumerate(zip(
+                broadcast["model"].trainable, self.weights.trainable))
+                if i not in self.trainer.personal]
             checks += flat
         extra = definition.client_upload(after)
         checks += [tf.cast(t, tf.float32) for t in tf.nest.flatten(extra)

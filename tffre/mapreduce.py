@@ -82,7 +82,12 @@ class Round:
         self.metrics_spec = collections.OrderedDict(
             (m.name, [tf.TensorSpec(v.shape, v.dtype) for v in m.variables])
             for m in slot.model.get_metrics())
-        self.aggregator = self.make_aggregator([s.shape for s in self.model_spec.trainable])
+        # Personal variables (FedRep, FedRoD) are neither uploaded nor aggregated.
+        self.personal = tuple(sorted(definition.personal_variables(slot.model)))
+        self.trainer.personal = self.personal
+        self.shared = [i for i in range(len(self.model_spec.trainable)) if i not in self.personal]
+        self.aggregator = self.make_aggregator(
+            [self.model_spec.trainable[i].shape for i in self.shared])
         self.trainer.client_upload = self.aggregator.client
         x_spec = self.input_spec[0] if isinstance(self.input_spec, (tuple, list)) \
             else self.input_spec["x"]
@@ -237,8 +242,9 @@ class Round:
             update = aggregate["update"]
             finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
             lr = tf.constant(self.server_learning_rate, tf.float32)
-            trainable = [tf.where(finite, w - tf.cast(lr, w.dtype) * u, w)
-                         for w, u in zip(model.trainable, update)]
+            for i, u in zip(self.shared, update):
+                w = trainable[i]
+                trainable[i] = tf.where(finite, w - tf.cast(lr, w.dtype) * u, w)
         counted = aggregate["state_weight"] > 0
         optimizer_state = [tf.where(counted, new, old) for new, old in
                            zip(aggregate["optimizer_state"], state["optimizer_state"])]

@@ -158,6 +158,9 @@ ALGORITHMS = {spec.name.lower(): spec for spec in (
     # FedCB: a frozen classifier from text embeddings of the class concepts (a model of
     # tffre.algorithms.fedcb.build_fedcb_model); FedAvg of the extractor and projection.
     AlgorithmSpec("FedCB", "tf_adam", "mean", "tffre.algorithms.fedcb:FedCB"),
+    # FedRep (a FedCB Table 2 baseline): the "classifier" layer stays with each client.
+    AlgorithmSpec("FedRep", "sgd", "mean", "tffre.algorithms.fedrep:FedRep",
+                  (("personal_layer", "classifier"),)),
     # FedDyn (a FedCB Table 2 baseline): per-client linear term, server correction h.
     AlgorithmSpec("FedDyn", "sgd", "mean", "tffre.algorithms.feddyn:FedDyn",
                   (("dyn_alpha", 0.01), ("num_clients", None), ("client_weighting", "uniform"))),

@@ -30,7 +30,10 @@ The parts, each a method or attribute with a working default (FedAvg's):
    builds them once per executor and hands them to ``server_update``.
 6. **per-client state** (:meth:`Definition.initial_client_state`,
    :meth:`Definition.next_client_state`): tensors a client keeps between
-   rounds (MOON's and FedLCC's previous local model). TFF has no primitive
+   rounds (MOON's and FedLCC's previous local model). **Personal weights**
+   (:meth:`Definition.personal_variables`, :class:`PersonalLayerMixin`: FedRep's
+   and FedRoD's personal heads) are trainable variables a client starts from its
+   own values and never uploads; the server averages the others. TFF has no primitive
    for it: in simulation it is kept outside the computation and passed in
    and out as a CLIENTS-placed value (:class:`tffre.process.MeasuredLearningProcess`
    holds it per client id); in deployment it never leaves the client. Such a
@@ -224,6 +227,18 @@ class Definition:
         """The client's state after its round (``ctx`` as for :meth:`client_upload`)."""
         return ctx.client_state
 
+    def personal_variables(self, model):
+        """Indices into ``model.trainable_variables`` of the personal weights, or ().
+
+        Each client starts them from its state's ``"personal"`` values (once its
+        state's ``"seen"`` is 1; the broadcast ones before), trains them with the
+        rest, and never uploads them: only the other variables' deltas are
+        aggregated, and the server's copy of the personal ones is left as it is.
+        Needs per-client state holding ``personal`` and ``seen``
+        (:class:`PersonalLayerMixin` provides it). Default: none.
+        """
+        return ()
+
     @property
     def stateful(self):
         """True when the algorithm keeps per-client state (decided by :meth:`initial_client_state`)."""
@@ -237,3 +252,36 @@ class GlobalModelMixin:
         models = super().frozen_models()
         models["global"] = lambda broadcast, client_state: broadcast["model"].trainable
         return models
+
+
+class PersonalLayerMixin:
+    """Personal weights: the trainable weights of the Keras layer named by the ``personal_layer``
+    hyperparameter (default "classifier") stay with each client (FedRep, FedRoD).
+
+    Client state: ``personal`` (those weights after the client's last round)
+    and ``seen`` (1.0 once it has trained). A diverged round keeps the old state.
+    """
+
+    def _personal_layer(self):
+        return self.hparams.get("personal_layer") or "classifier"
+
+    def personal_variables(self, model):
+        layer = model.keras_model.get_layer(self._personal_layer())
+        mine = {id(v) for v in layer.trainable_weights}
+        return tuple(i for i, v in enumerate(model.trainable_variables) if id(v) in mine)
+
+    def initial_client_state(self, model):
+        variables = list(model.trainable_variables)
+        return collections.OrderedDict(
+            personal=[tf.zeros_like(variables[i]) for i in self.personal_variables(model)],
+            seen=tf.constant(0.0))
+
+    def next_client_state(self, ctx):
+        variables = list(ctx.model.trainable_variables)
+        new = [tf.identity(variables[i]) for i in self.personal_variables(ctx.model)]
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in new]) \
+            if new else tf.constant(True)
+        old = ctx.client_state
+        return collections.OrderedDict(
+            personal=[tf.where(finite, n, o) for n, o in zip(new, old["personal"])],
+            seen=tf.where(finite, tf.constant(1.0), old["seen"]))

@@ -77,6 +77,18 @@ class ObjectiveContext:
         return self.model.model_loss(self.y, self.outputs)
 
 
+def finite_or_previous(new, old):
+    """``new`` if every float tensor in it is finite, else ``old`` (the same structure).
+
+    A client whose round diverged (NaN or Inf; its upload is excluded) keeps its
+    old state: a non-finite state would make every later round of it NaN too.
+    """
+    checks = [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(new)
+              if t.dtype.is_floating]
+    finite = tf.reduce_all(checks) if checks else tf.constant(True)
+    return tf.nest.map_structure(lambda n, o: tf.where(finite, n, o), new, old)
+
+
 class WeightedStructMean:
     """A mergeable weighted mean of any structure of float tensors (the default for extra uploads).
 
@@ -278,10 +290,6 @@ class PersonalLayerMixin:
 
     def next_client_state(self, ctx):
         variables = list(ctx.model.trainable_variables)
-        new = [tf.identity(variables[i]) for i in self.personal_variables(ctx.model)]
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in new]) \
-            if new else tf.constant(True)
-        old = ctx.client_state
-        return collections.OrderedDict(
-            personal=[tf.where(finite, n, o) for n, o in zip(new, old["personal"])],
-            seen=tf.where(finite, tf.constant(1.0), old["seen"]))
+        return finite_or_previous(collections.OrderedDict(
+            personal=[tf.identity(variables[i]) for i in self.personal_variables(ctx.model)],
+            seen=tf.constant(1.0)), ctx.client_state)

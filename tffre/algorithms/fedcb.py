@@ -219,5 +219,6 @@ class FedCB(Definition):
         var = classifier.effective_var()
         y = tf.cast(tf.reshape(ctx.y, [-1]), tf.int32)
         quadratic = tf.gather(_quadratic(h, var), y, axis=1, batch_dims=1)
-        return alignment_loss(y, ctx.outputs["logits"], quadratic, classifier.tau) \
-            + tf.add_n([tf.constant(0.0)] + list(ctx.model.keras_model.losses))
+        # Plus the model's own regularization losses, as the model's loss would add them.
+        return tf.add_n([alignment_loss(y, ctx.outputs["logits"], quadratic, classifier.tau)]
+                        + list(ctx.model.keras_model.losses))

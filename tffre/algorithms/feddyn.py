@@ -24,7 +24,7 @@ import collections
 
 import tensorflow as tf
 
-from tffre.algorithms.definition import Definition, StructSum
+from tffre.algorithms.definition import Definition, StructSum, finite_or_previous
 
 
 class FedDyn(Definition):
@@ -47,12 +47,11 @@ class FedDyn(Definition):
     def next_client_state(self, ctx):
         alpha = self.hparams["dyn_alpha"]
         trained = list(ctx.model.trainable_variables)
-        new = [g - alpha * (w - w0)
-               for g, w, w0 in zip(ctx.client_state["grad"], trained, ctx.initial_weights)]
         # A diverged client (excluded from the mean) keeps its old term.
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in new])
-        return collections.OrderedDict(
-            grad=[tf.where(finite, n, old) for n, old in zip(new, ctx.client_state["grad"])])
+        return finite_or_previous(collections.OrderedDict(
+            grad=[g - alpha * (w - w0) for g, w, w0 in
+                  zip(ctx.client_state["grad"], trained, ctx.initial_weights)]),
+            ctx.client_state)
 
     # --- part 3: the dynamic regulariser ---
 

@@ -51,13 +51,12 @@ TEACHERS = ("probabilities", "logits")
 PRECISIONS = ("float32", "float16")
 
 
-def teacher_distribution(mean_prediction, temperature, teacher="probabilities"):
+def teacher_distribution(mean_prediction, temperature):
     """q of Eq. 4 from the clients' averaged predictions z (Eq. 5): softmax(z / τ).
 
-    With ``teacher="probabilities"`` z averages probabilities (the paper's
-    literal form); with "logits" it averages log-probabilities.
+    z averages probabilities (``teacher="probabilities"``, the paper's literal
+    form) or log-probabilities ("logits"): the clients' uploads decide which.
     """
-    del teacher   # the same softmax; what z averages is decided by the clients' uploads
     return tf.nn.softmax(tf.cast(mean_prediction, tf.float32) / temperature, axis=-1)
 
 
@@ -184,8 +183,7 @@ class FedED(Definition):
 
     def server_update(self, model_weights, extras, aggregate, previous_weights, objects=None):
         model, optimizer = objects["model"], objects["optimizer"]
-        q = teacher_distribution(aggregate["mean"], self.hparams["temperature"],
-                                 self.hparams["teacher"])
+        q = teacher_distribution(aggregate["mean"], self.hparams["temperature"])
 
         @tf.function
         def distil():

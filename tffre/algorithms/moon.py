@@ -46,7 +46,7 @@ import collections
 
 import tensorflow as tf
 
-from tffre.algorithms.definition import Definition, GlobalModelMixin
+from tffre.algorithms.definition import Definition, GlobalModelMixin, finite_or_previous
 
 
 def cosine_similarity(a, b):
@@ -125,11 +125,7 @@ class MOON(GlobalModelMixin, Definition):
             seen=tf.constant(0.0))
 
     def next_client_state(self, ctx):
-        weights = [tf.identity(v) for v in ctx.model.trainable_variables]
-        # A client whose round diverged (NaN or Inf; its update is excluded from the mean) keeps
-        # its old state: a non-finite previous model would make every later round of it NaN too.
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(w)) for w in weights])
-        return collections.OrderedDict(
-            weights=[tf.where(finite, w, old) for w, old in zip(weights,
-                                                                ctx.client_state["weights"])],
-            seen=tf.where(finite, tf.constant(1.0), ctx.client_state["seen"]))
+        # A diverged round (its update excluded from the mean) keeps the old state.
+        return finite_or_previous(collections.OrderedDict(
+            weights=[tf.identity(v) for v in ctx.model.trainable_variables],
+            seen=tf.constant(1.0)), ctx.client_state)

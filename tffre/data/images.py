@@ -30,6 +30,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from tffre.errors import MessageFileNotFoundError, one_line
+
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp")
 SPLITS = ("train", "val", "test")  # OCT-C8's split folders, and the keys of the returned dicts
 KVASIR_FRACTIONS = (0.7, 0.1, 0.2)  # the paper's random 7:1:2 split of Kvasir-v2
@@ -39,24 +41,13 @@ class ImageFolderError(ValueError):
     """Malformed image-folder input. The message is one line naming the file or folder."""
 
 
-class ImageFolderNotFoundError(ImageFolderError, FileNotFoundError):
+class ImageFolderNotFoundError(ImageFolderError, MessageFileNotFoundError):
     """A folder an image loader needs does not exist; the message names the path."""
-
-    def __init__(self, message):
-        # Bypass OSError's (errno, strerror) handling: the message alone is the error.
-        Exception.__init__(self, message)
-
-    def __str__(self):
-        return str(self.args[0])
-
-
-def _one_line(message):
-    return message.replace("\r", " ").replace("\n", " ")
 
 
 def _require_dir(path, what="folder"):
     if not os.path.isdir(path):
-        raise ImageFolderNotFoundError(_one_line(f"{path}: no such {what}"))
+        raise ImageFolderNotFoundError(one_line(f"{path}: no such {what}"))
 
 
 def _visible(names):
@@ -94,7 +85,7 @@ def _decode(path, size):
         image = tf.io.decode_image(data, channels=3, expand_animations=False)
     except tf.errors.OpError as e:
         reason = e.message.strip().splitlines()[0] if e.message.strip() else type(e).__name__
-        raise ImageFolderError(_one_line(f"{path}: cannot decode the image ({reason})")) from None
+        raise ImageFolderError(one_line(f"{path}: cannot decode the image ({reason})")) from None
     # decode_image gives uint8 (16-bit PNGs scaled down); this divides by 255.
     image = tf.image.convert_image_dtype(image, tf.float32)
     if tuple(image.shape[:2]) != size:
@@ -135,7 +126,7 @@ def _list_image_folder(root, class_names=None):
     if class_names is None:
         class_names = _class_folders(root)
         if not class_names:
-            raise ImageFolderError(_one_line(
+            raise ImageFolderError(one_line(
                 f"{root}: no class sub-folders (expected one folder of images per class)"))
     else:
         class_names = [str(c) for c in class_names]
@@ -149,7 +140,7 @@ def _list_image_folder(root, class_names=None):
         _require_dir(folder, "class folder")
         found = _image_files(folder)
         if not found:
-            raise ImageFolderError(_one_line(
+            raise ImageFolderError(one_line(
                 f"{folder}: class folder has no images ({', '.join(IMAGE_EXTENSIONS)})"))
         files += found
         labels += [label] * len(found)
@@ -222,7 +213,7 @@ def load_oct_c8(root, image_size=(224, 224)):
     _require_dir(root)
     missing = [s for s in SPLITS if not os.path.isdir(os.path.join(root, s))]
     if missing:
-        raise ImageFolderNotFoundError(_one_line(
+        raise ImageFolderNotFoundError(one_line(
             f"{root}: expected the OCT-C8 split folders train/, val/, test/ (each with one "
             f"folder per class); missing: {', '.join(s + '/' for s in missing)}"))
     size = _check_size(image_size)
@@ -232,7 +223,7 @@ def load_oct_c8(root, image_size=(224, 224)):
     for split in SPLITS:
         folder = os.path.join(root, split)
         if class_names is not None and _class_folders(folder) != class_names:
-            raise ImageFolderError(_one_line(
+            raise ImageFolderError(one_line(
                 f"{folder}: class folders {_class_folders(folder)} differ from train/'s "
                 f"{class_names}"))
         files[split], labels[split], class_names = _list_image_folder(folder, class_names)

@@ -40,6 +40,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from tffre.errors import MessageFileNotFoundError, one_line
+
 COLUMNS = ("example_id", "text", "e1_start", "e1_end", "e2_start", "e2_end", "e1_type", "e2_type",
            "label")
 SPLIT_COLUMN = "split"
@@ -100,15 +102,8 @@ class REFormatError(ValueError):
     """Malformed relation-extraction input. The message is one line naming file, line and field."""
 
 
-class REFileNotFoundError(REFormatError, FileNotFoundError):
+class REFileNotFoundError(REFormatError, MessageFileNotFoundError):
     """A file or folder an RE loader needs does not exist; the message names the path."""
-
-    def __init__(self, message):
-        # Bypass OSError's (errno, strerror) handling: the message alone is the error.
-        Exception.__init__(self, message)
-
-    def __str__(self):
-        return str(self.args[0])
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -128,12 +123,7 @@ def _error(path, line, where, message):
         loc += f" line {line}"
     if where:
         loc += f": {where}"
-    return REFormatError(_one_line(f"{loc}: {message}"))
-
-
-def _one_line(message):
-    # User strings are shown as reprs, which escape newlines; this guards the rest.
-    return message.replace("\r", " ").replace("\n", " ")
+    return REFormatError(one_line(f"{loc}: {message}"))
 
 
 def _require_file(path, what="file"):
@@ -232,7 +222,7 @@ def check_examples(df, labels, source):
         eid = values["example_id"]
 
         def fail(field, message, i=i, eid=eid):
-            return REFormatError(_one_line(
+            return REFormatError(one_line(
                 f"{source} row {i} (example_id {_show(eid)}): field {field}: {message}"))
 
         for name in STRING_COLUMNS:

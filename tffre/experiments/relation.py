@@ -63,7 +63,7 @@ def server_split(cfg, splits, labels):
     """
     from tffre.data.re import load_re
     if cfg.server_data:
-        examples, server_labels = load_re(cfg.dataset, cfg.server_data)
+        examples, _ = load_re(cfg.dataset, cfg.server_data)
         unknown = sorted(set(examples["label"]) - set(labels))
         if unknown:
             raise ValueError(f"{cfg.server_data}: label(s) {', '.join(map(str, unknown))} are "

@@ -70,6 +70,11 @@ def run_main(argv=None, *, preset=None, prog=f"{PROG} run"):
     except config_lib.ConfigError as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
+    if cfg.dataset in config_lib.IMAGE_DATASETS and "tensorflow" not in sys.modules:
+        # TF 2.14's oneDNN convolutions corrupt memory (double free, segfault) when a
+        # compiled ResNet step sees a batch of another size (a client's last batch);
+        # without oneDNN they are also faster on these small images. Read at TF import.
+        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     from tffre import experiments  # heavy imports only after the arguments are checked
     try:
         experiments.run(cfg)
@@ -85,7 +90,10 @@ def run_main(argv=None, *, preset=None, prog=f"{PROG} run"):
         print(f"interrupted; rows so far are in {cfg.out}/metrics.csv (continue with --resume)",
               file=sys.stderr)
         return 130
-    print(f"wrote {cfg.out}/: metrics.csv, summary.json, curves.png, models/, checkpoints/")
+    written = [name for name in ("metrics.csv", "summary.json", "curves.png", "models/",
+                                 "checkpoints/")
+               if os.path.exists(os.path.join(cfg.out, name.rstrip("/")))]
+    print(f"wrote {cfg.out}/: {', '.join(written)}")
     return 0
 
 

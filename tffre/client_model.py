@@ -75,6 +75,12 @@ class ClientModel:
         """The Keras loss on the main output plus the model's own (regularization) losses."""
         return tf.add_n([self.loss_fn(y, self.main_output(outputs))] + self.keras_model.losses)
 
+    def row_mask(self, y):
+        """The mask of real output rows the loss reads off the targets ``y`` (a loss with a
+        ``row_mask(y)`` method: :class:`tffre.models.docre.DocRELoss`'s pair mask), or None."""
+        mask = getattr(self.loss_fn, "row_mask", None)
+        return None if mask is None else mask(y)
+
     def update_metrics(self, y, outputs, loss):
         """Adds one batch to the metrics; ``loss`` is the objective's value on it."""
         main = self.main_output(outputs)
@@ -97,6 +103,21 @@ class ClientModel:
         """{metric name: [its variables' values]}: what the server sums over clients."""
         return collections.OrderedDict(
             (m.name, [v.read_value() for v in m.variables]) for m in self.metrics)
+
+    def statistics_indices(self):
+        """Indices into ``non_trainable_variables`` of normalisation statistics (BatchNorm moving
+        means and variances).
+
+        They change in local training (not by gradient), so clients upload them and the
+        server averages them like the model (PyTorch FedAvg averages a ``state_dict``'s
+        running statistics too); every other non-trainable weight (a frozen embedding,
+        FedCB's classifier) is constant.
+        """
+        mine = set()
+        for layer in self.keras_model.submodules:
+            if isinstance(layer, tf.keras.layers.BatchNormalization):
+                mine.update(id(v) for v in (layer.moving_mean, layer.moving_variance))
+        return tuple(i for i, v in enumerate(self.non_trainable_variables) if id(v) in mine)
 
     def weights(self):
         """The model's variables as ``tff.learning.models.ModelWeights`` (trainable, non-trainable)."""

@@ -108,6 +108,7 @@ class ClientTrainer:
             lambda update, weight: collections.OrderedDict(update=list(update), weight=weight))
         self.extra_upload = None     # the extra uploads' aggregator client part (set by the round)
         self.personal = ()           # indices of personal trainable variables (set by the round)
+        self.statistics = ()         # indices of averaged normalisation statistics (set by the round)
         self.num_classes = None      # set by the round (label counts)
 
     def slot(self):
@@ -163,6 +164,8 @@ class TrainerSlot:
             own = client_state["personal"][j]
             self.weights.trainable[i].assign(
                 tf.where(client_state["seen"] > 0, own, broadcast["model"].trainable[i]))
+        if "learning_rate" in broadcast:   # the round's decayed local learning rate
+            self.optimizer.learning_rate.assign(broadcast["learning_rate"])
         state = broadcast["optimizer_state"]
         for i, var in enumerate(self.carried):
             # A fresh optimizer (the default) starts from zero: step 0, zero moments.
@@ -242,6 +245,10 @@ class TrainerSlot:
         if tf.nest.flatten(extra):
             upload["extra"] = self.trainer.extra_upload(
                 tf.nest.map_structure(zero_if_excluded, extra), weight)
+        if self.trainer.statistics:
+            upload["statistics"] = self.trainer.statistics_upload(
+                [zero_if_excluded(self.weights.non_trainable[i]) for i in self.trainer.statistics],
+                weight)
         upload["optimizer_state"] = [
             weight * zero_if_excluded(tf.cast(v, tf.float32)) for v in self.carried
         ] if self.trainer.keep_optimizer_state else []

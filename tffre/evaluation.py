@@ -7,7 +7,15 @@
   without looking at the test set);
 * for relation extraction (a ``negative_label`` is given): test and dev F1,
   micro over the positive classes, or the positive class's F1 for a binary
-  set (:func:`tffre.metrics.relation_f1`).
+  set (:func:`tffre.metrics.relation_f1`); with ``macro_f1``, the macro-F1
+  over all classes instead (:func:`tffre.metrics.macro_f1`);
+* for document-level RE (:class:`DocREEvaluator`, the evaluation kind "docre"):
+  P/R/F1 of the predicted relations over the valid candidate pairs, micro over
+  the relation types, the intra-/inter-sentence F1 and DocRED's Ign F1 where
+  the data carries the annotations they need (:func:`tffre.metrics.docre_scores`).
+
+:data:`EVALUATORS` names the kinds; :func:`make_evaluator` builds one. A kind's
+``columns`` are the metrics.csv columns it adds to the runner's.
 
 This is a simulation-side measurement: the pooled arrays never enter a
 federated computation.
@@ -17,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from tffre.client_model import ClientModel
+from tffre.data.federated import num_rows, take_rows
 
 
 def main_output(outputs):
@@ -34,11 +43,19 @@ class GlobalModelEvaluator:
       loss: the Keras loss used for training.
       batch_size: evaluation batch size.
       negative_label: the index of the negative class, to report relation F1.
+      macro_f1: report macro-F1 over all classes instead (FedCB's tables).
     """
 
-    def __init__(self, model_fn, data, loss, batch_size=256, negative_label=None):
+    #: The metrics.csv columns this kind adds to the runner's (:data:`tffre.runner.METRIC_COLUMNS`).
+    columns = ()
+
+    def __init__(self, model_fn, data, loss, batch_size=256, negative_label=None,
+                 macro_f1=False):
+        if macro_f1 and negative_label is not None:
+            raise ValueError("give negative_label (relation F1) or macro_f1, not both")
         self.model = model_fn()
         self.negative_label = negative_label
+        self.macro_f1 = macro_f1
         self.num_classes = data.num_classes
         # Per-example losses, so the pooled mean weights every example equally.
         self._per_example_loss = loss.__class__.from_config({**loss.get_config(), "reduction": "none"})
@@ -57,7 +74,8 @@ class GlobalModelEvaluator:
         x, y = self._splits[split]
         losses, preds = [], []
         for i in range(0, len(y), self.batch_size):
-            loss, pred = self._batch(x[i:i + self.batch_size], y[i:i + self.batch_size])
+            rows = slice(i, i + self.batch_size)
+            loss, pred = self._batch(take_rows(x, rows), y[rows])
             losses.append(loss.numpy())
             preds.append(pred.numpy())
         return np.concatenate(losses), np.concatenate(preds)
@@ -67,11 +85,12 @@ class GlobalModelEvaluator:
         model_weights.assign_weights_to(self.model)
         return self.model
 
-    def evaluate_model(self):
-        """The metrics of the evaluation model as it is (see :meth:`__call__`)."""
-        from tffre.metrics import relation_f1
+    def evaluate_model(self, splits=None):
+        """The metrics of the evaluation model as it is (see :meth:`__call__`), on ``splits``
+        (default all: test, train and dev when there is one)."""
+        from tffre.metrics import macro_f1, relation_f1
         out = {}
-        for split in self._splits:
+        for split in splits or self._splits:
             losses, preds = self.predictions(split)
             y = np.asarray(self._splits[split][1]).reshape(-1)
             if split == "train":
@@ -81,10 +100,114 @@ class GlobalModelEvaluator:
             if self.negative_label is not None:
                 out[f"{split}_f1"] = relation_f1(y, preds, self.negative_label,
                                                  labels=list(range(self.num_classes)))["f1"]
+            elif self.macro_f1:
+                out[f"{split}_f1"] = macro_f1(y, preds, self.num_classes)
         return out
 
-    def __call__(self, model_weights):
+    def __call__(self, model_weights, splits=None):
         """{"test_accuracy", "train_loss"} (and "dev_accuracy"; "test_f1"/"dev_f1" for relation
-        extraction) of ``model_weights``."""
+        extraction) of ``model_weights``, on ``splits`` (default all)."""
         self.model_for(model_weights)
-        return self.evaluate_model()
+        return self.evaluate_model(splits)
+
+    @property
+    def splits(self):
+        """The evaluated splits' names."""
+        return tuple(self._splits)
+
+
+class DocREEvaluator(GlobalModelEvaluator):
+    """Document-level RE: P/R/F1 of the relations the global model predicts over the pooled
+    candidate pairs (evaluation kind "docre").
+
+    The data's ``x`` is the model's dict of inputs and ``y`` the packed targets
+    (:func:`tffre.models.docre.pack_targets`); ``loss`` is the
+    :class:`tffre.models.docre.DocRELoss` trained with, whose ``kind`` decides how
+    logits become predictions (:func:`tffre.models.docre.predict_relations`: a
+    sigmoid above ``threshold`` for "bce", the argmax for "softmax"). Annotations
+    the data carries (:attr:`tffre.data.FederatedData.annotations`) add scores:
+    ``pair_intra`` the intra-/inter-sentence F1 (CDR, GDA), ``pair_in_train``
+    DocRED's Ign F1.
+
+    Per split (test, dev): ``{split}_f1``, ``_precision``, ``_recall``,
+    ``_accuracy`` (the valid pairs predicted exactly right), and where
+    annotated ``_intra_f1``, ``_inter_f1``, ``_ign_f1``; ``train_loss`` is
+    the loss averaged over all training pairs (each batch's mean weighted by
+    its valid pairs, so the pooled mean is per pair, as ``docre_loss``).
+    """
+
+    columns = tuple(f"{split}_{name}" for split in ("test", "dev")
+                    for name in ("precision", "recall", "intra_f1", "inter_f1", "ign_f1"))
+
+    def __init__(self, model_fn, data, loss, batch_size=8, negative_label=None,
+                 macro_f1=False, threshold=0.5):
+        from tffre.models.docre import DocRELoss
+        if negative_label is not None or macro_f1:
+            raise ValueError("document-level RE evaluation takes neither negative_label nor "
+                             "macro_f1: it scores the relations over candidate pairs")
+        if not isinstance(loss, DocRELoss):
+            raise ValueError(f"document-level RE evaluation needs the DocRELoss it was trained "
+                             f"with, got {type(loss).__name__}")
+        self.model = model_fn()
+        self.kind = loss.kind
+        self.threshold = float(threshold)
+        self.negative_label = None
+        self.macro_f1 = False
+        self.num_classes = data.num_classes
+        self.batch_size = batch_size
+        self._splits = {"test": data.pooled("test"), "train": data.pooled("train")}
+        if data.has_split("dev"):
+            self._splits["dev"] = data.pooled("dev")
+        self._annotations = {split: data.pooled_annotations(split) for split in self._splits}
+        self._batch = tf.function(self._batch_impl, reduce_retracing=True)
+
+    def _batch_impl(self, x, y):
+        from tffre.models.docre import docre_loss, predict_relations, unpack_targets
+        logits = main_output(self.model(x, training=False))
+        labels, pair_mask = unpack_targets(y)
+        weight = tf.reduce_sum(pair_mask)
+        return (docre_loss(labels, logits, pair_mask, self.kind) * weight, weight,
+                predict_relations(logits, self.kind, self.threshold))
+
+    def predictions(self, split):
+        """(summed pair losses, valid pairs, predicted multi-hot ``[n, P, R]``) of the current
+        model on ``split``."""
+        x, y = self._splits[split]
+        total, pairs, preds = 0.0, 0.0, []
+        for i in range(0, num_rows(x), self.batch_size):
+            rows = slice(i, i + self.batch_size)
+            loss, weight, pred = self._batch(take_rows(x, rows), y[rows])
+            total += float(loss)
+            pairs += float(weight)
+            preds.append(pred.numpy())
+        return total, pairs, np.concatenate(preds)
+
+    def evaluate_model(self, splits=None):
+        """The scores of the evaluation model as it is (see the class docstring)."""
+        from tffre.metrics import docre_scores
+        out = {}
+        for split in splits or self._splits:
+            total, pairs, preds = self.predictions(split)
+            if split == "train":
+                out["train_loss"] = total / pairs if pairs else float("nan")
+                continue
+            y = self._splits[split][1]
+            notes = self._annotations[split]
+            scores = docre_scores(y[..., :-1], preds, y[..., -1], intra=notes.get("pair_intra"),
+                                  in_train=notes.get("pair_in_train"))
+            for name in ("accuracy", "f1", "precision", "recall", "intra_f1", "inter_f1",
+                         "ign_f1"):
+                if name in scores:
+                    out[f"{split}_{name}"] = scores[name]
+        return out
+
+
+#: Evaluation kinds: {name: evaluator class}; a Job names one (``Job.evaluation``).
+EVALUATORS = {"classification": GlobalModelEvaluator, "docre": DocREEvaluator}
+
+
+def make_evaluator(kind, model_fn, data, loss, **options):
+    """The evaluator of ``kind`` (a key of :data:`EVALUATORS`) for ``model_fn`` on ``data``."""
+    if kind not in EVALUATORS:
+        raise ValueError(f"unknown evaluation kind {kind!r}; valid: {', '.join(EVALUATORS)}")
+    return EVALUATORS[kind](model_fn, data, loss, **options)

@@ -55,10 +55,18 @@ class Round:
         for attention (Eq. 14).
     """
 
-    def __init__(self, trainer, make_aggregator, server_learning_rate):
+    def __init__(self, trainer, make_aggregator, server_learning_rate, *, learning_rate=None,
+                 lr_decay=1.0):
         self.trainer = trainer
         self.make_aggregator = make_aggregator
         self.server_learning_rate = float(server_learning_rate)
+        # Local learning rate decay per round (FedCB: 0.99): the server keeps a round counter
+        # and broadcasts learning_rate * lr_decay**round; without decay neither exists.
+        self.lr_decay = float(lr_decay)
+        self.decays = self.lr_decay != 1.0
+        if self.decays and learning_rate is None:
+            raise ValueError("lr_decay needs the local learning_rate")
+        self.learning_rate = learning_rate
         self.aggregator = None
 
     def describe(self, slot):
@@ -85,6 +93,18 @@ class Round:
         # Personal variables (FedRep, FedRoD) are neither uploaded nor aggregated.
         self.personal = tuple(sorted(definition.personal_variables(slot.model)))
         self.trainer.personal = self.personal
+        # Normalisation statistics are averaged like the model; the other non-trainable
+        # weights are constant (sent once per client, see constant_broadcast_bytes).
+        self.statistics = tuple(slot.model.statistics_indices())
+        self.trainer.statistics = self.statistics
+        self.constant = [i for i in range(len(self.model_spec.non_trainable))
+                         if i not in self.statistics]
+        self.statistics_aggregator = None
+        if self.statistics:
+            from tffre.algorithms.definition import WeightedStructMean
+            self.statistics_aggregator = WeightedStructMean(
+                [self.model_spec.non_trainable[i] for i in self.statistics])
+            self.trainer.statistics_upload = self.statistics_aggregator.client
         self.shared = [i for i in range(len(self.model_spec.trainable)) if i not in self.personal]
         self.aggregator = self.make_aggregator(
             [self.model_spec.trainable[i].shape for i in self.shared])
@@ -119,7 +139,21 @@ class Round:
         self.state_spec = collections.OrderedDict(model=self.model_spec,
                                                   optimizer_state=self.optimizer_state_spec,
                                                   extras=self.extras_spec)
+        if self.decays:
+            self.state_spec["round"] = tf.TensorSpec([], tf.int32)
         return self
+
+    def constant_broadcast_bytes(self):
+        """Bytes of the broadcast that never change (non-trainable weights other than
+        normalisation statistics: a frozen embedding, FedCB's classifier): a client needs
+        them once, so they are counted at a client's first round only."""
+        from tffre.types_util import spec_nbytes
+        return spec_nbytes([self.model_spec.non_trainable[i] for i in self.constant])
+
+    def with_model(self, state, weights):
+        """``state`` with its model weights replaced (the same structure)."""
+        return collections.OrderedDict((k, weights if k == "model" else state[k])
+                                       for k in self.state_spec)
 
     @property
     def stateful(self):
@@ -130,13 +164,27 @@ class Round:
 
     def prepare(self, state):
         """What each client receives: the global model, the kept optimizer state, the extras."""
-        return collections.OrderedDict(model=state["model"],
-                                       optimizer_state=list(state["optimizer_state"]),
-                                       extras=state["extras"])
+        broadcast = self._prepare_without_decay(state)
+        if self.decays:
+            broadcast["learning_rate"] = self.learning_rate * tf.pow(
+                tf.constant(self.lr_decay, tf.float32), tf.cast(state["round"], tf.float32))
+        return broadcast
 
     def broadcast_spec(self):
         """The TensorSpecs of :meth:`prepare`'s result."""
-        return self.prepare(self.state_spec)
+        spec = collections.OrderedDict(self.state_spec)
+        round_spec = spec.pop("round", None)
+        broadcast = self.prepare(spec) if round_spec is None else \
+            self._prepare_without_decay(spec)
+        if round_spec is not None:
+            broadcast["learning_rate"] = tf.TensorSpec([], tf.float32)
+        return broadcast
+
+    @staticmethod
+    def _prepare_without_decay(state):
+        return collections.OrderedDict(model=state["model"],
+                                       optimizer_state=list(state["optimizer_state"]),
+                                       extras=state["extras"])
 
     def _parts(self):
         """(key, aggregator) of the upload parts with their own aggregation."""
@@ -145,6 +193,8 @@ class Round:
             parts.append(("model", self.aggregator))
         if self.extra_aggregator is not None:
             parts.append(("extra", self.extra_aggregator))
+        if self.statistics_aggregator is not None:
+            parts.append(("statistics", self.statistics_aggregator))
         return parts
 
     def zero(self):
@@ -196,6 +246,9 @@ class Round:
             out["update"] = self.aggregator.report(acc["model"])
         if self.extra_aggregator is not None:
             out["extra"] = self.extra_aggregator.report(acc["extra"])
+        if self.statistics_aggregator is not None:
+            out["statistics"] = self.statistics_aggregator.report(acc["statistics"])
+            out["statistics_weight"] = acc["statistics"]["weight"]
         out.update(
             optimizer_state=[tf.math.divide_no_nan(t, state["weight"]) for t in state["total"]],
             state_weight=state["weight"],
@@ -248,11 +301,18 @@ class Round:
         counted = aggregate["state_weight"] > 0
         optimizer_state = [tf.where(counted, new, old) for new, old in
                            zip(aggregate["optimizer_state"], state["optimizer_state"])]
+        non_trainable = list(model.non_trainable)
+        if self.statistics_aggregator is not None:
+            counted_stats = aggregate["statistics_weight"] > 0
+            for i, value in zip(self.statistics, aggregate["statistics"]):
+                non_trainable[i] = tf.where(counted_stats, value, non_trainable[i])
         weights, extras = self.definition.server_update(
-            ModelWeights(trainable=trainable, non_trainable=list(model.non_trainable)),
+            ModelWeights(trainable=trainable, non_trainable=non_trainable),
             state["extras"], aggregate.get("extra"), model, objects=objects["definition"])
         new_state = collections.OrderedDict(model=weights, optimizer_state=optimizer_state,
                                             extras=extras)
+        if self.decays:
+            new_state["round"] = state["round"] + 1
         metrics = collections.OrderedDict(
             distributor=collections.OrderedDict(),
             client_work=collections.OrderedDict(
@@ -269,10 +329,20 @@ class Round:
     def initial_state(self, model_weights, extras):
         """The server state for ``model_weights`` and ``extras`` (and a zero kept optimizer
         state)."""
-        return collections.OrderedDict(
+        state = collections.OrderedDict(
             model=model_weights,
             optimizer_state=[np.zeros(s.shape, np.float32) for s in self.optimizer_state_spec],
             extras=extras)
+        if self.decays:
+            state["round"] = np.int32(0)
+        return state
+
+
+def make_round(trainer, make_aggregator, server_learning_rate, hparams):
+    """The :class:`Round` of a registry row's resolved hyperparameters."""
+    return Round(trainer, make_aggregator, server_learning_rate,
+                 learning_rate=hparams.get("learning_rate"),
+                 lr_decay=hparams.get("lr_decay", 1.0))
 
 
 def make_trainer(model_fn, optimizer_fn, hparams, definition=None):

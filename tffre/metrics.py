@@ -21,6 +21,11 @@ Scores (FedED, Sui et al. 2020, Section 4.1; FedCMC Section 4.1):
 * Binary sets (GAD, EU-ADR, PGR) report the F1 of the positive class, which
   is the same computation with ``P = {positive label}``.
 
+* Document-level RE (CDR, GDA, CHR, DocRED; FedLCC, after ATLOP):
+  :func:`docre_scores` counts the predicted (pair, relation) facts over the
+  valid candidate pairs, micro over the relation types, with the intra- and
+  inter-sentence split of CDR/GDA and DocRED's Ign F1.
+
 Zero denominators give 0.0 (sklearn's ``zero_division=0``), never NaN.
 
 Tables: :func:`per_class_table` is FedED Table 6 (class-wise scores),
@@ -110,6 +115,66 @@ def relation_f1(y_true, y_pred, negative_label, labels=None):
     labels = _label_order(y_true, y_pred) if labels is None else list(labels)
     positive = [label for label in labels if label != negative_label]
     return _scores(*_counts(y_true, y_pred, positive))
+
+
+def docre_scores(gold, pred, pair_mask, intra=None, in_train=None):
+    """Precision, recall and F1 of the positive relations of document-level RE.
+
+    Every (valid pair, relation type) is one decision: a hit when predicted
+    and gold, so the scores are micro over the relation types ("no relation"
+    is not a type), as ATLOP's and DocRED's evaluations count facts.
+
+    Args:
+      gold, pred: ``[n, P, R]`` 0/1 arrays (the featurizer's multi-hot labels and
+        :func:`tffre.models.docre.predict_relations`).
+      pair_mask: ``[n, P]``, 1 on the real candidate pairs (padding is ignored).
+      intra: optional ``[n, P]``, 1 where the pair's two entities share a sentence
+        (the featurizer's ``pair_intra``): adds ``intra_f1`` (those pairs only) and
+        ``inter_f1`` (the others), the split CDR and GDA results are reported by.
+      in_train: optional ``[n, P, R]``, 1 where the fact is among the training set's
+        (:func:`tffre.data.docre.fact_keys`): adds DocRED's ``ign_f1``, whose precision
+        leaves out correct facts seen in training, ``(TP - TP_train) / (#pred - TP_train)``,
+        with the ordinary recall (DocRED's ``evaluation.py``).
+
+    Returns:
+      ``{"precision", "recall", "f1", "support", "accuracy"}`` (accuracy: the valid pairs
+      whose whole prediction vector is right) and the optional keys, as Python floats
+      (0.0 for a zero denominator).
+    """
+    gold = np.asarray(gold).astype(bool)
+    pred = np.asarray(pred).astype(bool)
+    valid = np.asarray(pair_mask).astype(bool)
+    if gold.shape != pred.shape or gold.shape[:-1] != valid.shape:
+        raise ValueError(f"gold {gold.shape}, pred {pred.shape} and pair_mask {valid.shape} "
+                         f"do not match ([n, P, R], [n, P, R], [n, P])")
+
+    def counts(where):
+        w = where[..., None]
+        return (int(np.sum(gold & pred & w)), int(np.sum(pred & w)), int(np.sum(gold & w)))
+
+    hits, predicted, actual = counts(valid)
+    out = _scores(hits, predicted, actual)
+    out["accuracy"] = _ratio(np.sum(np.all(gold == pred, axis=-1) & valid), np.sum(valid))
+    if intra is not None:
+        intra = np.asarray(intra).astype(bool)
+        out["intra_f1"] = _scores(*counts(valid & intra))["f1"]
+        out["inter_f1"] = _scores(*counts(valid & ~intra))["f1"]
+    if in_train is not None:
+        seen = int(np.sum(gold & pred & valid[..., None] & np.asarray(in_train).astype(bool)))
+        precision = _ratio(hits - seen, predicted - seen)
+        out["ign_f1"] = _ratio(2 * precision * out["recall"], precision + out["recall"])
+    return out
+
+
+def macro_f1(y_true, y_pred, num_classes):
+    """The unweighted mean over classes 0..num_classes-1 of each class's F1 (FedCB's F1-score).
+
+    A class with neither gold nor predicted examples scores 0, as scikit-learn's
+    ``f1_score(average="macro", labels=range(K), zero_division=0)``.
+    """
+    y_true, y_pred = _pair(y_true, y_pred)
+    return float(np.mean([_scores(*_counts(y_true, y_pred, [c]))["f1"]
+                          for c in range(num_classes)]))
 
 
 def per_class_table(y_true, y_pred, labels, negative_label=None):

@@ -39,6 +39,8 @@ class MeasuredLearningProcess:
       name, hparams: the algorithm and its resolved hyperparameters.
       executor: "tff" or "local".
       broadcast_bytes_per_client, upload_bytes_per_client: from the round's types.
+      constant_bytes_per_client: the part of the broadcast that never changes.
+      served: the client ids that have received the constant part.
       tff_process: the ``tff.learning.templates.LearningProcess`` (TFF executor,
         stateless algorithms only).
       stateful: True when clients keep state between rounds.
@@ -47,7 +49,8 @@ class MeasuredLearningProcess:
 
     def __init__(self, initialize, next_fn, get_model_weights, set_model_weights, *, name,
                  hparams, executor, input_spec, broadcast_bytes_per_client,
-                 upload_bytes_per_client, tff_process=None, initial_client_state=None):
+                 upload_bytes_per_client, constant_bytes_per_client=0, tff_process=None,
+                 initial_client_state=None):
         self.initialize = initialize
         self._next = next_fn
         self.get_model_weights = get_model_weights
@@ -58,6 +61,8 @@ class MeasuredLearningProcess:
         self.input_spec = input_spec
         self.broadcast_bytes_per_client = int(broadcast_bytes_per_client)
         self.upload_bytes_per_client = int(upload_bytes_per_client)
+        self.constant_bytes_per_client = int(constant_bytes_per_client)
+        self.served = set()
         self.tff_process = tff_process
         self._initial_client_state = initial_client_state
         self.stateful = initial_client_state is not None
@@ -73,7 +78,11 @@ class MeasuredLearningProcess:
         """One round on ``client_data`` (a list of ``tf.data.Dataset``), plus ``metrics['round']``.
 
         ``client_ids`` (one per dataset) are required for a stateful
-        algorithm: they key the per-client state.
+        algorithm: they key the per-client state. Given for any algorithm, they
+        also count the broadcast's constant part (non-trainable weights that
+        never change: a frozen embedding, FedCB's classifier) once per client,
+        at its first round, as a deployment would send it; without them it is
+        counted every round.
         """
         self.check_client_data(client_data)
         if self.stateful and (client_ids is None or len(client_ids) != len(client_data)):
@@ -90,9 +99,14 @@ class MeasuredLearningProcess:
         seconds = time.perf_counter() - start
         metrics = collections.OrderedDict(output.metrics)
         n = len(client_data)
+        constant = self.constant_bytes_per_client
+        first_time = n if client_ids is None else len(set(client_ids) - self.served)
+        if client_ids is not None:
+            self.served.update(client_ids)
         metrics["round"] = collections.OrderedDict(
             wall_seconds=seconds, num_clients=n,
-            bytes_broadcast=n * self.broadcast_bytes_per_client,
+            bytes_broadcast=n * (self.broadcast_bytes_per_client - constant)
+            + first_time * constant,
             bytes_uploaded=n * self.upload_bytes_per_client)
         return tff.learning.templates.LearningProcessOutput(output.state, metrics)
 

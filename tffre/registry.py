@@ -30,6 +30,15 @@ class LocalOptimizer:
     hparams: tuple
     default_learning_rate: float
 
+    def make(self, hp):
+        """A fresh optimizer of ``factory(hp)``; with the common ``clip_norm``, each step's
+        gradients are first scaled to that global L2 norm at most (Keras ``global_clipnorm``,
+        as PyTorch's ``clip_grad_norm_`` in the FedLCC authors' code)."""
+        optimizer = self.factory(hp)
+        if hp.get("clip_norm"):
+            optimizer.global_clipnorm = float(hp["clip_norm"])   # read when a step is traced
+        return optimizer
+
 
 @dataclasses.dataclass(frozen=True)
 class ServerAggregator:
@@ -92,6 +101,13 @@ def _tf_adam(hp):
     return tf.keras.optimizers.Adam(hp["learning_rate"], jit_compile=False)
 
 
+def _sgdm(hp):
+    import tensorflow as tf
+    # The FedCB authors' scripts: SGD, momentum 0.9, weight decay 5e-4 (decoupled, as Keras does).
+    return tf.keras.optimizers.SGD(hp["learning_rate"], momentum=0.9, weight_decay=5e-4,
+                                   jit_compile=False)
+
+
 def _padam(hp):
     import optimizers
     return optimizers.PAdam(hp["learning_rate"], mu=hp["mu"], jit_compile=False)
@@ -113,13 +129,46 @@ LOCAL_OPTIMIZERS = {
     "self_adam": LocalOptimizer("Self-Adam (Eq. 15-20)", _self_adam, ("learning_rate",), 0.001),
     "tf_adam": LocalOptimizer("tf.keras Adam", _tf_adam, ("learning_rate",), 0.001),
     "padam": LocalOptimizer("PAdam (Eq. 21-27)", _padam, ("learning_rate", "mu"), 0.001),
+    "sgdm": LocalOptimizer("SGD, momentum 0.9, weight decay 5e-4", _sgdm, ("learning_rate",),
+                           0.01),
 }
+
+# The common ``local_optimizer`` hyperparameter replaces a row's optimizer by the same kind of
+# step in another family (FedCB trains every method with Adam; its authors' scripts with SGD
+# and momentum): {family: {row's optimizer: replacement}}. A proximal row keeps its proximal
+# term (PGD -> PAdam); there is no proximal SGD with momentum.
+OPTIMIZER_FAMILIES = {
+    "adam": {"sgd": "tf_adam", "pgd": "padam", "tf_adam": "tf_adam", "padam": "padam",
+             "self_adam": "self_adam"},
+    "sgdm": {"sgd": "sgdm", "tf_adam": "sgdm", "self_adam": "sgdm", "sgdm": "sgdm"},
+}
+
+
+def local_optimizer_of(spec, hparams):
+    """The key of :data:`LOCAL_OPTIMIZERS` a row trains with, given its ``local_optimizer``."""
+    family = hparams.get("local_optimizer")
+    if family is None:
+        return spec.local_optimizer
+    if family not in OPTIMIZER_FAMILIES:
+        raise ValueError(f"local_optimizer must be one of {', '.join(OPTIMIZER_FAMILIES)}, "
+                         f"got {family!r}")
+    replaced = OPTIMIZER_FAMILIES[family].get(spec.local_optimizer)
+    if replaced is None:
+        raise ValueError(f"{spec.name}: its {spec.local_optimizer} optimizer has no "
+                         f"{family} form")
+    return replaced
 
 SERVER_AGGREGATORS = {
     "mean": ServerAggregator("weighted mean (Eq. 6)", _mean, lambda hp: 1.0, ()),
     "attention": ServerAggregator("attention step (Eq. 11-14)", _attention,
                                   lambda hp: hp["stepsize"], ("stepsize", "granularity")),
 }
+
+# FedCB's hyperparameters: tau (the authors' README: 17.5 for OCT-C8, 12.5 for Kvasir-v2),
+# the classifier's form, the prompts and the class concepts (the runner passes the task's).
+_FEDCB = (("temperature", 12.5), ("use_variance", True), ("covariance", "diagonal"),
+          ("prompts", "image"), ("prompt_fraction", 1.0), ("concepts", None),
+          ("concept_encoder", None))
 
 ALGORITHMS = {spec.name.lower(): spec for spec in (
     AlgorithmSpec("FedAvg", "sgd", "mean"),
@@ -148,6 +197,10 @@ ALGORITHMS = {spec.name.lower(): spec for spec in (
                    ("vectors", "random"))),
     AlgorithmSpec("MOON", "tf_adam", "mean", "tffre.algorithms.moon:MOON",
                   (("mu", 1.0), ("temperature", 0.5), ("projection_head", False))),
+    # FedLCC (document-level RE): MOON's mechanism on the localized context (Eq. 12-13),
+    # mu 0.1 and tau 0.5 (FedLCC Table 2), Adam as the paper trains every method.
+    AlgorithmSpec("FedLCC", "tf_adam", "mean", "tffre.algorithms.fedlcc:FedLCC",
+                  (("mu", 0.1), ("temperature", 0.5))),
     AlgorithmSpec("FedRS", "tf_adam", "mean", "tffre.algorithms.fedrs:FedRS",
                   (("restriction", 0.5), ("fedrs_form", "binary"))),
     AlgorithmSpec("FedLC", "tf_adam", "mean", "tffre.algorithms.fedlc:FedLC",
@@ -157,7 +210,16 @@ ALGORITHMS = {spec.name.lower(): spec for spec in (
     AlgorithmSpec("FedAttT", "tf_adam", "attention"),
     # FedCB: a frozen classifier from text embeddings of the class concepts (a model of
     # tffre.algorithms.fedcb.build_fedcb_model); FedAvg of the extractor and projection.
-    AlgorithmSpec("FedCB", "tf_adam", "mean", "tffre.algorithms.fedcb:FedCB"),
+    AlgorithmSpec("FedCB", "tf_adam", "mean", "tffre.algorithms.fedcb:FedCB", _FEDCB),
+    # FedCB Table 5's "embedding average": the class means only (Σ = 0).
+    AlgorithmSpec("FedCB-avg", "tf_adam", "mean", "tffre.algorithms.fedcb:FedCB",
+                  tuple((k, False if k == "use_variance" else v) for k, v in _FEDCB)),
+    # FedETF (a FedCB Table 2 baseline): a frozen simplex-ETF classifier.
+    AlgorithmSpec("FedETF", "tf_adam", "mean", "tffre.algorithms.fedcb:FedETF",
+                  (("temperature", 12.5), ("etf_dim", 128), ("etf_seed", 0))),
+    # FedRoD (a FedCB Table 2 baseline): generic head with the balanced softmax, personal head.
+    AlgorithmSpec("FedRoD", "sgd", "mean", "tffre.algorithms.fedrod:FedRoD",
+                  (("personal_layer", "personal_head"),)),
     # FedRep (a FedCB Table 2 baseline): the "classifier" layer stays with each client.
     AlgorithmSpec("FedRep", "sgd", "mean", "tffre.algorithms.fedrep:FedRep",
                   (("personal_layer", "classifier"),)),
@@ -172,9 +234,10 @@ ALGORITHMS = {spec.name.lower(): spec for spec in (
 # Defaults from FLCMC Table 7; learning_rate defaults per optimizer (0.01 SGD, 0.001 Adam).
 DEFAULT_HPARAMS = {"num_epochs": 10, "num_iters": 20, "mu": 1.0, "stepsize": 1.2,
                    "granularity": "layer", "keep_optimizer_state": False,
-                   "client_weighting": "dataset_size"}
+                   "client_weighting": "dataset_size", "lr_decay": 1.0,
+                   "local_optimizer": None, "clip_norm": None}
 COMMON_HPARAMS = ("learning_rate", "num_epochs", "num_iters", "keep_optimizer_state",
-                  "client_weighting")
+                  "client_weighting", "lr_decay", "local_optimizer", "clip_norm")
 
 
 def get_spec(name):
@@ -232,9 +295,16 @@ def resolve_hparams(name, **hparams):
         raise ValueError(f"{spec.name} does not take hyperparameter(s) {', '.join(unknown)}; "
                          f"valid: {', '.join(valid)}")
     resolved = {k: DEFAULT_HPARAMS[k] for k in valid if k in DEFAULT_HPARAMS}
-    resolved["learning_rate"] = LOCAL_OPTIMIZERS[spec.local_optimizer].default_learning_rate
     resolved.update(spec.hparams)
     resolved.update({k: v for k, v in hparams.items() if v is not None or k == "num_iters"})
+    if hparams.get("learning_rate") is None:
+        resolved["learning_rate"] = LOCAL_OPTIMIZERS[
+            local_optimizer_of(spec, resolved)].default_learning_rate
+    clip = resolved["clip_norm"]
+    if clip is not None and not (math.isfinite(clip) and clip > 0):
+        raise ValueError(f"{spec.name}: clip_norm must be a number > 0 or None, got {clip}")
+    if not (math.isfinite(resolved["lr_decay"]) and 0 < resolved["lr_decay"] <= 1):
+        raise ValueError(f"{spec.name}: lr_decay must be in (0, 1], got {resolved['lr_decay']}")
     for key in ("learning_rate", "mu", "stepsize"):
         if key in resolved and not (math.isfinite(resolved[key]) and resolved[key] >= 0):
             raise ValueError(f"{spec.name}: {key} must be a finite number >= 0, "

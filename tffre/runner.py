@@ -35,7 +35,8 @@ from tqdm.auto import tqdm
 
 from tffre import algorithms, registry
 from tffre.registry import algorithm_hparams
-from tffre.evaluation import GlobalModelEvaluator
+from tffre.data.federated import take_rows
+from tffre.evaluation import EVALUATORS, make_evaluator
 from tffre.jsonio import write_json
 from tffre.plots import plot_curves
 from tffre.runtime import peak_rss_mib, shutdown_workers
@@ -125,7 +126,8 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                    progress=True, title=None, checkpoint_every=5, resume=False, overwrite=False,
                    save_model=None, reference=None, load_pretrained=None, executor="auto",
                    max_parallel_clients=1, loop="while", negative_label=None, centralised=None,
-                   class_names=None, server_data=None):
+                   class_names=None, server_data=None, context=None, macro_f1=False,
+                   evaluation="classification"):
     """Runs ``algorithm_names`` on ``data``; writes metrics, checkpoints, models, summary, plot.
 
     Args:
@@ -163,6 +165,15 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
       class_names: the class names, for the per-class tables.
       server_data: the server's labelled set D_v as (x, y) arrays, for the algorithms
         that take it (FedED); batched by ``batch_size``.
+      context: {hyperparameter: value} of the task, given to the algorithms that take
+        it (FedCB's ``concepts`` and ``prompts``); the run's client count goes to those
+        that take ``num_clients`` (FedDyn).
+      macro_f1: also report macro-F1 over the classes (``test_f1``, ``dev_f1``; FedCB's
+        image tables).
+      evaluation: the evaluation kind, a key of :data:`tffre.evaluation.EVALUATORS`:
+        "classification" (accuracy, and F1 as above) or "docre" (document-level RE:
+        P/R/F1 of the relations over candidate pairs, with intra/inter-sentence and Ign
+        F1 where the data is annotated); its extra columns join metrics.csv.
       centralised: optional {"epochs": E, "optimizer_fn": no-arg callable}:
         also train the same model on the union of the clients' training data
         (the upper bound), written as algorithm "Centralised", one row per epoch.
@@ -176,6 +187,10 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
         raise ValueError(f"eval_every must be >= 1, got {eval_every}")
     if checkpoint_every < 0:
         raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
+    if evaluation not in EVALUATORS:
+        raise ValueError(f"unknown evaluation kind {evaluation!r}; valid: "
+                         f"{', '.join(EVALUATORS)}")
+    columns = METRIC_COLUMNS + list(EVALUATORS[evaluation].columns)
     names = [registry.get_spec(n).name for n in algorithm_names]
     hparams = dict(hparams or {})
     resolved = {n: registry.resolve_hparams(n, **algorithm_hparams(n, hparams)) for n in names}
@@ -186,9 +201,10 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                          f"(--server-fraction or --server-data)")
     for name in needs_server:
         resolved[name]["server_data"] = f"{len(server_data[1])} examples"
-    # Algorithms that weigh by the whole population (FedDyn's m) get the run's client count.
-    population = {n: {"num_clients": len(data.client_ids)} for n in names
-                  if "num_clients" in registry.valid_hparams(n)}
+    # Task values the algorithms take: the population (FedDyn's m), FedCB's concepts, ...
+    context = {"num_clients": len(data.client_ids), **(context or {})}
+    population = {n: {k: v for k, v in context.items()
+                      if k in registry.valid_hparams(n) and v is not None} for n in names}
     for name, extra in population.items():
         resolved[name].update(extra)
     prepare_out_dir(out_dir, resume=resume, overwrite=overwrite)
@@ -212,25 +228,30 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
             extra = {"server_data": tf.data.Dataset.from_tensor_slices(
                 server_data).batch(batch_size)} if name in needs_server else {}
             extra.update(population.get(name, {}))
-            process = algorithms.build_algorithm(
-                name, model_fn, loss=loss, input_spec=input_spec, metrics=metrics,
-                executor=executor, max_parallel_clients=max_parallel_clients, loop=loop,
-                **algorithm_hparams(name, hparams), **extra)
+            build = dict(loss=loss, input_spec=input_spec, metrics=metrics, executor=executor,
+                         max_parallel_clients=max_parallel_clients, loop=loop,
+                         **algorithm_hparams(name, hparams), **extra)
+            process, state = _process(name, model_fn, build, seed,
+                                      cacheable=name not in needs_server)
             checkpoints = Checkpoints(os.path.join(out_dir, "checkpoints", name))
-            state, done = process.initialize(), 0
+            done = 0
             if resume:
                 loaded, done = checkpoints.load_latest(_saved(process, state, data.client_ids))
                 if loaded is not None:
                     state = _restore(process, loaded)
             if done == 0 and load_pretrained is not None:
-                state = process.set_model_weights(state, pretrained_weights(model_fn,
+                state = process.set_model_weights(state, pretrained_weights(process.model_fn,
                                                                             load_pretrained))
             states[name] = (process, checkpoints, state, done)
         # Rows kept on resume: up to each algorithm's checkpoint, and a finished centralised run.
         kept = [raw for a, r, raw in old_rows if (a in states and r <= states[a][3])
                 or (a == CENTRALISED and done_centralised)]
+        for name, (process, _, _, _) in states.items():
+            # The clients that already received the broadcast's constant part (bytes).
+            process.served.update(c for raw in kept if raw["algorithm"] == name
+                                  for c in str(raw.get("clients") or "").split())
         with open(csv_path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=METRIC_COLUMNS, extrasaction="ignore")
+            writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(kept)
             f.flush()
@@ -242,21 +263,22 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                     tqdm.write(f"{name}: resuming after round {done}", file=sys.stderr)
                 # Built after the process: Keras invalidates eager models when
                 # TFF later traces model_fn in a graph.
-                evaluator = GlobalModelEvaluator(model_fn, data, loss,
-                                                 negative_label=negative_label)
+                evaluator = make_evaluator(evaluation, process.model_fn, data, loss,
+                                           negative_label=negative_label, macro_f1=macro_f1)
                 for rnd in range(done + 1, num_rounds + 1):
                     bar.set_description(f"{name} round {rnd}/{num_rounds}")
                     clients = sample_clients(data.client_ids, clients_per_round, seed, rnd)
                     datasets = [data.client_dataset(c, "train", batch_size=batch_size,
                                                     seed=data_seed(seed, rnd)) for c in clients]
                     # Stateful algorithms key each client's kept state by its id.
-                    output = process.next(state, datasets, client_ids=clients) \
-                        if process.stateful else process.next(state, datasets)
+                    # Client ids key a stateful algorithm's kept state, and count the
+                    # broadcast's constant part once per client.
+                    output = process.next(state, datasets, client_ids=clients)
                     state = output.state
                     row = _row(name, rnd, clients, output.metrics)
                     _warn_exclusions(name, rnd, row, len(clients))
                     if rnd % eval_every == 0 or rnd == num_rounds:
-                        row.update(evaluator(process.get_model_weights(state)))
+                        row.update(evaluate(evaluator, process, state))
                         bar.set_postfix(_postfix(row))
                     writer.writerow(row)
                     f.flush()
@@ -277,10 +299,11 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                 else:
                     run_centralised(data, model_fn, loss=loss, writer=writer, file=f,
                                     batch_size=batch_size, seed=seed,
-                                    negative_label=negative_label,
+                                    negative_label=negative_label, macro_f1=macro_f1,
                                     load_pretrained=load_pretrained, bar=bar,
                                     save_model=save_model, out_dir=out_dir,
-                                    class_names=class_names, **centralised)
+                                    class_names=class_names, evaluation=evaluation,
+                                    **centralised)
     finally:
         bar.close()
         summary["peak_rss_mib"] = peak_rss_mib()
@@ -295,6 +318,57 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
 
 
 CENTRALISED = "Centralised"
+_PROCESS_CACHE = None
+
+
+def reuse_processes(enabled=True):
+    """Keep the processes :func:`run_experiment` builds, for its later calls in this Python
+    process (e.g. an example's seeds and betas): building and tracing a ResNet-18 round
+    takes longer than ten of its rounds.
+
+    A process is reused when the algorithm, its hyperparameters, the model's architecture,
+    the input spec, the loss and the executor settings are all the same; its client
+    states are cleared and each run starts from the initial weights of its own seed, as
+    a fresh build would. (Server extras start from the first build's; no algorithm of the
+    FedCB tables draws them at random.) Processes given a server set (FedED) are not
+    kept.
+    """
+    global _PROCESS_CACHE
+    _PROCESS_CACHE = {} if enabled else None
+
+
+def _architecture(model_fn):
+    """The layer types and weight shapes of ``model_fn``'s model (not its values)."""
+    model = model_fn()
+    return tuple((type(layer).__name__, tuple(tuple(w.shape) for w in layer.weights))
+                 for layer in model.layers)
+
+
+def _process(name, model_fn, build, seed, cacheable=True):
+    """(process, initial state) of algorithm ``name``: built, or reused (:func:`reuse_processes`).
+
+    Either way the state starts from the weights of a model built right after
+    ``set_random_seed(seed)``, so a seed gives the same run with or without reuse.
+    """
+    if _PROCESS_CACHE is None or not cacheable:
+        process = algorithms.build_algorithm(name, model_fn, **build)
+    else:
+        key = (registry.get_spec(name).name, repr(sorted(
+            (k, repr(v)) for k, v in build.items()
+            if k not in ("loss", "metrics", "input_spec"))),
+            repr(build["input_spec"]), repr(build["loss"].get_config()),
+            repr([m().name for m in build["metrics"] or ()]), _architecture(model_fn))
+        process = _PROCESS_CACHE.get(key)
+        if process is None:
+            process = _PROCESS_CACHE[key] = algorithms.build_algorithm(name, model_fn, **build)
+        process.client_states = {}
+        process.served = set()
+    tf.keras.utils.set_random_seed(seed)
+    fresh = process.model_fn()
+    weights = tff.learning.models.ModelWeights(
+        trainable=[v.numpy() for v in fresh.trainable_weights],
+        non_trainable=[v.numpy() for v in fresh.non_trainable_weights])
+    return process, process.set_model_weights(process.initialize(), weights)
 
 
 def _saved(process, state, client_ids):
@@ -339,7 +413,7 @@ def write_per_class(evaluator, data, out_dir, name, class_names=None):
 
 def run_centralised(data, model_fn, *, loss, writer, file, epochs, optimizer_fn, batch_size,
                     seed, negative_label, load_pretrained, bar, save_model, out_dir,
-                    class_names=None):
+                    class_names=None, macro_f1=False, evaluation="classification"):
     """The upper bound: the same model trained on the union of the clients' training data.
 
     Plain Keras steps over the pooled data (shuffled per epoch from the seed), evaluated after
@@ -347,7 +421,8 @@ def run_centralised(data, model_fn, *, loss, writer, file, epochs, optimizer_fn,
     """
     import time
     tf.keras.utils.set_random_seed(seed)
-    evaluator = GlobalModelEvaluator(model_fn, data, loss, negative_label=negative_label)
+    evaluator = make_evaluator(evaluation, model_fn, data, loss, negative_label=negative_label,
+                               macro_f1=macro_f1)
     model = evaluator.model
     if load_pretrained is not None:
         load_pretrained(model)
@@ -368,7 +443,7 @@ def run_centralised(data, model_fn, *, loss, writer, file, epochs, optimizer_fn,
         bar.set_description(f"{CENTRALISED} epoch {epoch}/{epochs}")
         start = time.perf_counter()
         order = np.random.RandomState([seed, epoch]).permutation(len(y))
-        losses = [float(step(x[order[i:i + batch_size]], y[order[i:i + batch_size]]))
+        losses = [float(step(take_rows(x, order[i:i + batch_size]), y[order[i:i + batch_size]]))
                   for i in range(0, len(y), batch_size)]
         row = {"algorithm": CENTRALISED, "round": epoch,
                "round_seconds": time.perf_counter() - start, "bytes_broadcast": 0,
@@ -383,6 +458,31 @@ def run_centralised(data, model_fn, *, loss, writer, file, epochs, optimizer_fn,
         write_per_class(evaluator, data, out_dir, CENTRALISED, class_names)
     if save_model is not None:
         save_model(os.path.join(out_dir, "models", CENTRALISED), model, CENTRALISED, epochs)
+
+
+def evaluate(evaluator, process, state):
+    """The metrics of the round's model: the global model's, or for an algorithm evaluated as
+    personal models (FedRep) the mean over the clients trained so far of the global model
+    with each one's personal weights (the global model's before any client has trained)."""
+    weights = process.get_model_weights(state)
+    personal = getattr(process, "personal_indices", ())
+    if getattr(process, "evaluation", "global") != "personal" or not personal:
+        return evaluator(weights)
+    kept = [s for _, s in sorted(process.client_states.items()) if float(s["seen"]) > 0]
+    if not kept:
+        return evaluator(weights)
+    rows = []
+    held_out = [s for s in evaluator.splits if s != "train"]
+    for client_state in kept:
+        trainable = list(weights.trainable)
+        for j, i in enumerate(personal):
+            trainable[i] = client_state["personal"][j]
+        rows.append(evaluator(tff.learning.models.ModelWeights(
+            trainable=trainable, non_trainable=list(weights.non_trainable)), held_out))
+    out = {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
+    # The training loss stays the global model's (one pass, not one per client).
+    out["train_loss"] = evaluator(weights, ("train",))["train_loss"]
+    return out
 
 
 def pretrained_weights(model_fn, load_pretrained):
@@ -434,12 +534,21 @@ def _selected(evaluated, metric, round_suffix):
     best = rows.loc[rows[test].idxmax()]
     out = {f"max_test_{metric}": float(best[test]), f"round_of_max_{metric}": int(best["round"]),
            f"final_test_{metric}": float(rows[test].iloc[-1])}
+    # The other test scores of the selected rounds (document RE: P, R, intra/inter, Ign F1).
+    others = [c for c in rows.columns if c.startswith("test_")
+              and c not in (test, "test_accuracy")] if metric == "f1" else []
+    for column in others:
+        if pd.notna(rows[column].iloc[-1]):
+            out[f"final_{column}"] = float(rows[column].iloc[-1])
     chosen = rows.dropna(subset=[dev])
     if not chosen.empty:
         at = chosen.loc[chosen[dev].idxmax()]
         out.update({f"best_dev_{metric}": float(at[dev]),
                     f"round_of_best_dev{round_suffix}": int(at["round"]),
                     f"test_{metric}_at_best_dev": float(at[test])})
+        for column in others:
+            if pd.notna(at[column]):
+                out[f"{column}_at_best_dev"] = float(at[column])
     return out
 
 

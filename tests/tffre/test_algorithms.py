@@ -300,3 +300,28 @@ def test_shuffled_client_data_gives_the_same_round_twice(loss):
 
     for a, b in zip(one_round().trainable, one_round().trainable):
         np.testing.assert_array_equal(a, b)
+
+
+def test_clip_norm_bounds_each_local_step_by_the_global_norm(loss):
+    """clip_norm (the FedLCC authors' 1.0): one SGD step of a client moves the weights by
+    lr * min(||g||, clip) in global L2 norm, in the gradient's direction."""
+    from tffre import registry
+    with pytest.raises(ValueError, match="clip_norm must be a number > 0"):
+        registry.resolve_hparams("FedAvg", clip_norm=-1.0)
+    arrays = client_arrays([4], seed=3)
+    model_fn = lambda: logistic_regression(NUM_FEATURES, NUM_CLASSES)  # noqa: E731
+    rng = np.random.RandomState(2)
+    w0 = [rng.randn(NUM_FEATURES, NUM_CLASSES).astype(np.float32),
+          rng.randn(NUM_CLASSES).astype(np.float32)]
+    gw, gb = reference.softmax_regression_grads(w0[0].astype(np.float64), w0[1], *arrays[0],
+                                                NUM_CLASSES)
+    norm = np.sqrt((gw ** 2).sum() + (gb ** 2).sum())
+    for clip in (None, norm / 10):
+        process = build_algorithm("fedavg", model_fn, loss=loss, input_spec=INPUT_SPEC,
+                                  learning_rate=0.5, num_epochs=1, num_iters=1, clip_norm=clip,
+                                  executor="local")
+        state = set_weights(process, process.initialize(), w0)
+        got = process.get_model_weights(process.next(state, to_datasets(arrays)).state).trainable
+        scale = 1.0 if clip is None else clip / norm
+        np.testing.assert_allclose(got[0], w0[0] - 0.5 * scale * gw, atol=1e-5)
+        np.testing.assert_allclose(got[1], w0[1] - 0.5 * scale * gb, atol=1e-5)

@@ -133,7 +133,8 @@ def test_resume_refuses_a_changed_configuration(tmp_path):
 
 def test_interrupted_run_keeps_written_rows(tmp_path, monkeypatch):
     calls = {"n": 0}
-    real = runner.GlobalModelEvaluator
+    from tffre import evaluation
+    real = evaluation.GlobalModelEvaluator
 
     class InterruptingEvaluator(real):
         def __call__(self, weights):
@@ -142,7 +143,8 @@ def test_interrupted_run_keeps_written_rows(tmp_path, monkeypatch):
                 raise KeyboardInterrupt
             return super().__call__(weights)
 
-    monkeypatch.setattr(runner, "GlobalModelEvaluator", InterruptingEvaluator)
+    # The runner builds its evaluator from the kinds' table (tffre.evaluation.EVALUATORS).
+    monkeypatch.setitem(evaluation.EVALUATORS, "classification", InterruptingEvaluator)
     data = make_synthetic(0.5, 0.5, num_clients=4, seed=0)
     with pytest.raises(KeyboardInterrupt):
         runner.run_experiment(data, lambda: logistic_regression(60, 10),

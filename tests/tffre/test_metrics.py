@@ -202,3 +202,14 @@ def test_communication_table_like_feded_table_7():
         communication_table({"x": (1, 1, 0)})
     with pytest.raises(ValueError, match="upload bytes"):
         communication_table({"x": (-1, 1, 1)})
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_macro_f1_matches_sklearn(seed):
+    from sklearn.metrics import f1_score
+    from tffre.metrics import macro_f1
+    rng = np.random.RandomState(seed)
+    y, p = rng.randint(0, 5, 40), rng.randint(0, 5, 40)
+    p[p == 4] = 3      # class 4 never predicted: its F1 is 0, as zero_division=0
+    assert math.isclose(macro_f1(y, p, 6), f1_score(y, p, labels=range(6), average="macro",
+                                                    zero_division=0), rel_tol=1e-12)

@@ -60,3 +60,73 @@ def test_out_dir_with_results_is_refused(tmp_path):
         runner.prepare_out_dir(str(tmp_path))
     runner.prepare_out_dir(str(tmp_path), overwrite=True)
     assert not (tmp_path / "metrics.csv").exists()
+
+
+def small_data(seed=0):
+    rng = np.random.RandomState(seed)
+    clients = {}
+    for k in range(3):
+        x = rng.randn(10, 4).astype(np.float32)
+        y = (x[:, 0] > 0).astype(np.int32)
+        clients[f"c{k}"] = {"train": (x, y), "test": (x[:4], y[:4])}
+    return FederatedData(clients, num_classes=2, name="small")
+
+
+def test_reused_processes_give_the_runs_of_fresh_ones(tmp_path):
+    """runner.reuse_processes: a later run with another seed equals a fresh build's run."""
+    def run(out, seed):
+        runner.run_experiment(
+            # Random initial weights: each seed must start from its own.
+            small_data(), lambda: logistic_regression(4, 2, kernel_initializer="glorot_uniform"),
+            loss=tf.keras.losses.SparseCategoricalCrossentropy(), algorithm_names=["fedavg"],
+            num_rounds=2, clients_per_round=2, out_dir=str(tmp_path / out), seed=seed,
+            progress=False, executor="local",
+            hparams={"num_epochs": 1, "learning_rate": 0.5})
+        return pd.read_csv(tmp_path / out / "metrics.csv").drop(columns=["round_seconds"])
+    fresh = [run(f"fresh{s}", s) for s in (1, 2)]
+    runner.reuse_processes()
+    try:
+        reused = [run(f"reused{s}", s) for s in (1, 2)]
+        assert len(runner._PROCESS_CACHE) == 1       # built once, run twice
+    finally:
+        runner.reuse_processes(False)
+    for a, b in zip(fresh, reused):
+        pd.testing.assert_frame_equal(a, b)
+    assert not fresh[0].equals(fresh[1])             # the seeds differ
+
+
+class _Evaluator:
+    """Accuracy = the first trainable weight's value; loss = its negative."""
+    splits = ("test", "train")
+
+    def __call__(self, weights, splits=None):
+        value = float(np.asarray(weights.trainable[0]))
+        out = {}
+        for split in splits or self.splits:
+            out.update({"train_loss": -value} if split == "train" else {"test_accuracy": value})
+        return out
+
+
+class _Process:
+    stateful, evaluation, personal_indices = True, "personal", (0,)
+    client_states = {"a": {"personal": [np.float32(0.2)], "seen": np.float32(1.0)},
+                     "b": {"personal": [np.float32(0.6)], "seen": np.float32(1.0)},
+                     "c": {"personal": [np.float32(9.0)], "seen": np.float32(0.0)}}
+
+    @staticmethod
+    def get_model_weights(state):
+        return state
+
+
+def test_personal_evaluation_averages_the_clients_trained_so_far():
+    from tffre.mapreduce import ModelWeights
+    weights = ModelWeights([np.float32(0.5)], [])
+    out = runner.evaluate(_Evaluator(), _Process(), weights)
+    # Clients a and b (c has not trained): the mean of their heads' accuracies; the
+    # training loss is the global model's.
+    assert out == {"test_accuracy": pytest.approx(0.4), "train_loss": -0.5}
+    _Process.evaluation = "global"
+    try:
+        assert runner.evaluate(_Evaluator(), _Process(), weights)["test_accuracy"] == 0.5
+    finally:
+        _Process.evaluation = "personal"

@@ -63,6 +63,13 @@ def tiny_named_model():
     return tf.keras.Model(inputs, {"features": features, "logits": logits})
 
 
+def tiny_context_model():
+    """``tiny_named_model`` with its hidden layer named ``context`` (what FedLCC contrasts)."""
+    model = tiny_named_model()
+    return tf.keras.Model(model.input, {"context": model.output["features"],
+                                        "logits": model.output["logits"]})
+
+
 NAMED_LOSS = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 

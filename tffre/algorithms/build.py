@@ -12,10 +12,10 @@ import tensorflow as tf
 
 from tffre import execution
 from tffre.client_model import ClientModel
-from tffre.mapreduce import Round, make_trainer
+from tffre.mapreduce import make_round, make_trainer
 from tffre.registry import (  # noqa: F401  (re-exported: the registry's public API)
     ALGORITHMS, COMMON_HPARAMS, DEFAULT_HPARAMS, LOCAL_OPTIMIZERS, SERVER_AGGREGATORS,
-    get_spec, resolve_hparams, valid_algorithm_names, valid_hparams)
+    get_spec, local_optimizer_of, resolve_hparams, valid_algorithm_names, valid_hparams)
 
 
 def client_model_fn(model_fn, *, loss, input_spec, metrics=None):
@@ -84,17 +84,25 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, executor=
     Returns:
       A :class:`tffre.process.MeasuredLearningProcess`: ``initialize``,
       ``next``, ``get_model_weights``, ``set_model_weights``, with the round's
-      wall seconds and bytes broadcast/uploaded in ``next``'s metrics.
+      wall seconds and bytes broadcast/uploaded in ``next``'s metrics; and
+      ``model_fn`` (the model the algorithm trains: the task's, or the
+      definition's around it), ``personal_indices`` and ``evaluation``.
     """
     spec = get_spec(name)
     hp = resolve_hparams(name, **hparams)
+    definition = spec.load_definition()(hp)
+    model_fn = definition.model_fn(model_fn)   # the algorithm's own model parts, if any
     check_model_accepts(model_fn, input_spec)
     make_model = client_model_fn(model_fn, loss=loss, input_spec=input_spec, metrics=metrics)
-    local = LOCAL_OPTIMIZERS[spec.local_optimizer]
+    local = LOCAL_OPTIMIZERS[local_optimizer_of(spec, hp)]
     server = SERVER_AGGREGATORS[spec.aggregator]
-    definition = spec.load_definition()(hp)
-    trainer = make_trainer(make_model, lambda: local.factory(hp), hp, definition)
-    round_ = Round(trainer, server.factory(hp), server.server_learning_rate(hp))
-    return execution.build_process(round_, executor=executor,
-                                   max_parallel_clients=max_parallel_clients, loop=loop,
-                                   name=spec.name, hparams=hp)
+    trainer = make_trainer(make_model, lambda: local.make(hp), hp, definition)
+    round_ = make_round(trainer, server.factory(hp), server.server_learning_rate(hp), hp)
+    process = execution.build_process(round_, executor=executor,
+                                      max_parallel_clients=max_parallel_clients, loop=loop,
+                                      name=spec.name, hparams=hp)
+    # What the runner evaluates and saves: the algorithm's model, and its personal weights.
+    process.model_fn = model_fn
+    process.personal_indices = tuple(round_.personal)
+    process.evaluation = definition.evaluation
+    return process

@@ -76,6 +76,11 @@ class ObjectiveContext:
         """The model's loss (the Keras loss on the main output, e.g. cross-entropy)."""
         return self.model.model_loss(self.y, self.outputs)
 
+    def row_mask(self):
+        """Which rows of the outputs are real, as the model's loss reads them off ``y``
+        (document RE: the ``[batch, pairs]`` pair mask), or None when every row is."""
+        return self.model.row_mask(self.y)
+
 
 def finite_or_previous(new, old):
     """``new`` if every float tensor in it is finite, else ``old`` (the same structure).
@@ -157,11 +162,30 @@ class Definition:
 
     #: Part 4: upload the model delta (aggregated by the registry row's aggregator).
     uploads_model = True
+    #: How the runner evaluates the algorithm: "global" (the server's model) or "personal"
+    #: (the mean over the clients trained so far of the server's model with each client's
+    #: personal weights: FedRep, whose server keeps no trained head).
+    evaluation = "global"
+    #: The algorithm reads the task model's ``features`` output (or builds on it): a task
+    #: offers named outputs {"features", "logits"} then (e.g. the IMCS LSTM).
+    needs_features = False
     #: Part 3: compute the client's label counts before training (FedRS, FedLC).
     uses_label_counts = False
 
     def __init__(self, hparams):
         self.hparams = dict(hparams)
+
+    # --- the model the algorithm trains ---
+
+    def model_fn(self, model_fn):
+        """The Keras ``model_fn`` the algorithm trains, given the task's; default: the task's.
+
+        An algorithm that owns part of the model builds it here around the task
+        model's ``features`` output: FedCB's and FedETF's frozen classifiers,
+        FedRoD's personal head. Called once per process; the runner evaluates
+        and saves the same model (``process.model_fn``).
+        """
+        return model_fn
 
     # --- part 2: server extras ---
 

@@ -181,6 +181,22 @@ class GaussianClassifier(tf.keras.layers.Layer):
                 "use_variance": self.use_variance}
 
 
+def frozen_classifier_model(inputs, features, mu, var, tau, use_variance=True, name="fedcb"):
+    """A model from ``inputs``: ``features`` → Dense(D) projection → L2 normalisation (h) →
+    the frozen :class:`GaussianClassifier`; outputs ``{"features": h, "logits": τ·F(h, ·)}``.
+
+    ``features`` is a Keras tensor computed from ``inputs`` (the task model's
+    ``features`` output): the new model shares the task model's layers up to
+    it, flat (so e.g. its "encoder" layer keeps its name for pretrained
+    weights), and drops the task model's own classifier.
+    """
+    dim = int(np.asarray(mu).shape[-1])
+    projected = tf.keras.layers.Dense(dim, name="projection")(features)
+    h = tf.keras.layers.UnitNormalization(name="normalized_features")(projected)
+    logits = GaussianClassifier(mu, var, tau, use_variance, name="classifier")(h)
+    return tf.keras.Model(inputs, {"features": h, "logits": logits}, name=name)
+
+
 def build_fedcb_model(extractor, mu, var, tau, use_variance=True, name="fedcb"):
     """extractor → Dense(D) projection → L2 normalisation ("features", h) → frozen classifier.
 
@@ -188,12 +204,48 @@ def build_fedcb_model(extractor, mu, var, tau, use_variance=True, name="fedcb"):
     :func:`tffre.models.resnet.resnet18` without its head). Returns a model with
     outputs ``{"features": h, "logits": τ·F(h, ·)}``.
     """
-    dim = int(np.asarray(mu).shape[-1])
     inputs = tf.keras.Input(extractor.input_shape[1:], dtype=extractor.input.dtype)
-    projected = tf.keras.layers.Dense(dim, name="projection")(extractor(inputs))
-    h = tf.keras.layers.UnitNormalization(name="features")(projected)
-    logits = GaussianClassifier(mu, var, tau, use_variance, name="classifier")(h)
-    return tf.keras.Model(inputs, {"features": h, "logits": logits}, name=name)
+    return frozen_classifier_model(inputs, extractor(inputs), mu, var, tau, use_variance, name)
+
+
+def task_features(model):
+    """(inputs, the ``features`` Keras tensor) of a task model with named outputs."""
+    outputs = model.output
+    if not isinstance(outputs, dict) or "features" not in outputs:
+        raise ValueError(f"the task model {model.name!r} has no 'features' output, which a "
+                         f"frozen classifier (FedCB, FedETF) or a personal head (FedRoD) "
+                         f"is built on")
+    return model.inputs if len(model.inputs) > 1 else model.inputs[0], outputs["features"]
+
+
+def task_num_classes(model):
+    """The number of classes of a task model (its ``logits`` width)."""
+    outputs = model.output
+    main = outputs.get("logits") if isinstance(outputs, dict) else outputs
+    return int(main.shape[-1])
+
+
+PROMPT_SETS = {"image": IMAGE_TEMPLATES, "text": TEXT_TEMPLATES}
+_EMBEDDINGS = {}   # (concepts, templates, encoder folder) -> [K, M, D]: embedded once a process
+
+
+def prompt_templates(prompts="image", fraction=1.0):
+    """The first ceil(fraction · M) templates of a prompt set (FedCB Table 4's 25/50/100%)."""
+    if prompts not in PROMPT_SETS:
+        raise ValueError(f"prompts must be one of {', '.join(PROMPT_SETS)}, got {prompts!r}")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"prompt_fraction must be in (0, 1], got {fraction}")
+    templates = PROMPT_SETS[prompts]
+    return templates[:max(1, int(np.ceil(fraction * len(templates) - 1e-9)))]
+
+
+def concept_distributions(concepts, templates, encoder_dir=None, covariance="diagonal"):
+    """(μ, Σ) of :func:`class_distributions` for ``concepts`` in ``templates``; the prompts are
+    embedded once per process (:func:`embed_prompts`)."""
+    key = (tuple(concepts), tuple(templates), encoder_dir)
+    if key not in _EMBEDDINGS:
+        _EMBEDDINGS[key] = embed_prompts(list(concepts), list(templates), encoder_dir)
+    return class_distributions(_EMBEDDINGS[key], covariance)
 
 
 def alignment_loss(y, logits, quadratic_y, tau):
@@ -207,11 +259,58 @@ def alignment_loss(y, logits, quadratic_y, tau):
 
 
 class FedCB(Definition):
-    """FedCB's client objective over a model of :func:`build_fedcb_model` (FedAvg otherwise).
+    """FedCB's frozen classifier and client objective (FedAvg otherwise).
 
-    The classifier is part of the model, frozen; the objective adds the
-    variance term of Eq. 4 to the cross-entropy over its logits.
+    :meth:`model_fn` builds the server's classifier once (the concepts'
+    prompt embeddings, Eq. 2) and puts it on the task model's ``features``
+    (:func:`frozen_classifier_model`); the objective adds the variance term
+    of Eq. 4 to the cross-entropy over its logits. A model already built with
+    :func:`build_fedcb_model` is trained as it is when ``concepts`` is None.
+
+    Hyperparameters: ``temperature`` (τ), ``use_variance`` (False: Table 5's
+    embedding average), ``covariance`` ("diagonal" or "full"), ``prompts``
+    ("image" or "text" templates), ``prompt_fraction`` (Table 4),
+    ``concepts`` (the K class concepts, in label order; the runner passes the
+    task's) and ``concept_encoder`` (a local text-encoder folder; None:
+    all-MiniLM-L6-v2).
     """
+
+    needs_features = True
+
+    def __init__(self, hparams):
+        super().__init__(hparams)
+        if not self.hparams.get("temperature", 1.0) > 0:
+            raise ValueError(f"{type(self).__name__}: temperature must be > 0, got "
+                             f"{self.hparams['temperature']}")
+        if "covariance" in self.hparams and self.hparams["covariance"] not in COVARIANCES:
+            raise ValueError(f"covariance must be one of {', '.join(COVARIANCES)}, got "
+                             f"{self.hparams['covariance']!r}")
+        if "prompts" in self.hparams:
+            prompt_templates(self.hparams["prompts"], self.hparams["prompt_fraction"])
+
+    def class_vectors(self, num_classes):
+        """(μ [K, D], Σ) of the frozen classifier (Eq. 2 from the concepts' prompts)."""
+        concepts = list(self.hparams["concepts"])
+        if len(concepts) != num_classes:
+            raise ValueError(f"{len(concepts)} class concepts for a model of {num_classes} "
+                             f"classes; give one concept per label, in label order")
+        templates = prompt_templates(self.hparams["prompts"], self.hparams["prompt_fraction"])
+        return concept_distributions(concepts, templates, self.hparams["concept_encoder"],
+                                     self.hparams["covariance"])
+
+    def model_fn(self, model_fn):
+        if self.hparams.get("concepts") is None and type(self) is FedCB:
+            return model_fn   # a model of build_fedcb_model, built by the caller
+        probe = model_fn()
+        mu, var = self.class_vectors(task_num_classes(probe))
+        tau = self.hparams["temperature"]
+        use_variance = self.hparams.get("use_variance", True)
+        name = type(self).__name__.lower()
+
+        def make():
+            inputs, features = task_features(model_fn())
+            return frozen_classifier_model(inputs, features, mu, var, tau, use_variance, name)
+        return make
 
     def objective(self, ctx):
         classifier = ctx.model.keras_model.get_layer("classifier")
@@ -222,3 +321,20 @@ class FedCB(Definition):
         # Plus the model's own regularization losses, as the model's loss would add them.
         return tf.add_n([alignment_loss(y, ctx.outputs["logits"], quadratic, classifier.tau)]
                         + list(ctx.model.keras_model.losses))
+
+
+class FedETF(FedCB):
+    """FedETF's frozen classifier (Li et al., ICCV 2023), the orthogonal-initialisation
+    baseline of FedCB Table 2: a simplex ETF (:func:`simplex_etf`) in place of the
+    language-model classifier, the same projection and normalisation, cross-entropy over
+    τ·hᵀw_k (Σ = 0, so FedCB's objective is the plain cross-entropy).
+
+    Deviations, documented: FedETF learns τ and fine-tunes locally after training; here
+    τ is the ``temperature`` hyperparameter and the global model is evaluated as it is.
+    Hyperparameters: ``temperature``, ``etf_dim`` (the projection's width D ≥ K),
+    ``etf_seed``.
+    """
+
+    def class_vectors(self, num_classes):
+        mu = simplex_etf(num_classes, int(self.hparams["etf_dim"]), int(self.hparams["etf_seed"]))
+        return mu, np.zeros_like(mu)

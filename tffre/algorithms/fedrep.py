@@ -20,4 +20,10 @@ from tffre.algorithms.definition import Definition, PersonalLayerMixin
 
 
 class FedRep(PersonalLayerMixin, Definition):
-    """Personal head, averaged body (see the module docstring). Hyperparameter ``personal_layer``."""
+    """Personal head, averaged body (see the module docstring). Hyperparameter ``personal_layer``.
+
+    Evaluated as personal models: the mean, over the clients trained so far, of the
+    shared body with each client's head on the common test set.
+    """
+
+    evaluation = "personal"

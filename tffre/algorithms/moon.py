@@ -30,7 +30,14 @@ non-trainable weights (e.g. batch-norm statistics) of the fresh model, which
 the relation models of :mod:`tffre.models.re` do not have.
 
 **Representation.** z is the model's ``features`` output (the relation
-representation of :mod:`tffre.models.re`). MOON adds a projection head (two
+representation of :mod:`tffre.models.re`; for the document-level model of
+:mod:`tffre.models.docre`, each candidate pair's [z_s; z_o], the input of its
+grouped bilinear classifier). An output with a pair axis (``[batch, pairs,
+d]``) is contrasted pair by pair and averaged over the valid pairs only: the
+model's loss says which they are (:meth:`ObjectiveContext.row_mask
+<tffre.algorithms.definition.ObjectiveContext.row_mask>`; document RE's
+``pair_mask``). FedLCC (:mod:`tffre.algorithms.fedlcc`) is this class with the
+localized context as z. MOON adds a projection head (two
 dense layers, Linear-ReLU-Linear) between the encoder and the contrast;
 with ``projection_head=True`` z is the model's ``projection`` output
 instead. The head has to be part of the Keras model, so that it is trained,
@@ -60,8 +67,18 @@ def cosine_similarity(a, b):
                          axis=-1)
 
 
+def masked_mean(values, mask=None):
+    """The mean of ``values``; with a ``mask`` of the same shape, over its nonzero entries
+    (0 where none is)."""
+    if mask is None:
+        return tf.reduce_mean(values)
+    mask = tf.cast(mask, values.dtype)
+    return tf.reduce_sum(values * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+
+
 def contrastive_loss(z, z_glob, z_prev, temperature):
-    """MOON's l_con per example ([B]): -log(e^{s_g/tau} / (e^{s_g/tau} + e^{s_p/tau})).
+    """MOON's l_con per example ([B], or [B, P] for [B, P, D] inputs):
+    -log(e^{s_g/tau} / (e^{s_g/tau} + e^{s_p/tau})).
 
     That is the cross-entropy of the 2-way logits (s_g, s_p) / tau with the
     positive pair as the label (MOON's code), which equals
@@ -78,23 +95,31 @@ class MOON(GlobalModelMixin, Definition):
     Hyperparameters: ``mu`` (weight of the contrastive term, default 1.0),
     ``temperature`` (tau, default 0.5), ``projection_head`` (contrast the
     model's ``projection`` output instead of its ``features``, default False).
+    A subclass contrasts another output by setting :attr:`representation_output`
+    (FedLCC: ``"context"``) and may replace :meth:`contrast`.
 
     Client state: ``weights`` (the trainable weights of the client's last
     local model, in ``model.trainable_variables`` order) and ``seen`` (1.0
     once the client has trained a round, else 0.0).
     """
 
+    #: The named model output contrasted (z); ``projection_head=True`` reads "projection".
+    representation_output = "features"
+
     def __init__(self, hparams):
         super().__init__(hparams)
+        name = type(self).__name__
         if not self.hparams["temperature"] > 0:
-            raise ValueError(f"MOON: temperature must be > 0, got {self.hparams['temperature']}")
-        self.representation = "projection" if self.hparams["projection_head"] else "features"
+            raise ValueError(f"{name}: temperature must be > 0, got {self.hparams['temperature']}")
+        self.representation = "projection" if self.hparams.get("projection_head") \
+            else self.representation_output
 
     def _z(self, outputs):
         if self.representation not in outputs:
             hint = (" (projection_head=True needs the model to output its projection head's "
                     "result as 'projection')" if self.representation == "projection" else "")
-            raise ValueError(f"MOON contrasts the model's {self.representation!r} output, but "
+            raise ValueError(f"{type(self).__name__} contrasts the model's "
+                             f"{self.representation!r} output, but "
                              f"the model's outputs are {sorted(outputs)}{hint}")
         return outputs[self.representation]
 
@@ -110,14 +135,18 @@ class MOON(GlobalModelMixin, Definition):
         models["previous"] = previous
         return models
 
+    def contrast(self, ctx):
+        """The batch's contrastive term: the mean l_con over its examples (over the valid pairs
+        when the model's loss masks rows, :meth:`ObjectiveContext.row_mask`)."""
+        con = contrastive_loss(self._z(ctx.outputs), self._z(ctx.frozen["global"]),
+                               self._z(ctx.frozen["previous"]), self.hparams["temperature"])
+        return masked_mean(con, ctx.row_mask())
+
     def objective(self, ctx):
-        z = self._z(ctx.outputs)
-        con = contrastive_loss(z, self._z(ctx.frozen["global"]), self._z(ctx.frozen["previous"]),
-                               self.hparams["temperature"])
         # seen = 0 in a client's first round: the term, and its gradient, are exactly 0 (it is
         # finite: the previous copy holds the global model then).
         return ctx.model_loss() + self.hparams["mu"] * ctx.client_state["seen"] * \
-            tf.reduce_mean(con)
+            self.contrast(ctx)
 
     def initial_client_state(self, model):
         return collections.OrderedDict(

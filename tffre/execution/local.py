@@ -156,13 +156,11 @@ class LocalExecutor:
         """The global model weights of ``state``."""
         return state["model"]
 
-    @staticmethod
-    def set_model_weights(state, weights):
+    def set_model_weights(self, state, weights):
         """``state`` with its model weights replaced (same structure as ``initialize``'s)."""
         weights = ModelWeights(trainable=[np.asarray(w) for w in weights.trainable],
                                non_trainable=[np.asarray(w) for w in weights.non_trainable])
-        return type(state)(model=weights, optimizer_state=state["optimizer_state"],
-                           extras=state["extras"])
+        return self.round.with_model(state, weights)
 
     def upload_spec(self):
         """The TensorSpecs of one client's upload (traced, not run)."""
@@ -185,4 +183,5 @@ def build_local_process(round_, *, name, hparams, max_parallel_clients=1, loop="
         initial_client_state=executor.initial_client_state if round_.stateful else None,
         input_spec=round_.input_spec,
         broadcast_bytes_per_client=spec_nbytes(round_.broadcast_spec()),
+        constant_bytes_per_client=round_.constant_broadcast_bytes(),
         upload_bytes_per_client=spec_nbytes(executor.upload_spec()))

@@ -25,10 +25,8 @@ def build_tff_process(round_, *, name, hparams):
     @tff.tensorflow.computation
     def initial_state():
         slot = round_.trainer.slot()
-        return collections.OrderedDict(
-            model=slot.model.weights(),
-            optimizer_state=[tf.zeros(s.shape, tf.float32) for s in round_.optimizer_state_spec],
-            extras=round_.definition.initial_extras(slot.model))
+        return round_.initial_state(slot.model.weights(),
+                                    round_.definition.initial_extras(slot.model))
 
     state_type = initial_state.type_signature.result
     data_type = tff.SequenceType(tff.types.tensorflow_to_type(round_.input_spec))
@@ -104,11 +102,11 @@ def build_tff_process(round_, *, name, hparams):
 
     @tff.tensorflow.computation(state_type, state_type.model)
     def set_model_weights(state, weights):
-        return collections.OrderedDict(model=weights, optimizer_state=state["optimizer_state"],
-                                       extras=state["extras"])
+        return round_.with_model(state, weights)
 
     common = dict(name=name, hparams=hparams, executor="tff", input_spec=round_.input_spec,
                   broadcast_bytes_per_client=type_nbytes(broadcast_type),
+                  constant_bytes_per_client=round_.constant_broadcast_bytes(),
                   upload_bytes_per_client=type_nbytes(upload_type))
     if round_.stateful:
         # TFF's LearningProcess template takes no client state; the measured process

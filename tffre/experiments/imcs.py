@@ -18,7 +18,8 @@ import pandas as pd
 
 from tffre import resources
 from tffre.config import SAMPLE
-from tffre.experiments import Job
+from tffre.data.concepts import concepts_for
+from tffre.experiments import Job, needs_features
 
 SAMPLE_DIR = resources.path("imcs_sample")
 SAMPLE_VECTORS = resources.path("imcs_sample", "w2v_sample.txt")
@@ -121,13 +122,15 @@ def prepare(cfg):
     num_classes = data.num_classes
     # The vectors enter through load_pretrained (set_model_weights after initialize), not as
     # model_fn's initial values: those would be constants in every traced TFF graph.
+    # Algorithms that build on the features (FedCB, FedETF, FedRoD) get the named-output LSTM.
+    named = cfg.model == "lstm" and needs_features(cfg.algorithm.split(","))
     if cfg.model == "lstm":
         def model_fn():
             return lstm_classifier(num_classes, length, vocab_size=matrix.shape[0],
                                    embedding_dim=matrix.shape[1],
                                    trainable_embedding=not cfg.freeze_embedding,
                                    lstm_units=cfg.lstm_units, bidirectional=cfg.bidirectional,
-                                   seed=cfg.seed)
+                                   seed=cfg.seed, named_outputs=named)
         model_name = "LSTM"
     else:
         def model_fn():
@@ -145,7 +148,10 @@ def prepare(cfg):
                        list(imcs.label_names(cfg.task)), title=data.name,
                        legend_names=list(imcs.label_names(cfg.task, english=True)))
 
-    return Job(data=data, model_fn=model_fn, loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+    return Job(data=data, model_fn=model_fn,
+               loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=named),
+               context={"concepts": concepts_for(imcs.label_names(cfg.task), cfg.concept_file),
+                        "prompts": "text"},
                title=f"{data.name}, {model_name}",
                label_names=list(imcs.label_names(cfg.task)),
                encoder=TextEncoder(segmenter, vocab, length), info=info,

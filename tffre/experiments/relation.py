@@ -21,7 +21,8 @@ import numpy as np
 
 from tffre import resources
 from tffre.config import SAMPLE
-from tffre.experiments import Job
+from tffre.data.concepts import concepts_for
+from tffre.experiments import Job, label_mix_writer
 
 SAMPLE_DIRS = {"i2b2": resources.path("re_sample", "i2b2"), "gad": resources.path("re_sample", "gad")}
 DEFAULT_MAX_LEN = 128
@@ -92,7 +93,6 @@ def prepare(cfg):
                                       label_mix)
     from tffre.data.re import load_re
     from tffre.models.re import build_re_model, config_for, load_pretrained_encoder
-    from tffre.plots import plot_label_mix
     from tffre.text.re_tokenizer import RETokenizer, default_encoder_dir
 
     examples, labels = load_re(cfg.dataset, data_path(cfg))
@@ -145,15 +145,13 @@ def prepare(cfg):
     def model_fn():
         return build_re_model(config)
 
-    def write_extras(out_dir):
-        mix.to_csv(os.path.join(out_dir, "partition.csv"), index_label="client")
-        plot_label_mix(mix, os.path.join(out_dir, "partition.png"), title=data.name)
-
     return Job(data=data, model_fn=model_fn,
                loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                title=f"{data.name}, {os.path.basename(os.path.normpath(encoder_dir))}",
-               label_names=labels, encoder=tokenizer, info=info, write_extras=write_extras,
+               label_names=labels, encoder=tokenizer, info=info,
+               write_extras=label_mix_writer(mix, data.name),
                load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
                negative_label=0,
+               context={"concepts": concepts_for(labels, cfg.concept_file), "prompts": "text"},
                server_data=None if server_df is None else (
                    tokenizer.encode(server_df), server_df["label"].map(index).to_numpy(np.int32)))

@@ -105,7 +105,7 @@ def _basic_block(x, filters, stride, name, init):
 
 
 def resnet18(input_shape=(224, 224, 3), num_classes=None, small_input=False,
-             name="resnet18", *, seed=None):
+             name="resnet18", *, seed=None, base_width=64):
     """ResNet-18 (He et al. 2016) as a functional ``tf.keras.Model``, torchvision layout.
 
     The FedCB paper's backbone. With ``num_classes=None`` the model is the feature
@@ -123,6 +123,9 @@ def resnet18(input_shape=(224, 224, 3), num_classes=None, small_input=False,
       name: model name.
       seed: seeds the initialisers (each layer its own), so every call builds the
         same weights; None draws fresh ones.
+      base_width: the first stage's channels (64, the standard); the stages have
+        base_width x (1, 2, 4, 8). A narrower net (e.g. 8) keeps the architecture
+        for CPU runs on small images; the feature is then 8 x base_width wide.
 
     Returns:
       An uncompiled model ``[batch, *input_shape] -> [batch, 512]`` (feature
@@ -131,23 +134,45 @@ def resnet18(input_shape=(224, 224, 3), num_classes=None, small_input=False,
     if num_classes is not None and (isinstance(num_classes, bool) or
                                     not isinstance(num_classes, int) or num_classes < 1):
         raise ValueError(f"num_classes must be None or a positive int, got {num_classes!r}")
+    if isinstance(base_width, bool) or not isinstance(base_width, int) or base_width < 1:
+        raise ValueError(f"base_width must be a positive int, got {base_width!r}")
+    widths = tuple(w * base_width // STAGE_WIDTHS[0] for w in STAGE_WIDTHS)
     init = _Init(seed)
     inputs = tf.keras.Input(shape=tuple(input_shape), dtype=tf.float32, name="image")
     if small_input:
-        x = _conv_bn(inputs, STAGE_WIDTHS[0], 3, 1, "conv1", init, relu=True)
+        x = _conv_bn(inputs, widths[0], 3, 1, "conv1", init, relu=True)
     else:
-        x = _conv_bn(inputs, STAGE_WIDTHS[0], 7, 2, "conv1", init, relu=True)
+        x = _conv_bn(inputs, widths[0], 7, 2, "conv1", init, relu=True)
         # torchvision's MaxPool2d(3, 2, padding=1) pads with -inf; after the ReLU every
         # value is >= 0, so zero padding gives the same maxima.
         x = tf.keras.layers.ZeroPadding2D(1, name="maxpool_pad")(x)
         x = tf.keras.layers.MaxPooling2D(3, strides=2, name="maxpool")(x)
-    for stage, (filters, blocks) in enumerate(zip(STAGE_WIDTHS, BLOCKS_PER_STAGE), start=1):
+    for stage, (filters, blocks) in enumerate(zip(widths, BLOCKS_PER_STAGE), start=1):
         for block in range(blocks):
             stride = 2 if stage > 1 and block == 0 else 1
             x = _basic_block(x, filters, stride, f"layer{stage}_{block}", init)
     outputs = tf.keras.layers.GlobalAveragePooling2D(name="avgpool")(x)
     if num_classes is not None:
-        kernel_init, bias_init = init.dense(FEATURE_DIM)
+        kernel_init, bias_init = init.dense(widths[-1])
         outputs = tf.keras.layers.Dense(num_classes, kernel_initializer=kernel_init,
                                         bias_initializer=bias_init, name="fc")(outputs)
     return tf.keras.Model(inputs, outputs, name=name)
+
+
+def resnet18_classifier(input_shape, num_classes, *, small_input=False, base_width=64,
+                        seed=None, name="resnet18_classifier"):
+    """ResNet-18 with a linear head, as the federated image task model.
+
+    Outputs ``{"features": the pooled feature, "logits": Dense "classifier"}``:
+    the named outputs the algorithms read (FedCB and FedETF replace the
+    head with their frozen classifier on ``features``; FedRep and FedRoD keep
+    heads per client). One flat functional graph, so every layer is the
+    model's own.
+    """
+    extractor = resnet18(input_shape, None, small_input, seed=seed, base_width=base_width)
+    init = _Init(None if seed is None else seed + 1)
+    kernel_init, bias_init = init.dense(int(extractor.output.shape[-1]))
+    logits = tf.keras.layers.Dense(num_classes, kernel_initializer=kernel_init,
+                                   bias_initializer=bias_init, name="classifier")(extractor.output)
+    return tf.keras.Model(extractor.input, {"features": extractor.output, "logits": logits},
+                          name=name)

@@ -62,7 +62,8 @@ def _embedding(embedding_matrix, vocab_size, embedding_dim, trainable, seed, nam
 
 def lstm_classifier(num_classes, max_len, *, embedding_matrix=None, vocab_size=None,
                     embedding_dim=None, trainable_embedding=True, lstm_units=64,
-                    bidirectional=False, unroll=False, seed=0, name="lstm_classifier"):
+                    bidirectional=False, unroll=False, seed=0, name="lstm_classifier",
+                    named_outputs=False):
     """Embedding (Word2Vec-initialised) -> LSTM (optionally bidirectional) -> dense softmax.
 
     Args:
@@ -78,6 +79,10 @@ def lstm_classifier(num_classes, max_len, *, embedding_matrix=None, vocab_size=N
         but slower under TFF, whose worker instantiates the (larger) graph for
         every client call.
       seed: seeds the initialisers, so every call builds the same weights.
+      named_outputs: return ``{"features": the LSTM state, "logits": Dense "classifier"}``
+        (no softmax; train with ``from_logits=True``) for the algorithms that read
+        the features or replace the head (FedCB, FedETF, FedRoD); else the softmax
+        probabilities.
     """
     inputs = tf.keras.Input((max_len,), dtype=tf.int32, name="tokens")
     x = _embedding(embedding_matrix, vocab_size, embedding_dim, trainable_embedding, seed,
@@ -87,6 +92,11 @@ def lstm_classifier(num_classes, max_len, *, embedding_matrix=None, vocab_size=N
         recurrent_initializer=tf.keras.initializers.Orthogonal(seed=seed + 2),
         unroll=unroll, name="lstm")
     x = tf.keras.layers.Bidirectional(lstm, name="bilstm")(x) if bidirectional else lstm(x)
+    if named_outputs:
+        logits = tf.keras.layers.Dense(
+            num_classes, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=seed + 3),
+            name="classifier")(x)
+        return tf.keras.Model(inputs, {"features": x, "logits": logits}, name=name)
     outputs = tf.keras.layers.Dense(
         num_classes, activation="softmax",
         kernel_initializer=tf.keras.initializers.GlorotUniform(seed=seed + 3), name="softmax")(x)

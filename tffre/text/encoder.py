@@ -98,7 +98,35 @@ class TextEncoder:
         return cls(segmenter, vocab, max_len)
 
 
-class FeatureEncoder:
+class _SizeEncoder:
+    """An encoder whose whole configuration is one positive int, ``FIELD``, saved as JSON."""
+
+    kind = CONFIG = FIELD = None
+    FILES = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.FILES = (cls.CONFIG,)
+
+    def __init__(self, value):
+        setattr(self, self.FIELD, _positive_int(value, self.FIELD))
+
+    def save(self, folder):
+        """Writes the encoder's JSON file into ``folder``."""
+        os.makedirs(folder, exist_ok=True)
+        write_json(os.path.join(folder, self.CONFIG),
+                   {"format_version": FORMAT_VERSION, "kind": self.kind,
+                    self.FIELD: getattr(self, self.FIELD)})
+        return folder
+
+    @classmethod
+    def load(cls, folder):
+        """Reads an encoder written by :meth:`save`."""
+        config = _read_json(os.path.join(folder, cls.CONFIG))
+        return cls(_positive_int(config.get(cls.FIELD), f"{cls.CONFIG}: {cls.FIELD}"))
+
+
+class FeatureEncoder(_SizeEncoder):
     """Packs numeric feature vectors (a record's list ``"x"``) into a float32 array.
 
     Args:
@@ -107,10 +135,7 @@ class FeatureEncoder:
 
     kind = "features"
     CONFIG = "feature_encoder.json"
-    FILES = (CONFIG,)
-
-    def __init__(self, num_features):
-        self.num_features = _positive_int(num_features, "num_features")
+    FIELD = "num_features"
 
     def encode(self, rows):
         """Returns a float32 [n, num_features] array; ValueError names a bad row."""
@@ -129,20 +154,24 @@ class FeatureEncoder:
             out[i] = row
         return out
 
-    def save(self, folder):
-        """Writes ``feature_encoder.json`` into ``folder``."""
-        os.makedirs(folder, exist_ok=True)
-        write_json(os.path.join(folder, self.CONFIG),
-                    {"format_version": FORMAT_VERSION, "kind": self.kind,
-                     "num_features": self.num_features})
-        return folder
 
-    @classmethod
-    def load(cls, folder):
-        """Reads an encoder written by :meth:`save`."""
-        config = _read_json(os.path.join(folder, cls.CONFIG))
-        return cls(_positive_int(config.get("num_features"), f"{cls.CONFIG}: num_features"))
+class ImageEncoder(_SizeEncoder):
+    """Reads image files (paths) into float32 [n, size, size, 3] in [0, 1], as training did.
+
+    Args:
+      image_size: the side every image is resized to (bilinear, antialiased).
+    """
+
+    kind = "image"
+    CONFIG = "image_encoder.json"
+    FIELD = "image_size"
+
+    def encode(self, paths):
+        """The images at ``paths``; an unreadable file raises ImageFolderError naming it."""
+        from tffre.data.images import _read_images   # TensorFlow decodes the images
+        return _read_images([os.fspath(p) for p in paths], (self.image_size, self.image_size))
 
 
-ENCODERS = {TextEncoder.kind: TextEncoder, FeatureEncoder.kind: FeatureEncoder}
+ENCODERS = {TextEncoder.kind: TextEncoder, FeatureEncoder.kind: FeatureEncoder,
+            ImageEncoder.kind: ImageEncoder}
 ENCODERS["relation"] = __import__("tffre.text.re_tokenizer", fromlist=["RETokenizer"]).RETokenizer

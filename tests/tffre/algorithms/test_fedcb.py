@@ -166,3 +166,59 @@ def test_fedcb_over_resnet18_trains_only_the_extractor_and_projection():
     for v, b in zip(model.get_layer("classifier").weights, frozen):
         np.testing.assert_array_equal(v.numpy(), b)
     assert not np.allclose(model.get_layer("projection").kernel.numpy(), before)
+
+
+def test_model_fn_builds_the_classifier_from_the_concepts(tmp_path, monkeypatch):
+    """FedCB's model_fn embeds the concepts' prompts once (an encoder folder), puts the
+    classifier on the task model's features, and sends it once to each client."""
+    from tffre.algorithms import fedcb
+    folder, _ = make_encoder_folder(str(tmp_path / "enc"), weights="tf")
+    concepts = ["fever", "chest pain", "cough"]
+    templates = fedcb.prompt_templates("text", 0.25)
+    assert templates == TEXT_TEMPLATES[:5]
+    # The expected classifier: Eq. 2 by hand on the prompts' embeddings.
+    mu_ref, cov_ref = numpy_distributions(embed_prompts(concepts, templates, encoder_dir=folder))
+    process = build_algorithm(
+        "FedCB", __import__("tiny").tiny_named_model, loss=NAMED_LOSS, input_spec=INPUT_SPEC,
+        executor="local", learning_rate=0.05, num_epochs=1, num_iters=2, concepts=concepts,
+        prompts="text", prompt_fraction=0.25, concept_encoder=folder, temperature=3.0)
+    model = process.model_fn()
+    classifier = model.get_layer("classifier")
+    np.testing.assert_allclose(classifier.mu.numpy(), mu_ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(classifier.var.numpy(), [np.diag(c) for c in cov_ref],
+                               rtol=1e-4, atol=1e-7)
+    assert classifier.tau == 3.0 and model.output["features"].shape[-1] == 32
+    # mu and var (3 x 32 each) are the broadcast's constant part: counted once per client.
+    constant = 2 * 3 * 32 * 4
+    assert process.constant_bytes_per_client == constant
+    from tiny import client_arrays, to_datasets
+    data = to_datasets(client_arrays([5, 6]))
+    state = process.initialize()
+    first = process.next(state, data, client_ids=["a", "b"]).metrics["round"]
+    again = process.next(state, data, client_ids=["a", "c"]).metrics["round"]
+    per_client = process.broadcast_bytes_per_client
+    assert first["bytes_broadcast"] == 2 * per_client
+    assert again["bytes_broadcast"] == 2 * per_client - constant    # a has it already
+    with pytest.raises(ValueError, match="2 class concepts for a model of 3 classes"):
+        build_algorithm("FedCB", __import__("tiny").tiny_named_model, loss=NAMED_LOSS,
+                        input_spec=INPUT_SPEC, executor="local", concepts=concepts[:2],
+                        concept_encoder=folder)
+
+
+def test_fedetf_is_a_frozen_simplex_with_the_plain_cross_entropy():
+    from tffre.algorithms.fedcb import simplex_etf
+    from tiny import tiny_named_model
+    process = build_algorithm("FedETF", tiny_named_model, loss=NAMED_LOSS, input_spec=INPUT_SPEC,
+                              executor="local", learning_rate=0.05, num_epochs=1, num_iters=2,
+                              etf_dim=4, etf_seed=3, temperature=2.0)
+    model = process.model_fn()
+    classifier = model.get_layer("classifier")
+    np.testing.assert_allclose(classifier.mu.numpy(), simplex_etf(NUM_CLASSES, 4, 3), rtol=1e-6)
+    np.testing.assert_array_equal(classifier.var.numpy(), 0.0)
+    x = np.random.RandomState(0).randn(4, NUM_FEATURES).astype(np.float32)
+    out = model(x)
+    h = out["features"].numpy()
+    np.testing.assert_allclose(np.linalg.norm(h, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(out["logits"], 2.0 * h @ simplex_etf(NUM_CLASSES, 4, 3).T,
+                               rtol=1e-4, atol=1e-5)
+    assert process.upload_bytes_per_client < process.broadcast_bytes_per_client

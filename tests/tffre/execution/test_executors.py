@@ -7,8 +7,9 @@ import tensorflow_federated as tff
 
 from tffre import build_algorithm, execution, registry
 from tffre.mapreduce import ModelWeights
-from tiny import (INPUT_SPEC, NAMED_LOSS, client_arrays, initial_weights, poisoned,
-                  tiny_fedcb_model, tiny_model, tiny_named_model, to_datasets)
+from tiny import (INPUT_SPEC, NAMED_LOSS, NUM_CLASSES, client_arrays, initial_weights, poisoned,
+                  tiny_context_model, tiny_fedcb_model, tiny_model, tiny_named_model,
+                  to_datasets)
 
 NAMES = registry.valid_algorithm_names()
 
@@ -18,8 +19,10 @@ def model_for(name, loss):
     features and logits) train the same layers with named outputs."""
     if registry.get_spec(name).definition is None:
         return tiny_model, loss
-    if name == "FedCB":   # its model carries the frozen classifier
+    if name in ("FedCB", "FedCB-avg"):   # its model carries the frozen classifier
         return tiny_fedcb_model, NAMED_LOSS
+    if name == "FedLCC":  # it contrasts the "context" output
+        return tiny_context_model, NAMED_LOSS
     return tiny_named_model, NAMED_LOSS
 
 
@@ -32,6 +35,8 @@ def hparams_for(name, **extra):
     hp = {"learning_rate": 0.05, "num_epochs": 2, "num_iters": 5, **extra}
     valid = registry.valid_hparams(name)
     hp.update({k: v for k, v in {"mu": 0.3, "stepsize": 1.5}.items() if k in valid})
+    if "etf_dim" in valid:   # FedETF: a projection of tiny_model's head's shape (D = classes)
+        hp["etf_dim"] = NUM_CLASSES
     if "server_data" in valid:   # FedED: the server's labelled set
         hp["server_data"] = tf.data.Dataset.from_tensor_slices(
             client_arrays([7], seed=30)[0]).batch(3)
@@ -41,8 +46,12 @@ def hparams_for(name, **extra):
 def three_rounds(process, rounds_data):
     state = process.initialize()
     # Non-trainable weights (FedCB's frozen classifier) stay the model's own.
-    frozen = list(process.get_model_weights(state).non_trainable)
-    state = process.set_model_weights(state, ModelWeights(initial_weights(), frozen))
+    own = process.get_model_weights(state)
+    frozen = list(own.non_trainable)
+    # Trainable weights beyond tiny_model's (FedRoD's personal head): seeded values.
+    extra = [0.3 * np.random.RandomState(40 + i).randn(*np.shape(w)).astype(np.float32)
+             for i, w in enumerate(own.trainable[len(initial_weights()):])]
+    state = process.set_model_weights(state, ModelWeights(initial_weights() + extra, frozen))
     outs = []
     for data in rounds_data:
         # Stateful algorithms key their client state by id: the same ids every round.

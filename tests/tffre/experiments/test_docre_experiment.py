@@ -1,0 +1,131 @@
+"""Document-level RE end to end: a CLI run of FedLCC on the structural-entropy split with a tiny
+encoder, the FedLCC-table layout from its folder, and one-line option errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tffre import config as config_lib
+from tffre.data.docre import sample_path
+from tiny_encoder import VOCAB, make_encoder_folder
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+SIZES = {"train": 24, "dev": 6, "test": 6}
+
+
+def blocks(path):
+    """The PubTator documents of a file, as text blocks."""
+    with open(path, encoding="utf-8") as f:
+        return [b for b in f.read().split("\n\n") if b.strip()]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """The first documents of each split of the embedded sample, as a PubTator folder."""
+    folder = tmp_path_factory.mktemp("cdr")
+    for split, n in SIZES.items():
+        docs = blocks(os.path.join(sample_path(), f"{split}.pubtator"))[:n]
+        (folder / f"{split}.pubtator").write_text("\n\n".join(docs) + "\n\n", encoding="utf-8")
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    return make_encoder_folder(str(tmp_path_factory.mktemp("enc")), weights="safetensors",
+                               vocab=VOCAB + ["*"])[0]
+
+
+def test_fedlcc_runs_on_the_structural_entropy_split(tmp_path, data_dir, encoder):
+    from tffre.experiments.docre import results_table
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tffre", "run", "--dataset", "cdr", "--data", data_dir,
+         "--encoder", encoder, "--algorithm", "fedlcc", "--partition", "structural-entropy",
+         "--clients", "3", "--clients-per-round", "2", "--num-rounds", "2", "--num-epochs", "1",
+         "--num-iters", "3", "--learning-rate", "1e-3", "--max-len", "96", "--clip-norm", "1.0",
+         "--executor", "local", "--no-progress", "--out", str(out)],
+        capture_output=True, text=True, env=ENV, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "structural-entropy split (paper entropies, 3 clients)" in proc.stdout
+    assert "intra" in proc.stdout and "FedLCC Table 3" in proc.stdout
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert metrics["algorithm"].tolist() == ["FedLCC", "FedLCC"]
+    for column in ("test_f1", "dev_f1", "test_precision", "test_recall", "test_intra_f1",
+                   "test_inter_f1", "dev_intra_f1", "train_loss"):
+        assert metrics[column].notna().all(), column
+    assert metrics["test_ign_f1"].isna().all()           # Ign F1 is DocRED's
+    summary = json.loads((out / "summary.json").read_text())
+    fedlcc = summary["algorithms"]["FedLCC"]
+    assert fedlcc["hparams"]["mu"] == 0.1 and fedlcc["hparams"]["clip_norm"] == 1.0
+    assert "test_intra_f1_at_best_dev" in fedlcc and "test_precision_at_best_dev" in fedlcc
+    assert summary["labels"] == ["CID"] and summary["pair_types"] == [["Chemical", "Disease"]]
+    assert sum(summary["partition"]["documents_per_client"]) == SIZES["train"]
+    assert summary["featurizer"]["train"]["documents"] == SIZES["train"]
+    assert not (out / "models").exists()                 # no predict bundle for documents
+    partition = pd.read_csv(out / "partition.csv")
+    assert partition["documents"].sum() == SIZES["train"] and "entropy_interval" in partition
+    assert (out / "partition.png").stat().st_size > 0
+    table = results_table([("structural-entropy", str(out))])
+    row = table.iloc[0]
+    assert (row["setting"], row["method"]) == ("Federated Training (Non-IID)", "FedLCC")
+    assert (row["paper P"], row["paper R"], row["paper F1"]) == (65.54, 65.67, 65.60)
+    assert row["f1"] == pytest.approx(100 * fedlcc["test_f1_at_best_dev"], abs=0.01)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--dataset", "cdr", "--partition", "label-dirichlet"], "--partition label-dirichlet "
+     "does not apply to --dataset cdr"),
+    (["--dataset", "gda"], "--data is required for --dataset gda"),
+    (["--dataset", "i2b2", "--entropy-form", "authors"], "--entropy-form applies to"),
+])
+def test_docre_option_errors(tmp_path, flags, message):
+    import re
+
+    from tffre import cli
+    args = cli.build_run_parser().parse_args(flags + ["--out", str(tmp_path / "o")])
+    given = {k: v for k, v in vars(args).items() if k in config_lib.BY_NAME}
+    with pytest.raises(config_lib.ConfigError, match=re.escape(message)):
+        config_lib.resolve(given)
+
+
+def test_docred_scores_dev_as_test_with_the_training_facts(tmp_path, encoder):
+    """DocRED: every ordered entity pair is a candidate, the dev split is the test set (the
+    paper's Table 7), dev for selection is held out of train, and each test fact knows
+    whether training saw it (Ign F1)."""
+    import copy
+
+    from tffre.experiments.docre import prepare
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "data", "fixtures", "docre")
+    with open(os.path.join(fixtures, "docred_train.json"), encoding="utf-8") as f:
+        docs = json.load(f)
+    train = []
+    for i in range(5):
+        for doc in docs:
+            train.append({**copy.deepcopy(doc), "title": f"{doc['title']} {i}"})
+    folder = tmp_path / "docred"
+    folder.mkdir()
+    (folder / "train_annotated.json").write_text(json.dumps(train))
+    unseen = copy.deepcopy(docs[0])
+    unseen["labels"][0]["r"] = "P361"          # a fact (Skai TV, Greek, P361) never trained on
+    (folder / "dev.json").write_text(json.dumps([docs[0], unseen]))
+    cfg = config_lib.resolve({"dataset": "docred", "data": str(folder), "encoder": encoder,
+                              "clients": 2, "clients_per_round": 2, "partition": "iid",
+                              "max_len": 48, "out": str(tmp_path / "o")})
+    job = prepare(cfg)
+    assert job.evaluation == "docre" and job.encoder is None
+    assert job.info["pair_types"] is None and job.info["labels"] == ["P127", "P17", "P361"]
+    assert job.info["splits"]["test"]["documents"] == 2
+    assert job.info["splits"]["dev"]["documents"] == 2 and sum(
+        job.info["partition"]["documents_per_client"]) == 8
+    x, y = job.data.pooled("test")
+    notes = job.data.pooled_annotations("test")
+    assert y.shape[1] == 6 and y[..., -1].sum() == 12    # 3 entities: 6 ordered pairs each
+    gold = y[..., :-1].astype(bool)
+    # Doc 0's facts were all trained on; the unseen doc's P361 (Skai TV -> Greek) was not.
+    seen = notes["pair_in_train"].astype(bool) & gold
+    assert gold.sum() == 4 and seen.sum() == 3
+    assert notes["pair_intra"].shape == y.shape[:2]

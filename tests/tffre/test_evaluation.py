@@ -1,0 +1,84 @@
+"""The document-RE evaluation: P/R/F1 over candidate pairs against scikit-learn, the
+intra/inter-sentence split and Ign F1 against hand counts, the per-pair training loss."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from sklearn.metrics import precision_recall_fscore_support
+
+from tffre.data import FederatedData
+from tffre.evaluation import DocREEvaluator, make_evaluator
+from tffre.metrics import docre_scores
+from tffre.models.docre import DocRELoss, docre_loss, pack_targets
+
+P, R = 5, 2
+
+
+def echo_model():
+    """Returns its input ``scores`` as the logits: the predictions are chosen by the test."""
+    scores = tf.keras.Input((P, R), name="scores")
+    logits = tf.keras.layers.Activation("linear", name="logits")(scores)
+    return tf.keras.Model({"scores": scores}, {"logits": logits})
+
+
+def split(n, seed):
+    rng = np.random.RandomState(seed)
+    mask = (rng.rand(n, P) < 0.8).astype(np.int32)
+    labels = ((rng.rand(n, P, R) < 0.3) * mask[..., None]).astype(np.int32)
+    scores = rng.randn(n, P, R).astype(np.float32) * 2
+    intra = ((rng.rand(n, P) < 0.5) * mask).astype(np.int32)
+    return ({"scores": scores}, pack_targets(labels, mask)), intra
+
+
+def test_docre_scores_match_sklearn_and_hand_counts():
+    rng = np.random.RandomState(0)
+    gold = rng.rand(6, P, R) < 0.3
+    pred = rng.rand(6, P, R) < 0.4
+    mask = rng.rand(6, P) < 0.7
+    intra = rng.rand(6, P) < 0.5
+    got = docre_scores(gold, pred, mask, intra=intra)
+    valid = np.repeat(mask[..., None], R, -1)
+    want = precision_recall_fscore_support(gold[valid].astype(int), pred[valid].astype(int),
+                                           average="binary", zero_division=0)
+    np.testing.assert_allclose([got["precision"], got["recall"], got["f1"]], want[:3])
+    for key, part in (("intra_f1", mask & intra), ("inter_f1", mask & ~intra)):
+        where = np.repeat(part[..., None], R, -1)
+        hits = np.sum(gold & pred & where)
+        assert got[key] == pytest.approx(2 * hits / (np.sum(gold & where) + np.sum(pred & where)))
+    # Ign F1 by hand: gold [1, 1, 0], pred [1, 1, 1] on one pair, the first fact seen in
+    # training: P_ign = (2 - 1) / (3 - 1), R = 1, Ign F1 = 2 * 0.5 / 1.5.
+    g = np.array([[[1, 1, 0]]])
+    p = np.array([[[1, 1, 1]]])
+    out = docre_scores(g, p, [[1]], in_train=np.array([[[1, 0, 0]]]))
+    assert out["f1"] == pytest.approx(0.8) and out["ign_f1"] == pytest.approx(2 / 3)
+    assert out["accuracy"] == 0.0
+    with pytest.raises(ValueError, match="do not match"):
+        docre_scores(g, p, [[1, 1]])
+
+
+def test_evaluator_scores_the_pooled_pairs():
+    clients, annotations = {}, {}
+    for k, (n_train, n_test, n_dev) in enumerate([(4, 3, 2), (3, 2, 3)]):
+        clients[f"c{k}"], annotations[f"c{k}"] = {}, {}
+        for j, (name, n) in enumerate((("train", n_train), ("test", n_test), ("dev", n_dev))):
+            (x, y), intra = split(n, 10 * k + j)
+            clients[f"c{k}"][name] = (x, y)
+            annotations[f"c{k}"][name] = {"pair_intra": intra}
+    data = FederatedData(clients, num_classes=R, annotations=annotations)
+    evaluator = make_evaluator("docre", echo_model, data, DocRELoss("bce"), batch_size=2)
+    assert isinstance(evaluator, DocREEvaluator)
+    got = evaluator.evaluate_model()
+    for name in ("test", "dev"):
+        (x, y) = data.pooled(name)
+        want = docre_scores(y[..., :-1], x["scores"] > 0, y[..., -1],
+                            intra=data.pooled_annotations(name)["pair_intra"])
+        for key in ("precision", "recall", "f1", "accuracy", "intra_f1", "inter_f1"):
+            assert got[f"{name}_{key}"] == pytest.approx(want[key]), (name, key)
+    x, y = data.pooled("train")
+    assert got["train_loss"] == pytest.approx(
+        float(docre_loss(y[..., :-1], x["scores"], y[..., -1])), rel=1e-5)
+    assert "test_ign_f1" not in got
+    with pytest.raises(ValueError, match="DocRELoss"):
+        DocREEvaluator(echo_model, data, tf.keras.losses.MeanSquaredError())
+    with pytest.raises(ValueError, match="unknown evaluation kind"):
+        make_evaluator("ranking", echo_model, data, DocRELoss("bce"))

@@ -1,0 +1,59 @@
+"""FedLCC: federated document-level RE with localized context contrast (Xiao, Jin and Hao).
+
+FedLCC is MOON's model-contrastive correction (:mod:`tffre.algorithms.moon`)
+applied to the *localized context* of each candidate entity pair rather than
+to a representation of the whole input (FedLCC Sect. 3.3). For every valid
+pair (e_s, e_o) of a batch, with c = c^{(e_s, e_o)} the model's ``context``
+output (Eq. 5) under this client's model being trained (L_k^t), the broadcast
+global model (L^t) and this client's model from its previous round
+(L_k^{t-1}):
+
+    L_LCC = -log( exp(sim(L_k^t, L^t) / tau)
+                  / (exp(sim(L_k^t, L^t) / tau) + exp(sim(L_k^t, L_k^{t-1}) / tau)) )   (Eq. 12)
+    L     = L_BCE + mu * L_LCC                                                          (Eq. 13)
+
+sim the cosine similarity, the mean over the batch's valid pairs (the pair
+mask packed in the targets, :func:`tffre.models.docre.pack_targets`, which
+the loss hands over as ``ctx.row_mask()``), tau = 0.5 and mu = 0.1 (Table 2). L_BCE is the model's own Keras loss,
+:class:`tffre.models.docre.DocRELoss` (Eq. 11; ``--loss softmax`` for the
+authors' 2-class cross-entropy). The per-pair term is
+:func:`tffre.models.docre.lcc_loss`, which is MOON's l_con on c.
+
+Everything else is MOON's, inherited, not copied: the global and previous
+models are frozen copies run in inference mode without gradient; the
+previous local model is per-client state kept between the rounds the client
+is sampled in; before a client's first round the term is exactly 0 (so that
+round is FedAvg's with Adam); a diverged client keeps its old state. The
+server averages the models (Eq. 14, the registry row's weighted mean; the
+paper's unweighted 1/n mean is ``--client-weighting uniform``).
+
+The authors' released code never applies this loss (its contrastive branch
+runs only for a ``fed_algo`` value no option reaches, and would contrast the
+bilinear feature instead of c, without a temperature): this is the paper's
+FedLCC, not the code's.
+"""
+
+from tffre.algorithms.moon import MOON
+
+
+class FedLCC(MOON):
+    """FedLCC's client objective (Eq. 12-13) over the model's ``context`` output.
+
+    Hyperparameters: ``mu`` (default 0.1) and ``temperature`` (tau, default 0.5).
+    The model must output ``context``: ``[batch, pairs, d]`` from
+    :func:`tffre.models.docre.build_docre_model`, trained with
+    :class:`tffre.models.docre.DocRELoss` on packed targets, whose pair mask selects
+    the pairs averaged over (with another loss every row counts). Client state: MOON's
+    (``weights``, ``seen``).
+    """
+
+    representation_output = "context"
+
+    def contrast(self, ctx):
+        """L_LCC of Eq. 12 on the batch: :func:`tffre.models.docre.lcc_loss` of the local,
+        global and previous contexts over the valid pairs (the pair mask packed in ``y``,
+        which :class:`~tffre.models.docre.DocRELoss` hands over as ``ctx.row_mask()``)."""
+        from tffre.models.docre import lcc_loss
+        return lcc_loss(self._z(ctx.outputs), self._z(ctx.frozen["global"]),
+                        self._z(ctx.frozen["previous"]), ctx.row_mask(),
+                        self.hparams["temperature"])

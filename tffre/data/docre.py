@@ -1,0 +1,745 @@
+"""Document-level relation-extraction (DocRE) loaders: PubTator (CDR, GDA, CHR), DocRED JSON, EoG.
+
+Every loader returns a list of :class:`tffre.data.document.Document` (see that module for the
+fields): the document id, its text, its mentions (character offsets into the text, end
+exclusive, ``text[start:end] == mention.text``, the mention's sentence index), its relations and
+its sentence spans.
+
+* :func:`load_pubtator` -- CDR, GDA and CHR as distributed in PubTator format (BioCreative V
+  CDR ``CDR_*Set.PubTator.txt``; GDA after EoG's ``gda2pubtator.py``), parsed with the ``bioc``
+  library's :mod:`bioc.pubtator`. Sentences come from :func:`split_sentences`.
+* :func:`load_docred` -- DocRED-style JSON (``title``, ``sents``, ``vertexSet``, ``labels``);
+  :func:`fact_keys` gives the training facts for DocRED's Ign F1.
+* :func:`load_eog` -- the ``.data`` files of the edge-oriented graph model (Christopoulou et al.
+  2019, GitHub fenchri/edge-oriented-graph), which FedLCC-style CDR/GDA code reads.
+* :func:`load_docre` -- any of these from a file or a folder of train/dev/test splits.
+* :func:`sample_path`, :func:`load_sample` -- the embedded, invented CDR-style sample
+  (``tffre/resources/docre_sample/``, written by ``data/docre_sample/generate.py``).
+
+Bad input raises :class:`DocREFormatError` with a one-line message naming the file, the 1-based
+line (PubTator, EoG, a JSON syntax error) or record (DocRED), and the field or document at fault;
+a missing path raises :class:`DocREFileNotFoundError`, which is both a ``DocREFormatError`` and
+a ``FileNotFoundError``.
+"""
+
+import bisect
+import json
+import os
+import re
+
+import bioc.pubtator
+import bioc.pubtator.decoder
+
+from tffre import resources
+from tffre.data.document import UNNORMALISED_ID, Document, Mention, Relation
+from tffre.errors import MessageFileNotFoundError, one_line
+
+FORMATS = ("pubtator", "docred", "eog")
+SPLITS = ("train", "dev", "test")
+# A split file's name holds one of these words (lower-cased, not preceded by a letter).
+SPLIT_WORDS = {"train": ("train",), "dev": ("dev",), "test": ("test",)}
+EXTENSIONS = {".pubtator": "pubtator", ".txt": "pubtator", ".json": "docred", ".data": "eog"}
+
+# EoG .data: after ``pmid<TAB>text``, 17 tab-separated fields per candidate pair, as written by
+# data_processing/process.py and read by src/reader.py (``chunks(line[2:], 17)``).
+EOG_PAIR_FIELDS = 17
+EOG_TYPE, EOG_DIRECTION, EOG_CROSS = 0, 1, 2
+EOG_CLOSEST = (3, 4)  # token span of the closest arg1 / arg2 mentions, 'start-end'
+EOG_ARG_FIELDS = ("id", "names", "type", "starts", "ends", "sentences")
+EOG_ARGS = (("arg1", 5), ("arg2", 11))  # where each argument's six fields start
+EOG_DIRECTIONS = ("L2R", "R2L")
+EOG_CROSS_VALUES = ("CROSS", "NON-CROSS")
+# Pair types that are not relations: "1:NR:2" (no relation) and "not_include" (EoG's marker
+# for pairs left out of evaluation).
+EOG_NO_RELATION = ("NR", "not_include")
+
+SAMPLE_FOLDER = "docre_sample"
+
+_SHOW = 60  # longest user string quoted in full in an error message
+
+# The sentence splitter: a sentence ends at ., ? or ! (optionally followed by closing quotes or
+# brackets), then whitespace, then -- possibly after an opening quote or bracket -- an upper-case
+# letter or a digit.
+_SENTENCE_END_RE = re.compile(r"""[.?!]["')\]]*\s+(?=["'(\[]?[A-Z0-9])""")
+# Words that end in a period without ending a sentence ("e.g. Ca", "et al. Further").
+ABBREVIATIONS = frozenset({"e.g.", "i.e.", "al.", "vs.", "cf.", "fig.", "figs.", "dr.", "no.",
+                           "approx.", "ca.", "ref.", "refs."})
+_LAST_WORD_RE = re.compile(r"\S*$")
+
+
+class DocREFormatError(ValueError):
+    """Malformed DocRE input. The message is one line naming the file, line/record and field."""
+
+
+class DocREFileNotFoundError(DocREFormatError, MessageFileNotFoundError):
+    """A file or folder a DocRE loader needs does not exist; the message names the path."""
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+def _show(value):
+    """A short, one-line repr of user data for an error message."""
+    if isinstance(value, str) and len(value) > _SHOW:
+        value = value[:_SHOW - 3] + "..."
+    return repr(value)
+
+
+def _error(path, loc, where, message):
+    """A DocREFormatError "file loc: where: message" (loc e.g. "line 3"), forced onto one line."""
+    text = os.path.basename(str(path))
+    if loc:
+        text += f" {loc}"
+    if where:
+        text += f": {where}"
+    return DocREFormatError(one_line(f"{text}: {message}"))
+
+
+def _require_file(path):
+    if not os.path.isfile(path):
+        what = "file (it is a folder)" if os.path.isdir(path) else "file"
+        raise DocREFileNotFoundError(f"{path}: no such {what}")
+
+
+def _read_text(path):
+    """A UTF-8 file's text (BOM dropped); an empty or blank file is refused."""
+    _require_file(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise _error(path, f"line {line}", None, f"not UTF-8 text ({e.reason})") from None
+    if not text.strip():
+        raise _error(path, None, None, "empty file")
+    return text
+
+
+def _lines(text):
+    """The lines of ``text`` without their line ends (\\n or \\r\\n)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the final newline does not start a line
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# --------------------------------------------------------------------------- sentences
+
+
+def split_sentences(text, protected=(), breaks=()):
+    """Splits ``text`` into sentences; returns their ``(start, end)`` character spans.
+
+    The rule: a sentence ends after ``.``, ``?`` or ``!`` (and any closing quotes or
+    brackets right after it) when whitespace follows and then, possibly after an opening
+    quote or bracket, an upper-case ASCII letter or a digit. A period ending one of
+    :data:`ABBREVIATIONS` (``e.g.``, ``i.e.``, ``et al.``, ``vs.``, ``Fig.`` ...) ends no
+    sentence. ``breaks`` are extra offsets where a sentence must start (PubTator: the
+    abstract's first character, so the title is a sentence of its own). No sentence starts
+    strictly inside a ``protected`` ``(start, end)`` span (the mentions): such a break is
+    dropped and the two pieces stay one sentence.
+
+    The spans are in text order, do not overlap, and are stripped of surrounding
+    whitespace; every non-whitespace character lies in exactly one span. A blank text
+    gives no spans.
+    """
+    cuts = set(b for b in breaks if 0 < b < len(text))
+    for m in _SENTENCE_END_RE.finditer(text):
+        word = _LAST_WORD_RE.search(text, max(0, m.start() - 30), m.start() + 1).group()
+        if word.lower() not in ABBREVIATIONS:
+            cuts.add(m.end())
+    # A cut inside a mention would put the mention in two sentences.
+    for start, end in protected:
+        cuts.difference_update([c for c in cuts if start < c < end])
+    bounds = [0] + sorted(cuts) + [len(text)]
+    spans = []
+    for start, end in zip(bounds, bounds[1:]):
+        piece = text[start:end]
+        stripped = piece.strip()
+        if stripped:
+            first = start + len(piece) - len(piece.lstrip())
+            spans.append((first, first + len(stripped)))
+    return spans
+
+
+def _assign_sentences(spans, mentions):
+    """(spans, mentions with their sentence index): each mention goes to the sentence it
+    starts in; a span is widened to the mentions in it (a mention starting or ending in
+    whitespace that the sentence's stripping cut off)."""
+    if not spans:
+        return spans, mentions
+    starts = [s for s, _ in spans]
+    spans = [list(span) for span in spans]
+    out = []
+    for m in mentions:
+        k = max(0, bisect.bisect_right(starts, m.start) - 1)
+        spans[k][0] = min(spans[k][0], m.start)
+        spans[k][1] = max(spans[k][1], m.end)
+        out.append(Mention(m.start, m.end, m.text, m.type, m.ids, k))
+    return [tuple(span) for span in spans], out
+
+
+# --------------------------------------------------------------------------- PubTator
+
+
+class _Block:
+    """Line numbers of one PubTator document (a run of non-blank lines)."""
+
+    def __init__(self, first):
+        self.first = first
+        self.title = self.abstract = None  # (line, pmid, text)
+        self.mentions = []                 # line numbers, in file order
+        self.relations = []
+
+
+class _Feeder:
+    """Feeds a file's lines to bioc's PubTator parser, noting what each line is and where.
+
+    bioc's parser keeps no line numbers, prints (rather than raises on) lines it cannot
+    read and silently merges two documents with no blank line between them; this checks
+    those cases first and records, per document, the line of each mention and relation,
+    so errors found after parsing can name the line.
+    """
+
+    def __init__(self, path, lines):
+        self.path, self.lines = path, lines
+        self.lineno = 0
+        self.blocks = []
+
+    def __iter__(self):
+        block = None
+        for self.lineno, raw in enumerate(self.lines, 1):
+            line = raw.strip()  # bioc strips each line the same way
+            if not line:
+                self._close(block)
+                block = None
+            else:
+                block = block or _Block(self.lineno)
+                self._classify(block, raw, line)
+            yield raw
+        self._close(block)
+
+    def _fail(self, where, message, lineno=None):
+        return _error(self.path, f"line {lineno or self.lineno}", where, message)
+
+    def _classify(self, block, raw, line):
+        for kind, pattern in (("title", bioc.pubtator.decoder.TITLE_PATTERN),
+                              ("abstract", bioc.pubtator.decoder.ABSTRACT_PATTERN)):
+            m = pattern.match(line)
+            if m:
+                if getattr(block, kind) is not None:
+                    raise self._fail(None, f"a second {kind} line (first on line "
+                                     f"{getattr(block, kind)[0]}); separate documents with a "
+                                     "blank line")
+                setattr(block, kind, (self.lineno, m.group(1), m.group(2)))
+                return
+        fields = line.split("\t")
+        if len(fields) >= 6:
+            for column, name in ((1, "start"), (2, "end")):
+                if not re.fullmatch(r"-?\d+", fields[column]):
+                    raise self._fail(f"field {name}", f"offset {_show(fields[column])} is not an "
+                                     "integer")
+            block.mentions.append(self.lineno)
+        elif len(fields) in (4, 5):
+            if len(raw.rstrip("\r\n").split("\t")) >= 6:
+                # Stripping dropped an empty last field; bioc would read a relation.
+                raise self._fail("field id", "empty entity id; use -1 for a mention without one")
+            block.relations.append(self.lineno)
+        else:
+            raise self._fail(None, f"cannot read {_show(line)}: expected 'PMID|t|title', "
+                             "'PMID|a|abstract', a mention (PMID, start, end, text, type, id "
+                             "[, texts]) or a relation (PMID, type, id1, id2), tab-separated")
+
+    def _close(self, block):
+        if block is None:
+            return
+        if block.title is None:
+            raise self._fail(None, "document without a 'PMID|t|title' line", block.first)
+        if not block.title[1]:
+            raise self._fail(None, "empty pmid", block.title[0])
+        if block.abstract is not None and block.abstract[1] != block.title[1]:
+            raise self._fail(None, f"abstract pmid {_show(block.abstract[1])} differs from title "
+                             f"pmid {_show(block.title[1])} on line {block.title[0]}",
+                             block.abstract[0])
+        if not block.title[2] and not (block.abstract and block.abstract[2]):
+            # bioc drops such a document without a word.
+            raise self._fail(None, "document with neither title nor abstract text", block.first)
+        self.blocks.append(block)
+
+
+def _pubtator_ids(path, lineno, raw_id):
+    ids = tuple(raw_id.split("|"))
+    if not all(ids):
+        raise _error(path, f"line {lineno}", "field id", f"empty entity id in {_show(raw_id)}")
+    return ids
+
+
+def _pubtator_document(path, doc, block):
+    """One Document from a parsed bioc PubTator and the line numbers of its block."""
+    pmid = doc.pmid
+    title = doc.title or ""
+    # PubTator offsets index the title, one character (a space), then the abstract.
+    text = title if doc.abstract is None else title + " " + doc.abstract
+    mentions = []
+    for ann, lineno in zip(doc.annotations, block.mentions):
+        where = f"pmid {pmid}"
+        if ann.pmid != pmid:
+            raise _error(path, f"line {lineno}", where, f"mention pmid {_show(ann.pmid)} differs "
+                         f"from the document's")
+        if not 0 <= ann.start < ann.end <= len(text):
+            raise _error(path, f"line {lineno}", where, f"mention {_show(ann.text)} offsets "
+                         f"[{ann.start}, {ann.end}) are outside the text (length {len(text)}) "
+                         "or empty")
+        found = text[ann.start:ann.end]
+        if found != ann.text:
+            raise _error(path, f"line {lineno}", where, f"mention offsets [{ann.start}, "
+                         f"{ann.end}) cover {_show(found)} but the mention text is "
+                         f"{_show(ann.text)}")
+        mentions.append(Mention(ann.start, ann.end, ann.text, ann.type,
+                                _pubtator_ids(path, lineno, ann.id)))
+    relations = []
+    for rel, lineno in zip(doc.relations, block.relations):
+        if rel.pmid != pmid:
+            raise _error(path, f"line {lineno}", f"pmid {pmid}", f"relation pmid "
+                         f"{_show(rel.pmid)} differs from the document's")
+        relations.append(Relation(rel.type, rel.id1, rel.id2))
+    breaks = [len(title) + 1] if doc.abstract is not None else []
+    spans = split_sentences(text, [(m.start, m.end) for m in mentions], breaks)
+    sentences, mentions = _assign_sentences(spans, mentions)
+    return Document(pmid, text, mentions, relations, sentences)
+
+
+def load_pubtator(path):
+    """Loads a PubTator file (CDR, GDA, CHR) as a list of :class:`Document`, in file order.
+
+    Each document is a run of lines, documents separated by blank lines::
+
+        PMID|t|title
+        PMID|a|abstract
+        PMID<TAB>start<TAB>end<TAB>text<TAB>type<TAB>id[<TAB>texts]
+        PMID<TAB>type<TAB>id1<TAB>id2
+
+    The lines are parsed by the ``bioc`` library (:func:`bioc.pubtator.iterparse_s`);
+    its errors become :class:`DocREFormatError` naming the line. A mention's id may be
+    composite, ``D1|D2`` (ids ``("D1", "D2")``; the optional seventh column holds the
+    individual texts and is not kept), or ``-1`` (``("-1",)``, no normalised entity). A
+    relation line's type is kept as written (``CID`` in CDR, ``GDA`` in GDA); a fifth
+    column, if any, is ignored. Relations are not checked against the mentions.
+
+    ``text`` is the title, one space, then the abstract (the title alone without an
+    abstract line); PubTator offsets index that string. Every mention must satisfy
+    ``text[start:end] == mention text``, else the error names the file, line, pmid,
+    offsets and both strings. Sentences come from :func:`split_sentences` with the
+    title as a sentence of its own and no sentence break inside a mention; each
+    mention's ``sentence`` is the index of the sentence it lies in.
+    """
+    lines = _lines(_read_text(path))
+    feeder = _Feeder(path, lines)
+    try:
+        docs = list(bioc.pubtator.iterparse_s(iter(feeder)))
+    except DocREFormatError:
+        raise
+    except (ValueError, IndexError, TypeError) as e:
+        line = lines[feeder.lineno - 1] if feeder.lineno else ""
+        raise _error(path, f"line {feeder.lineno}", None,
+                     f"cannot parse {_show(line.strip())}: {e}") from None
+    if not docs:
+        raise _error(path, None, None, "no documents")
+    if len(docs) != len(feeder.blocks):  # a safeguard: _Feeder mirrors bioc's rules
+        raise _error(path, None, None, f"bioc read {len(docs)} documents where "
+                     f"{len(feeder.blocks)} were expected")
+    return [_pubtator_document(path, doc, block) for doc, block in zip(docs, feeder.blocks)]
+
+
+# --------------------------------------------------------------------------- token documents
+
+
+def _token_layout(sentences):
+    """Char spans of tokens and sentences when tokens are joined by single spaces and the
+    sentences by one space: (text, token spans per sentence, sentence spans)."""
+    token_spans, sentence_spans, pos = [], [], 0
+    for tokens in sentences:
+        spans = []
+        start = pos
+        for token in tokens:
+            spans.append((pos, pos + len(token)))
+            pos += len(token) + 1
+        token_spans.append(spans)
+        sentence_spans.append((start, pos - 1))
+    text = " ".join(" ".join(tokens) for tokens in sentences)
+    return text, token_spans, sentence_spans
+
+
+# --------------------------------------------------------------------------- DocRED
+
+
+def _docred_field(path, rec, record, field, kind, where=None):
+    """``record[field]``, checked to be of ``kind`` (list/str)."""
+    loc = f"record {rec}"
+    if field not in record:
+        raise _error(path, loc, where or f"field {field}", "missing field")
+    value = record[field]
+    if not isinstance(value, kind):
+        raise _error(path, loc, where or f"field {field}", f"must be a "
+                     f"{'list' if kind is list else 'string'}, got {_show(value)}")
+    return value
+
+
+def _docred_index(path, rec, where, value, size, what):
+    if not _is_int(value) or not 0 <= value < size:
+        raise _error(path, f"record {rec}", where, f"{_show(value)} is not a {what} index "
+                     f"(0..{size - 1})")
+    return value
+
+
+def _docred_record(path, rec, record):
+    """(Document, [[mention name, ...] per entity]) of one DocRED record (1-based ``rec``)."""
+    loc = f"record {rec}"
+    if not isinstance(record, dict):
+        raise _error(path, loc, None, f"expected a JSON object, got {type(record).__name__}")
+    title = _docred_field(path, rec, record, "title", str)
+    sents = _docred_field(path, rec, record, "sents", list)
+    for k, tokens in enumerate(sents):
+        if (not isinstance(tokens, list) or not tokens
+                or not all(isinstance(t, str) for t in tokens)):
+            raise _error(path, loc, f"field sents[{k}]", "must be a non-empty list of token "
+                         f"strings, got {_show(tokens)}")
+    if not sents:
+        raise _error(path, loc, "field sents", "no sentences")
+    text, token_spans, sentence_spans = _token_layout(sents)
+    vertex_set = _docred_field(path, rec, record, "vertexSet", list)
+    mentions, names = [], []
+    for e, entity in enumerate(vertex_set):
+        if not isinstance(entity, list) or not entity:
+            raise _error(path, loc, f"field vertexSet[{e}]", "must be a non-empty list of "
+                         f"mentions, got {_show(entity)}")
+        names.append([])
+        for k, m in enumerate(entity):
+            where = f"field vertexSet[{e}][{k}]"
+            if not isinstance(m, dict):
+                raise _error(path, loc, where, f"must be an object, got {_show(m)}")
+            for field in ("name", "sent_id", "pos", "type"):
+                if field not in m:
+                    raise _error(path, loc, f"{where}.{field}", "missing field")
+            sid = _docred_index(path, rec, f"{where}.sent_id", m["sent_id"], len(sents),
+                                "sentence")
+            pos = m["pos"]
+            n = len(sents[sid])
+            if (not isinstance(pos, list) or len(pos) != 2 or not all(map(_is_int, pos))
+                    or not 0 <= pos[0] < pos[1] <= n):
+                raise _error(path, loc, f"{where}.pos", f"{_show(pos)} is not a token span "
+                             f"[start, end) of sentence {sid} ({n} tokens)")
+            for field in ("name", "type"):
+                if not isinstance(m[field], str):
+                    raise _error(path, loc, f"{where}.{field}", f"must be a string, got "
+                                 f"{_show(m[field])}")
+            start, end = token_spans[sid][pos[0]][0], token_spans[sid][pos[1] - 1][1]
+            mentions.append(Mention(start, end, text[start:end], m["type"], (str(e),), sid))
+            names[-1].append(m["name"])
+    relations = []
+    labels = record.get("labels", [])
+    if not isinstance(labels, list):
+        raise _error(path, loc, "field labels", f"must be a list, got {_show(labels)}")
+    for k, label in enumerate(labels):
+        where = f"field labels[{k}]"
+        if not isinstance(label, dict) or not all(f in label for f in ("h", "t", "r")):
+            raise _error(path, loc, where, f"must be an object with h, t and r, got "
+                         f"{_show(label)}")
+        h = _docred_index(path, rec, f"{where}.h", label["h"], len(vertex_set), "vertexSet")
+        t = _docred_index(path, rec, f"{where}.t", label["t"], len(vertex_set), "vertexSet")
+        if not isinstance(label["r"], str):
+            raise _error(path, loc, f"{where}.r", f"must be a string, got {_show(label['r'])}")
+        relations.append(Relation(label["r"], str(h), str(t)))
+    return Document(title, text, mentions, relations, sentence_spans), names
+
+
+def _docred_records(path):
+    """[(Document, names per entity)] of a DocRED JSON file."""
+    text = _read_text(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _error(path, f"line {e.lineno}", None, f"not valid JSON ({e.msg} at column "
+                     f"{e.colno})") from None
+    if not isinstance(data, list):
+        raise _error(path, None, None, f"expected a JSON list of documents, got "
+                     f"{type(data).__name__}")
+    return [_docred_record(path, rec, record) for rec, record in enumerate(data, 1)]
+
+
+def load_docred(path):
+    """Loads a DocRED-style JSON file as a list of :class:`Document`, in file order.
+
+    The file is a JSON list of documents ``{"title", "sents", "vertexSet", "labels"}``:
+    ``sents`` is a list of sentences, each a list of token strings; ``vertexSet`` a list of
+    entities, each a list of mentions ``{"name", "sent_id", "pos": [start, end), "type"}``
+    (token indices within sentence ``sent_id``, end exclusive); ``labels`` a list of
+    ``{"h", "t", "r", "evidence"}`` (vertexSet indices and the relation). ``labels`` may
+    be absent (DocRED's test file): no relations. Other keys are ignored.
+
+    ``text`` is the tokens joined by single spaces, sentence after sentence, sentences
+    joined by one space; ``sentences`` are the sentences' spans in it. A mention's offsets
+    are its tokens' span, its ``text`` the tokens joined by spaces (DocRED's ``name`` may
+    differ, e.g. in spacing: see :func:`fact_keys`), its ``ids`` ``(str(entity index),)``,
+    its ``sentence`` ``sent_id``. Mentions are listed entity by entity in vertexSet order,
+    so ``Document.entities()`` follows vertexSet order. Each label is
+    ``Relation(r, str(h), str(t))``; ``evidence`` is not kept. ``pmid`` is the title.
+    Errors name the 1-based record and the field, e.g. ``vertexSet[2][0].pos``.
+    """
+    return [doc for doc, _ in _docred_records(path)]
+
+
+def fact_keys(documents):
+    """The set of ``(head name, tail name, relation)`` facts, for DocRED's Ign F1.
+
+    DocRED's rule (its ``evaluation.py``): a correctly predicted relation ``r`` between
+    entities ``h`` and ``t`` is *ignored* in Ign F1 when, for some mention name ``n1`` of
+    ``h`` and ``n2`` of ``t``, ``(n1, n2, r)`` is among the training facts, i.e. the
+    keys returned here for the training documents (every pair of mention names of each
+    labelled relation's head and tail).
+
+    ``documents`` is a list of :class:`Document` (a mention's name is its ``text``), or
+    the path of a DocRED JSON file, whose ``name`` fields are then used exactly as
+    DocRED's evaluation does (a name may differ from the space-joined tokens).
+    """
+    if isinstance(documents, (str, os.PathLike)):
+        pairs = _docred_records(os.fspath(documents))
+    else:
+        pairs = []
+        for doc in documents:
+            names = {eid: [doc.mentions[i].text for i in idx]
+                     for eid, idx in doc.entities().items()}
+            pairs.append((doc, names))
+    keys = set()
+    for doc, names in pairs:
+        if isinstance(names, list):
+            names = {str(e): n for e, n in enumerate(names)}
+        for rel in doc.relations:
+            for n1 in names.get(rel.id1, ()):
+                for n2 in names.get(rel.id2, ()):
+                    keys.add((n1, n2, rel.type))
+    return keys
+
+
+# --------------------------------------------------------------------------- EoG .data
+
+
+def _eog_ints(path, lineno, where, value):
+    try:
+        return [int(v) for v in value.split(":")]
+    except ValueError:
+        raise _error(path, f"line {lineno}", where, f"{_show(value)} is not a ':'-separated "
+                     "list of integers") from None
+
+
+def _eog_relation_type(pair_type):
+    """"1:CID:2" -> "CID"; None for a pair with no relation ("1:NR:2", "not_include")."""
+    m = re.fullmatch(r"\d+:(.*):\d+", pair_type)
+    name = m.group(1) if m else pair_type
+    return None if name in EOG_NO_RELATION else name
+
+
+def _eog_line(path, lineno, line):
+    """The Document of one EoG .data line."""
+    parts = line.rstrip().split("\t")  # as EoG's reader: line.rstrip().split('\t')
+    if len(parts) < 2:
+        raise _error(path, f"line {lineno}", None, "expected 'PMID<TAB>sentences' and "
+                     f"{EOG_PAIR_FIELDS} fields per pair, got {len(parts)} field(s)")
+    pmid, body, rest = parts[0], parts[1], parts[2:]
+    if len(rest) % EOG_PAIR_FIELDS:
+        raise _error(path, f"line {lineno}", f"pmid {pmid}", f"{len(rest)} fields after the "
+                     f"text, not a multiple of {EOG_PAIR_FIELDS} (one group per pair)")
+    sentences = [s.split(" ") for s in body.split("|")]
+    text, token_spans, sentence_spans = _token_layout(sentences)
+    # Document-level token index -> (sentence, char span); EoG counts tokens over the whole
+    # document (' '.join(sentences).split(' ')).
+    flat = [(k, span) for k, spans in enumerate(token_spans) for span in spans]
+    first_token = [0]
+    for spans in token_spans:
+        first_token.append(first_token[-1] + len(spans))
+    seen, by_span, relations = set(), {}, []
+    for p in range(len(rest) // EOG_PAIR_FIELDS):
+        pair = rest[p * EOG_PAIR_FIELDS:(p + 1) * EOG_PAIR_FIELDS]
+        where = f"pmid {pmid} pair {p + 1}"
+        if pair[EOG_DIRECTION] not in EOG_DIRECTIONS or pair[EOG_CROSS] not in EOG_CROSS_VALUES:
+            raise _error(path, f"line {lineno}", where, f"direction {_show(pair[EOG_DIRECTION])} "
+                         f"and cross {_show(pair[EOG_CROSS])} must be one of "
+                         f"{'/'.join(EOG_DIRECTIONS)} and {'/'.join(EOG_CROSS_VALUES)}; are the "
+                         "fields shifted?")
+        for arg, base in EOG_ARGS:
+            eid, _names, etype, starts, ends, sent_ids = pair[base:base + len(EOG_ARG_FIELDS)]
+            if not eid:
+                raise _error(path, f"line {lineno}", f"{where} {arg} id", "empty entity id")
+            if eid in seen:
+                continue  # an entity recurs in every pair it is part of
+            seen.add(eid)
+            fields = [_eog_ints(path, lineno, f"{where} {arg} {name}", value) for name, value in
+                      (("starts", starts), ("ends", ends), ("sentences", sent_ids))]
+            if not len(fields[0]) == len(fields[1]) == len(fields[2]):
+                raise _error(path, f"line {lineno}", f"{where} {arg}", f"{len(fields[0])} starts, "
+                             f"{len(fields[1])} ends and {len(fields[2])} sentence ids")
+            for start, end, sid in zip(*fields):
+                if not 0 <= sid < len(sentences):
+                    raise _error(path, f"line {lineno}", f"{where} {arg} sentences", f"sentence "
+                                 f"{sid} is outside the document ({len(sentences)} sentences)")
+                if not first_token[sid] <= start < end <= first_token[sid + 1]:
+                    raise _error(path, f"line {lineno}", f"{where} {arg}", f"tokens "
+                                 f"{start}-{end} are not inside sentence {sid} (tokens "
+                                 f"{first_token[sid]}-{first_token[sid + 1]})")
+                key = (flat[start][1][0], flat[end - 1][1][1], etype)
+                ids, _ = by_span.setdefault(key, ([], sid))
+                if eid not in ids:
+                    ids.append(eid)  # one span under two ids: a composite mention
+        rtype = _eog_relation_type(pair[EOG_TYPE])
+        if rtype is not None:
+            relation = Relation(rtype, pair[EOG_ARGS[0][1]], pair[EOG_ARGS[1][1]])
+            if relation not in relations:
+                relations.append(relation)
+    mentions = [Mention(start, end, text[start:end], etype, tuple(ids), sid)
+                for (start, end, etype), (ids, sid) in sorted(by_span.items(),
+                                                              key=lambda kv: kv[0][:2])]
+    return Document(pmid, text, mentions, relations, sentence_spans)
+
+
+def load_eog(path):
+    """Loads an EoG ``.data`` file (edge-oriented graph, Christopoulou et al. 2019).
+
+    The layout is that of GitHub fenchri/edge-oriented-graph: written by
+    ``data_processing/process.py``, read by ``src/reader.py`` (``read``). One document per
+    line, tab-separated: the PMID, the sentences joined by ``|`` (tokens joined by single
+    spaces), then :data:`EOG_PAIR_FIELDS` fields per candidate pair:
+
+    0. pair type, ``1:CID:2`` (``1:GDA:2``...) or ``1:NR:2`` (no relation); EoG also
+       knows ``not_include``;
+    1. direction ``L2R``/``R2L`` and 2. ``CROSS``/``NON-CROSS``;
+    3-4. token spans ``start-end`` of the closest arg1 and arg2 mentions;
+    5-10. arg1: entity id (EoG joins an entity's ids with ``|``), mention names
+       (``|``-joined), type, mention start tokens, end tokens (exclusive) and sentence
+       ids (each ``:``-joined);
+    11-16. arg2, the same six fields.
+
+    Token indices count over the whole document, not per sentence. ``text`` is the
+    sentences joined by one space (tokens stay joined by single spaces), so a mention's
+    offsets are its tokens' character span and ``text`` its tokens; ``sentences`` are the
+    sentences' spans. Each entity is read once (from its first pair, as EoG's reader);
+    mentions of the same span and type are merged, their ids in order (EoG writes a
+    composite mention once per id); mentions are sorted by offset. A relation is kept for
+    each pair whose type is not ``NR``/``not_include``, typed by the middle of
+    ``1:TYPE:2``, ``id1`` the arg1 id; duplicates are dropped. The names field is not
+    used (EoG's names are normalised PubTator strings). Blank lines are skipped; a
+    document without pairs has no mentions.
+    """
+    lines = _lines(_read_text(path))
+    docs = [_eog_line(path, lineno, line) for lineno, line in enumerate(lines, 1)
+            if line.strip()]
+    return docs
+
+
+# --------------------------------------------------------------------------- dispatcher
+
+
+def guess_format(path):
+    """The format of a DocRE file: "pubtator", "docred" or "eog".
+
+    By extension (the last one): ``.pubtator`` and ``.txt`` are PubTator (CDR's
+    ``*.PubTator.txt``), ``.json`` DocRED, ``.data`` EoG. Otherwise by content: a first
+    non-blank line ``PMID|t|...`` is PubTator, one starting with ``[`` DocRED JSON, a
+    tab-separated line with ``2 + 17k`` fields EoG.
+    """
+    ext = os.path.splitext(str(path))[1].lower()
+    if ext in EXTENSIONS:
+        return EXTENSIONS[ext]
+    first = next((line for line in _lines(_read_text(path)) if line.strip()), "")
+    if bioc.pubtator.decoder.TITLE_PATTERN.match(first.strip()):
+        return "pubtator"
+    if first.lstrip().startswith("["):
+        return "docred"
+    fields = first.rstrip().split("\t")
+    if len(fields) >= 2 and (len(fields) - 2) % EOG_PAIR_FIELDS == 0:
+        return "eog"
+    raise _error(path, None, None, "cannot tell the format (PubTator, DocRED JSON or EoG "
+                 "data) from the name or the first line; pass format=")
+
+
+_LOADERS = {"pubtator": load_pubtator, "docred": load_docred, "eog": load_eog}
+
+
+def _split_of(name):
+    """The split a file name names (lower-cased, the word not preceded by a letter), or
+    None when it names none or several (EoG's ``train+dev.data``)."""
+    lower = name.lower()
+    found = [split for split, words in SPLIT_WORDS.items()
+             if any(re.search(rf"(?<![a-z]){word}", lower) for word in words)]
+    return found[0] if len(found) == 1 else None
+
+
+def split_files(folder):
+    """{split: path} of the split files in ``folder`` (see :func:`load_docre`)."""
+    if not os.path.isdir(folder):
+        raise DocREFileNotFoundError(f"{folder}: no such folder")
+    found = {}
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if name.startswith(".") or not os.path.isfile(path):
+            continue
+        if os.path.splitext(name)[1].lower() not in EXTENSIONS:
+            continue
+        split = _split_of(name)
+        if split is None:
+            continue
+        if split in found:
+            raise _error(folder, None, None, f"two {split} files, "
+                         f"{os.path.basename(found[split])} and {name}; load the one you "
+                         "mean with its path")
+        found[split] = path
+    if not found:
+        raise DocREFileNotFoundError(f"{folder}: no train, dev or test file "
+                                     f"({', '.join(EXTENSIONS)})")
+    return {split: found[split] for split in SPLITS if split in found}
+
+
+def load_docre(path, format=None):  # noqa: A002  (the natural name for the argument)
+    """Loads DocRE data from a file (a list of :class:`Document`) or a folder of splits.
+
+    ``format`` is "pubtator", "docred" or "eog"; by default it is guessed per file by
+    :func:`guess_format` (``.pubtator``/``.txt``/PubTator content, ``.json``, ``.data``).
+
+    A folder gives ``{split: [Document, ...]}`` for the splits it holds, in
+    train/dev/test order. A file belongs to a split when its name, case-insensitively,
+    contains ``train``, ``dev`` or ``test`` not preceded by a letter -- so CDR's
+    ``CDR_TrainingSet.PubTator.txt``, ``CDR_DevelopmentSet.PubTator.txt`` and
+    ``CDR_TestSet.PubTator.txt``, GDA's ``training.txt``/``testing.txt`` and
+    ``train.data``/``dev.data``/``test.data`` all match -- and its extension is one of
+    ``.pubtator``, ``.txt``, ``.json``, ``.data``. A name matching several splits
+    (``train+dev.data``) or none (``rel_info.json``) is skipped; two files for one
+    split are an error.
+    """
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}; valid: {', '.join(FORMATS)}")
+    if not os.path.exists(path):
+        raise DocREFileNotFoundError(f"{path}: no such file or folder")
+    if os.path.isdir(path):
+        return {split: _LOADERS[format or guess_format(file)](file)
+                for split, file in split_files(path).items()}
+    return _LOADERS[format or guess_format(path)](path)
+
+
+# --------------------------------------------------------------------------- embedded sample
+
+
+def sample_path():
+    """The folder of the embedded, invented CDR-style sample: ``{train,dev,test}.pubtator``.
+
+    Written by ``data/docre_sample/generate.py`` (see ``data/docre_sample/README.md``);
+    shipped as package data. SYNTHETIC: no real abstract or annotation is behind it.
+    """
+    return resources.path(SAMPLE_FOLDER)
+
+
+def load_sample():
+    """The embedded sample as ``{"train": [...], "dev": [...], "test": [...]}`` Documents."""
+    return load_docre(sample_path(), format="pubtator")

@@ -46,7 +46,7 @@ class GlobalModelEvaluator:
       macro_f1: report macro-F1 over all classes instead (FedCB's tables).
     """
 
-    #: The metrics.csv columns this kind adds to the runner's (:data:`tffre.runner.METRIC_COLUMNS`).
+    #: The metrics.csv columns this kind adds to :data:`tffre.runner.METRIC_COLUMNS`.
     columns = ()
 
     def __init__(self, model_fn, data, loss, batch_size=256, negative_label=None,

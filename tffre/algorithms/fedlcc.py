@@ -14,7 +14,8 @@ global model (L^t) and this client's model from its previous round
 
 sim the cosine similarity, the mean over the batch's valid pairs (the pair
 mask packed in the targets, :func:`tffre.models.docre.pack_targets`, which
-the loss hands over as ``ctx.row_mask()``), tau = 0.5 and mu = 0.1 (Table 2). L_BCE is the model's own Keras loss,
+the loss hands over as ``ctx.row_mask()``), tau = 0.5 and mu = 0.1 (Table
+2). L_BCE is the model's own Keras loss,
 :class:`tffre.models.docre.DocRELoss` (Eq. 11; ``--loss softmax`` for the
 authors' 2-class cross-entropy). The per-pair term is
 :func:`tffre.models.docre.lcc_loss`, which is MOON's l_con on c.

@@ -1,4 +1,8 @@
-"""Error types and message helpers the data loaders share."""
+"""Error types, message helpers and input checks the loaders and encoders share."""
+
+import numpy as np
+
+SHOW = 60  # longest user string quoted in full in an error message
 
 
 class MessageFileNotFoundError(FileNotFoundError):
@@ -20,3 +24,17 @@ def one_line(message):
     """``message`` with its line breaks turned into spaces: loader errors are one line."""
     # User strings are shown as reprs, which escape newlines; this guards the rest.
     return message.replace("\r", " ").replace("\n", " ")
+
+
+def show(value):
+    """A short, one-line repr of user data for an error message."""
+    if isinstance(value, str) and len(value) > SHOW:
+        value = value[:SHOW - 3] + "..."
+    return repr(value)
+
+
+def positive_int(value, name):
+    """``value`` as an int if it is a whole number >= 1 (not a bool), else ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)

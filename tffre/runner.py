@@ -231,7 +231,7 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
             build = dict(loss=loss, input_spec=input_spec, metrics=metrics, executor=executor,
                          max_parallel_clients=max_parallel_clients, loop=loop,
                          **algorithm_hparams(name, hparams), **extra)
-            process, state = _process(name, model_fn, build, seed,
+            process, state = _process(name, model_fn, build, seed, load_pretrained,
                                       cacheable=name not in needs_server)
             checkpoints = Checkpoints(os.path.join(out_dir, "checkpoints", name))
             done = 0
@@ -239,9 +239,6 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                 loaded, done = checkpoints.load_latest(_saved(process, state, data.client_ids))
                 if loaded is not None:
                     state = _restore(process, loaded)
-            if done == 0 and load_pretrained is not None:
-                state = process.set_model_weights(state, pretrained_weights(process.model_fn,
-                                                                            load_pretrained))
             states[name] = (process, checkpoints, state, done)
         # Rows kept on resume: up to each algorithm's checkpoint, and a finished centralised run.
         kept = [raw for a, r, raw in old_rows if (a in states and r <= states[a][3])
@@ -344,11 +341,13 @@ def _architecture(model_fn):
                  for layer in model.layers)
 
 
-def _process(name, model_fn, build, seed, cacheable=True):
+def _process(name, model_fn, build, seed, load_pretrained=None, cacheable=True):
     """(process, initial state) of algorithm ``name``: built, or reused (:func:`reuse_processes`).
 
     Either way the state starts from the weights of a model built right after
-    ``set_random_seed(seed)``, so a seed gives the same run with or without reuse.
+    ``set_random_seed(seed)``, so a seed gives the same run with or without reuse,
+    with ``load_pretrained``'s weights in it when given (they enter the server
+    state here, after ``initialize``, never through ``model_fn``).
     """
     if _PROCESS_CACHE is None or not cacheable:
         process = algorithms.build_algorithm(name, model_fn, **build)
@@ -364,10 +363,7 @@ def _process(name, model_fn, build, seed, cacheable=True):
         process.client_states = {}
         process.served = set()
     tf.keras.utils.set_random_seed(seed)
-    fresh = process.model_fn()
-    weights = tff.learning.models.ModelWeights(
-        trainable=[v.numpy() for v in fresh.trainable_weights],
-        non_trainable=[v.numpy() for v in fresh.non_trainable_weights])
+    weights = pretrained_weights(process.model_fn, load_pretrained)
     return process, process.set_model_weights(process.initialize(), weights)
 
 
@@ -485,10 +481,12 @@ def evaluate(evaluator, process, state):
     return out
 
 
-def pretrained_weights(model_fn, load_pretrained):
-    """``ModelWeights`` (numpy) of a fresh model of ``model_fn`` after ``load_pretrained``."""
+def pretrained_weights(model_fn, load_pretrained=None):
+    """``ModelWeights`` (numpy) of a fresh model of ``model_fn`` after ``load_pretrained``
+    (when given)."""
     model = model_fn()
-    load_pretrained(model)
+    if load_pretrained is not None:
+        load_pretrained(model)
     return tff.learning.models.ModelWeights(
         trainable=[v.numpy() for v in model.trainable_weights],
         non_trainable=[v.numpy() for v in model.non_trainable_weights])

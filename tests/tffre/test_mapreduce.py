@@ -88,7 +88,8 @@ def test_learning_rate_decays_per_round(executor):
         np.testing.assert_allclose(state["model"].trainable[1], b, rtol=1e-5, atol=1e-6)
     assert int(state["round"]) == 3
     # set_model_weights keeps the round counter.
-    kept = process.set_model_weights(state, ModelWeights([w.astype(np.float32), b.astype(np.float32)], []))
+    kept = process.set_model_weights(
+        state, ModelWeights([w.astype(np.float32), b.astype(np.float32)], []))
     assert int(kept["round"]) == 3
 
 

@@ -32,7 +32,7 @@ import bioc.pubtator.decoder
 
 from tffre import resources
 from tffre.data.document import UNNORMALISED_ID, Document, Mention, Relation
-from tffre.errors import MessageFileNotFoundError, one_line
+from tffre.errors import MessageFileNotFoundError, one_line, show
 
 FORMATS = ("pubtator", "docred", "eog")
 SPLITS = ("train", "dev", "test")
@@ -55,7 +55,6 @@ EOG_NO_RELATION = ("NR", "not_include")
 
 SAMPLE_FOLDER = "docre_sample"
 
-_SHOW = 60  # longest user string quoted in full in an error message
 
 # The sentence splitter: a sentence ends at ., ? or ! (optionally followed by closing quotes or
 # brackets), then whitespace, then -- possibly after an opening quote or bracket -- an upper-case
@@ -76,13 +75,6 @@ class DocREFileNotFoundError(DocREFormatError, MessageFileNotFoundError):
 
 
 # --------------------------------------------------------------------------- shared helpers
-
-
-def _show(value):
-    """A short, one-line repr of user data for an error message."""
-    if isinstance(value, str) and len(value) > _SHOW:
-        value = value[:_SHOW - 3] + "..."
-    return repr(value)
 
 
 def _error(path, loc, where, message):
@@ -241,7 +233,7 @@ class _Feeder:
         if len(fields) >= 6:
             for column, name in ((1, "start"), (2, "end")):
                 if not re.fullmatch(r"-?\d+", fields[column]):
-                    raise self._fail(f"field {name}", f"offset {_show(fields[column])} is not an "
+                    raise self._fail(f"field {name}", f"offset {show(fields[column])} is not an "
                                      "integer")
             block.mentions.append(self.lineno)
         elif len(fields) in (4, 5):
@@ -250,7 +242,7 @@ class _Feeder:
                 raise self._fail("field id", "empty entity id; use -1 for a mention without one")
             block.relations.append(self.lineno)
         else:
-            raise self._fail(None, f"cannot read {_show(line)}: expected 'PMID|t|title', "
+            raise self._fail(None, f"cannot read {show(line)}: expected 'PMID|t|title', "
                              "'PMID|a|abstract', a mention (PMID, start, end, text, type, id "
                              "[, texts]) or a relation (PMID, type, id1, id2), tab-separated")
 
@@ -262,8 +254,8 @@ class _Feeder:
         if not block.title[1]:
             raise self._fail(None, "empty pmid", block.title[0])
         if block.abstract is not None and block.abstract[1] != block.title[1]:
-            raise self._fail(None, f"abstract pmid {_show(block.abstract[1])} differs from title "
-                             f"pmid {_show(block.title[1])} on line {block.title[0]}",
+            raise self._fail(None, f"abstract pmid {show(block.abstract[1])} differs from title "
+                             f"pmid {show(block.title[1])} on line {block.title[0]}",
                              block.abstract[0])
         if not block.title[2] and not (block.abstract and block.abstract[2]):
             # bioc drops such a document without a word.
@@ -274,7 +266,7 @@ class _Feeder:
 def _pubtator_ids(path, lineno, raw_id):
     ids = tuple(raw_id.split("|"))
     if not all(ids):
-        raise _error(path, f"line {lineno}", "field id", f"empty entity id in {_show(raw_id)}")
+        raise _error(path, f"line {lineno}", "field id", f"empty entity id in {show(raw_id)}")
     return ids
 
 
@@ -288,24 +280,24 @@ def _pubtator_document(path, doc, block):
     for ann, lineno in zip(doc.annotations, block.mentions):
         where = f"pmid {pmid}"
         if ann.pmid != pmid:
-            raise _error(path, f"line {lineno}", where, f"mention pmid {_show(ann.pmid)} differs "
+            raise _error(path, f"line {lineno}", where, f"mention pmid {show(ann.pmid)} differs "
                          f"from the document's")
         if not 0 <= ann.start < ann.end <= len(text):
-            raise _error(path, f"line {lineno}", where, f"mention {_show(ann.text)} offsets "
+            raise _error(path, f"line {lineno}", where, f"mention {show(ann.text)} offsets "
                          f"[{ann.start}, {ann.end}) are outside the text (length {len(text)}) "
                          "or empty")
         found = text[ann.start:ann.end]
         if found != ann.text:
             raise _error(path, f"line {lineno}", where, f"mention offsets [{ann.start}, "
-                         f"{ann.end}) cover {_show(found)} but the mention text is "
-                         f"{_show(ann.text)}")
+                         f"{ann.end}) cover {show(found)} but the mention text is "
+                         f"{show(ann.text)}")
         mentions.append(Mention(ann.start, ann.end, ann.text, ann.type,
                                 _pubtator_ids(path, lineno, ann.id)))
     relations = []
     for rel, lineno in zip(doc.relations, block.relations):
         if rel.pmid != pmid:
             raise _error(path, f"line {lineno}", f"pmid {pmid}", f"relation pmid "
-                         f"{_show(rel.pmid)} differs from the document's")
+                         f"{show(rel.pmid)} differs from the document's")
         relations.append(Relation(rel.type, rel.id1, rel.id2))
     breaks = [len(title) + 1] if doc.abstract is not None else []
     spans = split_sentences(text, [(m.start, m.end) for m in mentions], breaks)
@@ -346,7 +338,7 @@ def load_pubtator(path):
     except (ValueError, IndexError, TypeError) as e:
         line = lines[feeder.lineno - 1] if feeder.lineno else ""
         raise _error(path, f"line {feeder.lineno}", None,
-                     f"cannot parse {_show(line.strip())}: {e}") from None
+                     f"cannot parse {show(line.strip())}: {e}") from None
     if not docs:
         raise _error(path, None, None, "no documents")
     if len(docs) != len(feeder.blocks):  # a safeguard: _Feeder mirrors bioc's rules
@@ -385,13 +377,13 @@ def _docred_field(path, rec, record, field, kind, where=None):
     value = record[field]
     if not isinstance(value, kind):
         raise _error(path, loc, where or f"field {field}", f"must be a "
-                     f"{'list' if kind is list else 'string'}, got {_show(value)}")
+                     f"{'list' if kind is list else 'string'}, got {show(value)}")
     return value
 
 
 def _docred_index(path, rec, where, value, size, what):
     if not _is_int(value) or not 0 <= value < size:
-        raise _error(path, f"record {rec}", where, f"{_show(value)} is not a {what} index "
+        raise _error(path, f"record {rec}", where, f"{show(value)} is not a {what} index "
                      f"(0..{size - 1})")
     return value
 
@@ -407,7 +399,7 @@ def _docred_record(path, rec, record):
         if (not isinstance(tokens, list) or not tokens
                 or not all(isinstance(t, str) for t in tokens)):
             raise _error(path, loc, f"field sents[{k}]", "must be a non-empty list of token "
-                         f"strings, got {_show(tokens)}")
+                         f"strings, got {show(tokens)}")
     if not sents:
         raise _error(path, loc, "field sents", "no sentences")
     text, token_spans, sentence_spans = _token_layout(sents)
@@ -416,12 +408,12 @@ def _docred_record(path, rec, record):
     for e, entity in enumerate(vertex_set):
         if not isinstance(entity, list) or not entity:
             raise _error(path, loc, f"field vertexSet[{e}]", "must be a non-empty list of "
-                         f"mentions, got {_show(entity)}")
+                         f"mentions, got {show(entity)}")
         names.append([])
         for k, m in enumerate(entity):
             where = f"field vertexSet[{e}][{k}]"
             if not isinstance(m, dict):
-                raise _error(path, loc, where, f"must be an object, got {_show(m)}")
+                raise _error(path, loc, where, f"must be an object, got {show(m)}")
             for field in ("name", "sent_id", "pos", "type"):
                 if field not in m:
                     raise _error(path, loc, f"{where}.{field}", "missing field")
@@ -431,28 +423,28 @@ def _docred_record(path, rec, record):
             n = len(sents[sid])
             if (not isinstance(pos, list) or len(pos) != 2 or not all(map(_is_int, pos))
                     or not 0 <= pos[0] < pos[1] <= n):
-                raise _error(path, loc, f"{where}.pos", f"{_show(pos)} is not a token span "
+                raise _error(path, loc, f"{where}.pos", f"{show(pos)} is not a token span "
                              f"[start, end) of sentence {sid} ({n} tokens)")
             for field in ("name", "type"):
                 if not isinstance(m[field], str):
                     raise _error(path, loc, f"{where}.{field}", f"must be a string, got "
-                                 f"{_show(m[field])}")
+                                 f"{show(m[field])}")
             start, end = token_spans[sid][pos[0]][0], token_spans[sid][pos[1] - 1][1]
             mentions.append(Mention(start, end, text[start:end], m["type"], (str(e),), sid))
             names[-1].append(m["name"])
     relations = []
     labels = record.get("labels", [])
     if not isinstance(labels, list):
-        raise _error(path, loc, "field labels", f"must be a list, got {_show(labels)}")
+        raise _error(path, loc, "field labels", f"must be a list, got {show(labels)}")
     for k, label in enumerate(labels):
         where = f"field labels[{k}]"
         if not isinstance(label, dict) or not all(f in label for f in ("h", "t", "r")):
             raise _error(path, loc, where, f"must be an object with h, t and r, got "
-                         f"{_show(label)}")
+                         f"{show(label)}")
         h = _docred_index(path, rec, f"{where}.h", label["h"], len(vertex_set), "vertexSet")
         t = _docred_index(path, rec, f"{where}.t", label["t"], len(vertex_set), "vertexSet")
         if not isinstance(label["r"], str):
-            raise _error(path, loc, f"{where}.r", f"must be a string, got {_show(label['r'])}")
+            raise _error(path, loc, f"{where}.r", f"must be a string, got {show(label['r'])}")
         relations.append(Relation(label["r"], str(h), str(t)))
     return Document(title, text, mentions, relations, sentence_spans), names
 
@@ -532,7 +524,7 @@ def _eog_ints(path, lineno, where, value):
     try:
         return [int(v) for v in value.split(":")]
     except ValueError:
-        raise _error(path, f"line {lineno}", where, f"{_show(value)} is not a ':'-separated "
+        raise _error(path, f"line {lineno}", where, f"{show(value)} is not a ':'-separated "
                      "list of integers") from None
 
 
@@ -566,8 +558,8 @@ def _eog_line(path, lineno, line):
         pair = rest[p * EOG_PAIR_FIELDS:(p + 1) * EOG_PAIR_FIELDS]
         where = f"pmid {pmid} pair {p + 1}"
         if pair[EOG_DIRECTION] not in EOG_DIRECTIONS or pair[EOG_CROSS] not in EOG_CROSS_VALUES:
-            raise _error(path, f"line {lineno}", where, f"direction {_show(pair[EOG_DIRECTION])} "
-                         f"and cross {_show(pair[EOG_CROSS])} must be one of "
+            raise _error(path, f"line {lineno}", where, f"direction {show(pair[EOG_DIRECTION])} "
+                         f"and cross {show(pair[EOG_CROSS])} must be one of "
                          f"{'/'.join(EOG_DIRECTIONS)} and {'/'.join(EOG_CROSS_VALUES)}; are the "
                          "fields shifted?")
         for arg, base in EOG_ARGS:

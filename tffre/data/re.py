@@ -40,7 +40,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from tffre.errors import MessageFileNotFoundError, one_line
+from tffre.errors import MessageFileNotFoundError, one_line, show
 
 COLUMNS = ("example_id", "text", "e1_start", "e1_end", "e2_start", "e2_end", "e1_type", "e2_type",
            "label")
@@ -95,7 +95,6 @@ PGR_SPLIT_FILES = BLUE_SPLIT_FILES
 JSONL_REQUIRED = COLUMNS[1:]
 JSONL_SPLIT_FILES = {split: f"{split}.jsonl" for split in SPLITS}
 
-_SHOW = 60  # longest user string quoted in full in an error message
 
 
 class REFormatError(ValueError):
@@ -107,13 +106,6 @@ class REFileNotFoundError(REFormatError, MessageFileNotFoundError):
 
 
 # --------------------------------------------------------------------------- shared helpers
-
-
-def _show(value):
-    """A short, one-line repr of user data for an error message."""
-    if isinstance(value, str) and len(value) > _SHOW:
-        value = value[:_SHOW - 3] + "..."
-    return repr(value)
 
 
 def _error(path, line, where, message):
@@ -156,7 +148,7 @@ def _read_lines(path, allow_empty=False):
 
 def _label_error(path, line, label, labels, field="label"):
     return _error(path, line, f"field {field}",
-                  f"unknown label {_show(label)}; valid: {', '.join(labels)}")
+                  f"unknown label {show(label)}; valid: {', '.join(labels)}")
 
 
 def _span_problem(text, s1, e1, s2, e2, t1, t2):
@@ -174,8 +166,8 @@ def _span_problem(text, s1, e1, s2, e2, t1, t2):
     if max(s1, s2) < min(e1, e2):
         if (s1, e1) == (s2, e2) and t1 == t2 == CHEM_GENE:
             return None
-        return ("e2_start", f"entity spans overlap: e1 [{s1}, {e1}) {_show(text[s1:e1])} and "
-                f"e2 [{s2}, {e2}) {_show(text[s2:e2])}")
+        return ("e2_start", f"entity spans overlap: e1 [{s1}, {e1}) {show(text[s1:e1])} and "
+                f"e2 [{s2}, {e2}) {show(text[s2:e2])}")
     return None
 
 
@@ -213,7 +205,7 @@ def check_examples(df, labels, source):
     labels = list(labels) if not isinstance(labels, str) else [labels]
     if not labels or not all(isinstance(x, str) for x in labels) or len(set(labels)) < len(labels):
         raise REFormatError(f"{source}: labels must be a non-empty list of distinct strings, "
-                            f"got {_show(labels)}")
+                            f"got {show(labels)}")
     known = set(labels)
     has_split = SPLIT_COLUMN in df.columns
     seen = {}
@@ -223,23 +215,23 @@ def check_examples(df, labels, source):
 
         def fail(field, message, i=i, eid=eid):
             return REFormatError(one_line(
-                f"{source} row {i} (example_id {_show(eid)}): field {field}: {message}"))
+                f"{source} row {i} (example_id {show(eid)}): field {field}: {message}"))
 
         for name in STRING_COLUMNS:
             if not isinstance(values[name], str):
                 raise fail(name, f"must be a string, got {type(values[name]).__name__}")
         for name in OFFSET_COLUMNS:
             if not _is_int(values[name]):
-                raise fail(name, f"must be an integer, got {_show(values[name])}")
+                raise fail(name, f"must be an integer, got {show(values[name])}")
         problem = _span_problem(values["text"], *(int(values[c]) for c in OFFSET_COLUMNS),
                                 values["e1_type"], values["e2_type"])
         if problem:
             raise fail(*problem)
         if values["label"] not in known:
-            raise fail("label", f"unknown label {_show(values['label'])}; "
+            raise fail("label", f"unknown label {show(values['label'])}; "
                        f"valid: {', '.join(labels)}")
         if has_split and values[SPLIT_COLUMN] not in SPLITS:
-            raise fail(SPLIT_COLUMN, f"unknown split {_show(values[SPLIT_COLUMN])}; "
+            raise fail(SPLIT_COLUMN, f"unknown split {show(values[SPLIT_COLUMN])}; "
                        f"valid: {', '.join(SPLITS)}")
         if eid in seen:
             raise fail("example_id", f"duplicate example_id (also row {seen[eid]})")
@@ -288,7 +280,7 @@ class _I2b2Doc:
     def resolve(self, path, lineno, where, text, l1, t1, l2, t2):
         """Checks a concept reference ``text L:T L:T``; returns its (line, start char, end char)."""
         if l1 != l2:
-            raise _error(path, lineno, where, f"concept {_show(text)} spans lines {l1} and {l2}; "
+            raise _error(path, lineno, where, f"concept {show(text)} spans lines {l1} and {l2}; "
                          "a concept must lie on one line")
         if not 1 <= l1 <= len(self.lines):
             raise _error(path, lineno, where, f"line {l1} is outside "
@@ -301,9 +293,9 @@ class _I2b2Doc:
         found = " ".join(line_text[s:e] for s, e in spans[t1:t2 + 1])
         # The release lowercases concept text, so compare case-insensitively.
         if found.lower() != text.lower():
-            raise _error(path, lineno, where, f"concept text {_show(text)} does not match tokens "
+            raise _error(path, lineno, where, f"concept text {show(text)} does not match tokens "
                          f"{l1}:{t1} {l2}:{t2} of {os.path.basename(self.path)}, "
-                         f"which read {_show(found)}")
+                         f"which read {show(found)}")
         return l1, spans[t1][0], spans[t2][1]
 
 
@@ -316,7 +308,7 @@ def _matching_lines(path, pattern, what, expected, allow_empty=False):
             continue
         m = pattern.match(line)
         if not m:
-            raise _error(path, lineno, "field c", f"malformed {what} line {_show(line)}; "
+            raise _error(path, lineno, "field c", f"malformed {what} line {show(line)}; "
                          f"expected {expected}")
         yield lineno, m
 
@@ -336,12 +328,12 @@ def _i2b2_concepts(doc, con_path):
         text, l1, t1, l2, t2 = _parse_concept_ref(m, 1)
         ctype = m.group(6)
         if ctype not in I2B2_CONCEPT_TYPES:
-            raise _error(con_path, lineno, "field t", f"unknown concept type {_show(ctype)}; "
+            raise _error(con_path, lineno, "field t", f"unknown concept type {show(ctype)}; "
                          f"valid: {', '.join(I2B2_CONCEPT_TYPES)}")
         _, start, end = doc.resolve(con_path, lineno, "field c", text, l1, t1, l2, t2)
         key = (l1, t1, t2)
         if key in concepts and concepts[key][0] != ctype:
-            raise _error(con_path, lineno, "field t", f"concept {_show(text)} {l1}:{t1} {l2}:{t2} "
+            raise _error(con_path, lineno, "field t", f"concept {show(text)} {l1}:{t1} {l2}:{t2} "
                          f"is typed {ctype!r} here and {concepts[key][0]!r} on line "
                          f"{where_defined[key]}")
         concepts.setdefault(key, (ctype, start, end))
@@ -366,7 +358,7 @@ def _i2b2_relations(doc, rel_path, concepts):
             doc.resolve(rel_path, lineno, f"entity {entity}", text, l1, t1, l2, t2)
             key = (l1, t1, t2)
             if key not in concepts:
-                raise _error(rel_path, lineno, f"entity {entity}", f"concept {_show(text)} "
+                raise _error(rel_path, lineno, f"entity {entity}", f"concept {show(text)} "
                              f"{l1}:{t1} {l2}:{t2} is not in {os.path.basename(doc.con_path)}")
             keys.append(key)
         (type_a, start_a, end_a), (type_b, start_b, end_b) = concepts[keys[0]], concepts[keys[1]]
@@ -541,7 +533,7 @@ def load_blue_tsv(path, task):
                 raise _error(path, lineno, "field index", "empty index")
             if index in indices:
                 raise _error(path, lineno, "field index",
-                             f"duplicate index {_show(index)} (also line {indices[index]})")
+                             f"duplicate index {show(index)} (also line {indices[index]})")
             indices[index] = lineno
             eid = f"{stem}:{index}"
         else:
@@ -619,7 +611,7 @@ def _pgr_int(path, lineno, parts, column):
         return int(value)
     except ValueError:
         raise _error(path, lineno, f"field {PGR_HEADER[column]}",
-                     f"offset {_show(value)} is not an integer") from None
+                     f"offset {show(value)} is not an integer") from None
 
 
 def _pgr_entity(path, lineno, entity, raw, text, pos, start, end, expected, column):
@@ -631,11 +623,11 @@ def _pgr_entity(path, lineno, entity, raw, text, pos, start, end, expected, colu
     new_start, new_end = pos[start], pos[end]
     if new_start < 0 or new_end < 0:
         raise _error(path, lineno, where, f"offsets [{start}, {end}) cut through a character "
-                     f"reference in {_show(raw[max(0, start - 8):end + 8])}")
+                     f"reference in {show(raw[max(0, start - 8):end + 8])}")
     found, wanted = text[new_start:new_end], html.unescape(expected)
     if found != wanted:
-        raise _error(path, lineno, where, f"sentence[{start}:{end}] is {_show(found)} but "
-                     f"{PGR_HEADER[column]} is {_show(wanted)}")
+        raise _error(path, lineno, where, f"sentence[{start}:{end}] is {show(found)} but "
+                     f"{PGR_HEADER[column]} is {show(wanted)}")
     return new_start, new_end
 
 
@@ -680,7 +672,7 @@ def load_pgr(path, skip_invalid=False):
         label = PGR_RELATIONS.get(relation.lower())
         if label is None:
             raise _error(path, lineno, f"field {PGR_HEADER[PGR_RELATION]}",
-                         f"unknown label {_show(relation)}; valid: True, False (any case)")
+                         f"unknown label {show(relation)}; valid: True, False (any case)")
         offsets = [_pgr_int(path, lineno, parts, c) for c in
                    (PGR_GENE_START, PGR_GENE_END, PGR_PHENOTYPE_START, PGR_PHENOTYPE_END)]
         raw = parts[PGR_SENTENCE]
@@ -749,26 +741,26 @@ def _jsonl_rows(path, labels):
         for field in ("text", "e1_type", "e2_type"):
             if not isinstance(record[field], str):
                 raise _error(path, lineno, f"field {field}",
-                             f"must be a string, got {_show(record[field])}")
+                             f"must be a string, got {show(record[field])}")
         for field in OFFSET_COLUMNS:
             if not _is_int(record[field]):
                 raise _error(path, lineno, f"field {field}",
-                             f"must be an integer, got {_show(record[field])}")
+                             f"must be an integer, got {show(record[field])}")
         label = record["label"]
         if _is_int(label):
             label = str(label)  # {"label": 0} is the natural spelling of label "0"
         if not isinstance(label, str):
-            raise _error(path, lineno, "field label", f"must be a string, got {_show(label)}")
+            raise _error(path, lineno, "field label", f"must be a string, got {show(label)}")
         if known is not None and label not in known:
             raise _label_error(path, lineno, label, labels)
         eid = record.get("example_id", f"{stem}:{lineno}")
         if _is_int(eid):
             eid = str(eid)
         if not isinstance(eid, str):
-            raise _error(path, lineno, "field example_id", f"must be a string, got {_show(eid)}")
+            raise _error(path, lineno, "field example_id", f"must be a string, got {show(eid)}")
         if eid in ids:
             raise _error(path, lineno, "field example_id",
-                         f"duplicate example_id {_show(eid)} (also line {ids[eid]})")
+                         f"duplicate example_id {show(eid)} (also line {ids[eid]})")
         ids[eid] = lineno
         offsets = [record[c] for c in OFFSET_COLUMNS]
         problem = _span_problem(record["text"], *offsets, record["e1_type"], record["e2_type"])

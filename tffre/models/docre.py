@@ -66,13 +66,13 @@ computations. Transformers is imported inside the functions only.
 
 import dataclasses
 import os
-import types
 from typing import Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from tffre.models.re import _hf_config, check_encoder_folder, load_pretrained_encoder
+from tffre.models.re import (as_config, build_encoder, check_encoder_folder, config_from_dict,
+                             hf_encoder_config, load_pretrained_encoder)
 from tffre.text.docre_features import DocREFeaturizer, template_tokens
 
 LOSSES = ("bce", "softmax")
@@ -182,19 +182,11 @@ class DocREModelConfig:
     @classmethod
     def from_dict(cls, data):
         """The config of a :meth:`to_dict` dict; unknown keys raise ValueError."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown DocREModelConfig field(s): {', '.join(unknown)}")
-        return cls(**data)
+        return config_from_dict(cls, data)
 
 
 def _as_config(config):
-    if isinstance(config, DocREModelConfig):
-        return config
-    if isinstance(config, dict):
-        return DocREModelConfig.from_dict(config)
-    raise TypeError(f"expected a DocREModelConfig or a dict, got {type(config).__name__}")
+    return as_config(DocREModelConfig, config)
 
 
 # ---------------------------------------------------------------------- long inputs
@@ -582,9 +574,8 @@ def _encoder_config(config):
     """The HF config of the encoder; its positions must hold one window (ATLOP: 512)."""
     reading = min(config.max_length, config.window)
     try:
-        hf_config = _hf_config(types.SimpleNamespace(
-            encoder_dir=config.encoder_dir, max_length=reading, vocab_size=config.vocab_size,
-            num_layers=config.num_layers))
+        hf_config = hf_encoder_config(config.encoder_dir, reading, config.vocab_size,
+                                      config.num_layers)
     except ValueError as err:
         if "max_position_embeddings" in str(err):
             raise ValueError(f"the encoder reads windows of {reading} tokens (min(max_length, "
@@ -612,15 +603,8 @@ def build_docre_model(config):
     Only reads config.json (and, for windows without ``start_tokens``, the tokenizer):
     cheap, and safe as a TFF ``model_fn``.
     """
-    from transformers import TFAutoModel
-
     config = _as_config(config)
-    encoder = TFAutoModel.from_config(_encoder_config(config), name="encoder")
-    main = getattr(encoder, getattr(encoder, "base_model_prefix", ""), None)
-    if getattr(main, "pooler", None) is not None:
-        main.pooler.trainable = False  # unused: it would get no gradient
-    if config.freeze_embeddings:
-        encoder.get_input_embeddings().trainable = False
+    encoder = build_encoder(_encoder_config(config), config.freeze_embeddings)
 
     length = config.max_length
     inputs = {

@@ -59,8 +59,9 @@ def _drop_unused_assert_report(record):
 tf.get_logger().addFilter(_drop_unused_assert_report)
 
 __all__ = ["EncoderFolderError", "EntityPooling", "REModelConfig", "REPRESENTATIONS",
-           "RETokenizer", "build_re_model", "check_encoder_folder", "default_encoder_dir",
-           "from_pretrained", "load_pretrained_encoder"]
+           "RETokenizer", "as_config", "build_encoder", "build_re_model", "check_encoder_folder",
+           "config_from_dict", "default_encoder_dir", "from_pretrained", "hf_encoder_config",
+           "load_pretrained_encoder"]
 
 @dataclasses.dataclass
 class REModelConfig:
@@ -116,19 +117,31 @@ class REModelConfig:
 
     @classmethod
     def from_dict(cls, data):
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown REModelConfig field(s): {', '.join(unknown)}")
-        return cls(**data)
+        return config_from_dict(cls, data)
+
+
+def config_from_dict(cls, data):
+    """The dataclass ``cls`` built from a :meth:`to_dict`-style dict; unknown keys raise
+    ValueError naming them (shared by the model configs)."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}")
+    return cls(**data)
+
+
+def as_config(cls, config):
+    """``config`` if it is a ``cls``, else ``cls.from_dict(config)`` for a dict; TypeError
+    otherwise."""
+    if isinstance(config, cls):
+        return config
+    if isinstance(config, dict):
+        return cls.from_dict(config)
+    raise TypeError(f"expected a {cls.__name__} or a dict, got {type(config).__name__}")
 
 
 def _as_config(config):
-    if isinstance(config, REModelConfig):
-        return config
-    if isinstance(config, dict):
-        return REModelConfig.from_dict(config)
-    raise TypeError(f"expected an REModelConfig or a dict, got {type(config).__name__}")
+    return as_config(REModelConfig, config)
 
 
 @tf.keras.utils.register_keras_serializable(package="tffre")
@@ -160,22 +173,40 @@ class EntityPooling(tf.keras.layers.Layer):
         return {**super().get_config(), "representation": self.representation}
 
 
-def _hf_config(config):
+def hf_encoder_config(encoder_dir, max_length, vocab_size=None, num_layers=None):
+    """The Hugging Face config of the encoder folder, checked to read ``max_length`` positions,
+    with ``vocab_size`` embedding rows and its first ``num_layers`` layers (None: the folder's)."""
     from transformers import AutoConfig
-    check_encoder_folder(config.encoder_dir)
-    hf_config = AutoConfig.from_pretrained(config.encoder_dir, local_files_only=True)
+    check_encoder_folder(encoder_dir)
+    hf_config = AutoConfig.from_pretrained(encoder_dir, local_files_only=True)
     positions = getattr(hf_config, "max_position_embeddings", None)
-    if positions is not None and config.max_length > positions:
-        raise ValueError(f"max_length {config.max_length} exceeds the encoder's "
+    if positions is not None and max_length > positions:
+        raise ValueError(f"max_length {max_length} exceeds the encoder's "
                          f"max_position_embeddings {positions}")
-    if config.vocab_size is not None:
-        hf_config.vocab_size = config.vocab_size
-    if config.num_layers is not None:
-        if config.num_layers > hf_config.num_hidden_layers:
-            raise ValueError(f"num_layers {config.num_layers} exceeds the encoder's "
+    if vocab_size is not None:
+        hf_config.vocab_size = vocab_size
+    if num_layers is not None:
+        if num_layers > hf_config.num_hidden_layers:
+            raise ValueError(f"num_layers {num_layers} exceeds the encoder's "
                              f"{hf_config.num_hidden_layers} layers")
-        hf_config.num_hidden_layers = config.num_layers
+        hf_config.num_hidden_layers = num_layers
     return hf_config
+
+
+def build_encoder(hf_config, freeze_embeddings=False):
+    """The ``TFAutoModel`` layer "encoder" of ``hf_config``, with random weights.
+
+    BERT's pooler, which our models do not use, is frozen so that it gets no
+    (missing) gradient; ``freeze_embeddings`` freezes the embedding layer too.
+    """
+    from transformers import TFAutoModel
+    encoder = TFAutoModel.from_config(hf_config, name="encoder")
+    main = getattr(encoder, getattr(encoder, "base_model_prefix", ""), None)
+    if getattr(main, "pooler", None) is not None:
+        main.pooler.trainable = False
+    if freeze_embeddings:
+        encoder.get_input_embeddings().trainable = False
+    return encoder
 
 
 def build_re_model(config):
@@ -191,15 +222,10 @@ def build_re_model(config):
     it gets no missing gradients; with ``freeze_embeddings`` its embedding layer is
     frozen too), "features", "dropout", "classifier".
     """
-    from transformers import TFAutoModel
-
     config = _as_config(config)
-    encoder = TFAutoModel.from_config(_hf_config(config), name="encoder")
-    main = getattr(encoder, getattr(encoder, "base_model_prefix", ""), None)
-    if getattr(main, "pooler", None) is not None:
-        main.pooler.trainable = False
-    if config.freeze_embeddings:
-        encoder.get_input_embeddings().trainable = False
+    encoder = build_encoder(hf_encoder_config(config.encoder_dir, config.max_length,
+                                              config.vocab_size, config.num_layers),
+                            config.freeze_embeddings)
 
     inputs = tf.keras.Input((4, config.max_length), dtype=tf.int32, name="inputs")
     hidden = encoder(input_ids=inputs[:, 0], attention_mask=inputs[:, 1]).last_hidden_state

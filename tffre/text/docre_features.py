@@ -88,6 +88,7 @@ import numpy as np
 
 from tffre.data.document import Document
 from tffre.text.re_tokenizer import check_encoder_folder
+from tffre.errors import positive_int
 
 MARKER = "*"
 FEATURE_KEYS = ("input_ids", "attention_mask", "mention_pos", "entity_mentions", "pairs",
@@ -101,12 +102,6 @@ _log = logging.getLogger(__name__)
 
 __all__ = ["DocREFeaturizer", "FEATURE_KEYS", "LIMIT_KEYS", "MARKER", "STAT_KEYS",
            "template_tokens"]
-
-
-def _positive_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 def template_tokens(tokenizer):
@@ -166,12 +161,12 @@ class DocREFeaturizer:
         if len(set(self.relation_types)) != len(self.relation_types):
             raise ValueError(f"relation_types has duplicates: {self.relation_types}")
         self._relation_index = {t: i for i, t in enumerate(self.relation_types)}
-        self.max_length = _positive_int(max_length, "max_length")
-        self.max_mentions = _positive_int(max_mentions, "max_mentions")
-        self.max_entities = _positive_int(max_entities, "max_entities")
-        self.max_mentions_per_entity = _positive_int(max_mentions_per_entity,
+        self.max_length = positive_int(max_length, "max_length")
+        self.max_mentions = positive_int(max_mentions, "max_mentions")
+        self.max_entities = positive_int(max_entities, "max_entities")
+        self.max_mentions_per_entity = positive_int(max_mentions_per_entity,
                                                      "max_mentions_per_entity")
-        self.max_pairs = _positive_int(max_pairs, "max_pairs")
+        self.max_pairs = positive_int(max_pairs, "max_pairs")
         if pair_types is None:
             self.pair_types = None
         else:

@@ -14,6 +14,7 @@ import numpy as np
 from tffre.jsonio import read_json_object, write_json
 from tffre.text.segment import MedicalSegmenter
 from tffre.text.vocab import Vocabulary
+from tffre.errors import positive_int
 
 FORMAT_VERSION = 1
 _SPECIAL = ["<pad>", "<oov>"]
@@ -27,12 +28,6 @@ def _read_json(path):
         raise ValueError(f"{path}: unsupported format_version {config.get('format_version')!r} "
                          f"(this tffre reads {FORMAT_VERSION})")
     return config
-
-
-def _positive_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 class TextEncoder:
@@ -53,7 +48,7 @@ class TextEncoder:
     def __init__(self, segmenter, vocab, max_len):
         self.segmenter = segmenter
         self.vocab = vocab
-        self.max_len = _positive_int(max_len, "max_len")
+        self.max_len = positive_int(max_len, "max_len")
 
     def encode(self, texts):
         """Encodes texts as an int32 [n, max_len] array of token ids."""
@@ -80,7 +75,7 @@ class TextEncoder:
     def load(cls, folder):
         """Reads an encoder written by :meth:`save`."""
         config = _read_json(os.path.join(folder, cls.CONFIG))
-        max_len = _positive_int(config.get("max_len"), f"{cls.CONFIG}: max_len")
+        max_len = positive_int(config.get("max_len"), f"{cls.CONFIG}: max_len")
         vocab_path = os.path.join(folder, cls.VOCAB)
         if not os.path.isfile(vocab_path):
             raise FileNotFoundError(f"encoder file not found: {vocab_path}")
@@ -109,7 +104,7 @@ class _SizeEncoder:
         cls.FILES = (cls.CONFIG,)
 
     def __init__(self, value):
-        setattr(self, self.FIELD, _positive_int(value, self.FIELD))
+        setattr(self, self.FIELD, positive_int(value, self.FIELD))
 
     def save(self, folder):
         """Writes the encoder's JSON file into ``folder``."""
@@ -123,7 +118,7 @@ class _SizeEncoder:
     def load(cls, folder):
         """Reads an encoder written by :meth:`save`."""
         config = _read_json(os.path.join(folder, cls.CONFIG))
-        return cls(_positive_int(config.get(cls.FIELD), f"{cls.CONFIG}: {cls.FIELD}"))
+        return cls(positive_int(config.get(cls.FIELD), f"{cls.CONFIG}: {cls.FIELD}"))
 
 
 class FeatureEncoder(_SizeEncoder):

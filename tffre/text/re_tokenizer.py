@@ -33,6 +33,7 @@ import re
 import numpy as np
 
 from tffre.jsonio import read_json_object, write_json
+from tffre.errors import positive_int
 
 FORMAT_VERSION = 1
 MARKERS = ("<e1>", "</e1>", "<e2>", "</e2>")
@@ -103,12 +104,6 @@ def placeholder(entity_type):
     return f"@{name}$" if name else GENERIC_PLACEHOLDER
 
 
-def _positive_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def _records(examples):
     """A list of dicts from a DataFrame or a sequence of dicts."""
     if hasattr(examples, "to_dict") and hasattr(examples, "columns"):
@@ -171,7 +166,7 @@ class RETokenizer:
             raise TypeError(f"RETokenizer needs a fast (Rust) Hugging Face tokenizer, got "
                             f"{type(tokenizer).__name__}")
         self.tokenizer = tokenizer
-        self.max_length = _positive_int(max_length, "max_length")
+        self.max_length = positive_int(max_length, "max_length")
         self.blind_entities = bool(blind_entities)
         if isinstance(entity_types, str):
             entity_types = [entity_types]
@@ -377,7 +372,7 @@ class RETokenizer:
         from transformers import AutoTokenizer
         tokenizer = AutoTokenizer.from_pretrained(os.path.join(folder, cls.FOLDER),
                                                   use_fast=True, local_files_only=True)
-        loaded = cls(tokenizer, _positive_int(config.get("max_length"), f"{path}: max_length"),
+        loaded = cls(tokenizer, positive_int(config.get("max_length"), f"{path}: max_length"),
                      blind_entities=bool(config.get("blind_entities", False)),
                      entity_types=types)
         if loaded.vocab_size != config.get("vocab_size", loaded.vocab_size):

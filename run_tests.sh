@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# The test command (README): runs the suite with the project's venv.
+# The test command (README): runs the suite with the project's venv, one pytest worker per
+# core (at most 4; each worker is a TensorFlow process of 1-2 GiB). TFFRE_TEST_WORKERS=0 runs
+# it in this process.
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV="${TFFRE_VENV:-.venv}"
-exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+WORKERS="${TFFRE_TEST_WORKERS:-auto}"
+PARALLEL=()
+if [ "$WORKERS" != "0" ]; then
+    # loadfile: a test module's tests share one worker and its module-scoped fixtures.
+    PARALLEL=(-n "$WORKERS" --maxprocesses 4 --dist loadfile)
+fi
+exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${PARALLEL[@]}" "$@"

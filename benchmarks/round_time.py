@@ -18,8 +18,9 @@ load hit all alike (medians reported):
   * loop: the floor, a lean ``tf.function`` Keras step per batch, clients one after another,
     then the weighted mean (Eq. 6) in TensorFlow;
   * local: tffre's in-process executor in its three loop forms: one graph per client with a
-    while loop ("while", the default, with 1, 2, ... clients in parallel), per-batch compiled
-    steps ("steps") and one ``dataset.reduce`` graph ("reduce");
+    while loop ("while", the default, with 1, 2, ... clients in parallel threads), per-batch
+    compiled steps ("steps") and one ``dataset.reduce`` graph ("reduce"); and "procs", the
+    while form with 2, 3, ... clients at once in worker processes (``client_workers``);
   * tff: the same algorithm on TFF's runtime (its worker runs clients in parallel itself);
   * tff-own-fedavg: TFF's own ``build_weighted_fed_avg`` doing the same client steps.
 Also reported: process build times, and the best parallelism setting per workload.
@@ -139,7 +140,7 @@ class LeanLoop:
         return [t / sum(self.sizes) for t in total]
 
 
-def build_contenders(name, w, parallel):
+def build_contenders(name, w, parallel, only=None):
     """{contender: (round callable, build seconds)}.
 
     TFF first: tracing a Keras model in a graph switches Keras's layer classes
@@ -150,6 +151,8 @@ def build_contenders(name, w, parallel):
     out = {}
 
     def add(label, **kwargs):
+        if only and label not in only:
+            return
         start = time.perf_counter()
         tf.keras.utils.set_random_seed(0)
         process = build_algorithm(w["algorithm"], w["model_fn"], loss=loss, input_spec=spec,
@@ -160,25 +163,34 @@ def build_contenders(name, w, parallel):
 
     add("tff", executor="tff")
     # TFF's own FedAvg with the same client steps (Adam or SGD), for "tff keeps its ratios".
-    start = time.perf_counter()
-    import tensorflow_federated as tff
-    lr = w["hparams"]["learning_rate"]
-    client_opt = (tff.learning.optimizers.build_sgdm(lr) if w["algorithm"] == "fedavg"
-                  else tff.learning.optimizers.build_adam(lr))
-    theirs = tff.learning.algorithms.build_weighted_fed_avg(
-        lambda: tff.learning.models.from_keras_model(w["model_fn"](), loss=loss,
-                                                     input_spec=spec),
-        client_optimizer_fn=client_opt,
-        server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0))
-    their_state = theirs.initialize()
-    capped = [ds.repeat(w["num_epochs"]).take(w["num_iters"]) for ds in w["clients"]]
-    out["tff-own-fedavg"] = (lambda: theirs.next(their_state, capped),
-                             time.perf_counter() - start)
+    if not only or "tff-own-fedavg" in only:
+        start = time.perf_counter()
+        import tensorflow_federated as tff
+        lr = w["hparams"]["learning_rate"]
+        client_opt = (tff.learning.optimizers.build_sgdm(lr) if w["algorithm"] == "fedavg"
+                      else tff.learning.optimizers.build_adam(lr))
+        theirs = tff.learning.algorithms.build_weighted_fed_avg(
+            lambda: tff.learning.models.from_keras_model(w["model_fn"](), loss=loss,
+                                                         input_spec=spec),
+            client_optimizer_fn=client_opt,
+            server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0))
+        their_state = theirs.initialize()
+        capped = [ds.repeat(w["num_epochs"]).take(w["num_iters"]) for ds in w["clients"]]
+        out["tff-own-fedavg"] = (lambda: theirs.next(their_state, capped),
+                                 time.perf_counter() - start)
     for p in parallel:
         add(f"local-while-p{p}", executor="local", loop="while", max_parallel_clients=p)
     for p in parallel:
+        if p > 1:   # clients in worker processes, each its own TF runtime
+            add(f"local-procs-p{p}", executor="local", loop="while", max_parallel_clients=p,
+                client_workers="processes")
+    for p in parallel:
         add(f"local-steps-p{p}", executor="local", loop="steps", max_parallel_clients=p)
     add("local-reduce-p1", executor="local", loop="reduce")
+    return _with_loop(out, w)
+
+
+def _with_loop(out, w):
     start = time.perf_counter()
     loop = LeanLoop(w)
     weights = [v.numpy() for v in loop.model.trainable_variables]
@@ -186,9 +198,9 @@ def build_contenders(name, w, parallel):
     return out
 
 
-def bench(name, rounds, parallel):
+def bench(name, rounds, parallel, only=None):
     w = WORKLOADS[name]()
-    contenders = build_contenders(name, w, parallel)
+    contenders = build_contenders(name, w, parallel, only)
     times = {k: [] for k in contenders}
     for fn, _ in contenders.values():
         fn()                                   # warm-up: traces, worker start
@@ -236,6 +248,8 @@ def main(argv=None):
     parser.add_argument("--workloads", default="logistic,lstm,minilm")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--parallel", default="1,2,3")
+    parser.add_argument("--only", help="comma-separated contenders to time (and the loop), "
+                        "e.g. local-while-p1,local-procs-p2; default all")
     parser.add_argument("--rss", help="a workload: report each executor's peak RSS instead")
     parser.add_argument("--out", default="results/round_time.json")
     args = parser.parse_args(argv)
@@ -251,7 +265,8 @@ def main(argv=None):
     with federated_runtime():
         for name in args.workloads.split(","):
             print(f"\n== {name} ({args.rounds} timed rounds)", flush=True)
-            r = results[name] = bench(name, args.rounds, parallel)
+            only = set(args.only.split(",")) if args.only else None
+            r = results[name] = bench(name, args.rounds, parallel, only)
             print(f"{'contender':<18} {'median s':>9} {'x loop':>7} {'build s':>8}")
             for k, v in r["median_seconds"].items():
                 print(f"{k:<18} {v:>9.3f} {r['ratio_to_loop'][k]:>7.2f} "

@@ -283,6 +283,9 @@ OPTIONS = (
            "tff: TFF's runtime (CPU only); local: this process, GPU when present; auto: local "
            "when a GPU is visible"),
     Option("max_parallel_clients", positive_int, 1, "local executor: clients trained at once"),
+    Option("client_workers", choice("threads", "processes"), "threads",
+           "local executor: parallel clients in threads of this process, or in worker "
+           "processes with a TensorFlow runtime each (faster for small models on a CPU)"),
     Option("loop", choice("while", "steps", "reduce"), "while",
            "local executor: one graph with a while loop (fastest), per-batch compiled steps, "
            "or dataset.reduce"),

@@ -125,7 +125,8 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
                    out_dir, batch_size=10, seed=0, eval_every=1, hparams=None, metrics=None,
                    progress=True, title=None, checkpoint_every=5, resume=False, overwrite=False,
                    save_model=None, reference=None, load_pretrained=None, executor="auto",
-                   max_parallel_clients=1, loop="while", negative_label=None, centralised=None,
+                   max_parallel_clients=1, loop="while", client_workers="threads",
+                   negative_label=None, centralised=None,
                    class_names=None, server_data=None, context=None, macro_f1=False,
                    evaluation="classification"):
     """Runs ``algorithm_names`` on ``data``; writes metrics, checkpoints, models, summary, plot.
@@ -157,7 +158,7 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
         weights into a model of ``model_fn``; they enter the server state
         after ``initialize`` with ``set_model_weights`` (never as graph
         constants: TFF issue #2313).
-      executor, max_parallel_clients, loop: see
+      executor, max_parallel_clients, loop, client_workers: see
         :func:`tffre.algorithms.build_algorithm`.
       negative_label: index of the "no relation" class: also report relation
         F1 (``test_f1``, ``dev_f1``; :func:`tffre.metrics.relation_f1`) and
@@ -230,6 +231,7 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, num_rounds, clients
             extra.update(population.get(name, {}))
             build = dict(loss=loss, input_spec=input_spec, metrics=metrics, executor=executor,
                          max_parallel_clients=max_parallel_clients, loop=loop,
+                         client_workers=client_workers,
                          **algorithm_hparams(name, hparams), **extra)
             process, state = _process(name, model_fn, build, seed, load_pretrained,
                                       cacheable=name not in needs_server)

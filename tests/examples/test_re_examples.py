@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "tffre"))
 from tiny_encoder import make_encoder_folder  # noqa: E402
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 SHORT = ["--num-rounds", "1", "--num-iters", "2", "--clients", "4", "--max-len", "40",
+         "--executor", "local",   # the examples, not the executor, are under test here
          "--no-progress"]
 
 

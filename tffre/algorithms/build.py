@@ -48,7 +48,7 @@ def check_model_accepts(model_fn, input_spec):
 
 
 def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, executor="auto",
-                    max_parallel_clients=1, loop="while", **hparams):
+                    max_parallel_clients=1, loop="while", client_workers="threads", **hparams):
     """Builds the registry algorithm ``name`` as a learning process on an executor.
 
     The registry row becomes one :class:`tffre.mapreduce.Round` (client
@@ -70,6 +70,10 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, executor=
         when present) or "auto" (local when a GPU is visible); see
         :mod:`tffre.execution`.
       max_parallel_clients: local executor: clients trained at once.
+      client_workers: local executor: parallel clients run in "threads" of
+        this process (the default) or in "processes", each its own
+        TensorFlow runtime (faster for small models on a CPU; see
+        :mod:`tffre.execution.workers`).
       loop: local executor: "while" (the default: one graph per client, a
         while loop over the batches), "steps" (per-batch compiled steps) or
         "reduce" (``dataset.reduce``, TFF's form; slow in-process for LSTMs).
@@ -100,6 +104,7 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, executor=
     round_ = make_round(trainer, server.factory(hp), server.server_learning_rate(hp), hp)
     process = execution.build_process(round_, executor=executor,
                                       max_parallel_clients=max_parallel_clients, loop=loop,
+                                      client_workers=client_workers,
                                       name=spec.name, hparams=hp)
     # What the runner evaluates and saves: the algorithm's model, and its personal weights.
     process.model_fn = model_fn

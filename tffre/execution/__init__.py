@@ -6,7 +6,8 @@
   (TFF issues #3709 and #4600: 0% GPU use), so it never uses a GPU.
 * ``"local"`` (:mod:`tffre.execution.local`): the same round functions called
   in this Python process, on TensorFlow's devices (GPU when present), with
-  clients one after another or ``max_parallel_clients`` at a time.
+  clients one after another or ``max_parallel_clients`` at a time, in threads
+  or in worker processes (:mod:`tffre.execution.workers`).
 * ``"auto"``: ``local`` when TensorFlow sees a GPU, else ``tff``.
 
 Both return a :class:`tffre.process.MeasuredLearningProcess` with the same
@@ -27,8 +28,8 @@ def resolve_executor(executor):
     return "local" if tf.config.list_physical_devices("GPU") else "tff"
 
 
-def build_process(round_, *, executor="auto", max_parallel_clients=1, loop="while", name,
-                  hparams):
+def build_process(round_, *, executor="auto", max_parallel_clients=1, loop="while",
+                  client_workers="threads", name, hparams):
     """The learning process of ``round_`` on ``executor`` (see the module docstring)."""
     executor = resolve_executor(executor)
     if executor == "tff":
@@ -36,4 +37,5 @@ def build_process(round_, *, executor="auto", max_parallel_clients=1, loop="whil
         return build_tff_process(round_, name=name, hparams=hparams)
     from tffre.execution.local import build_local_process
     return build_local_process(round_, name=name, hparams=hparams,
-                               max_parallel_clients=max_parallel_clients, loop=loop)
+                               max_parallel_clients=max_parallel_clients, loop=loop,
+                               client_workers=client_workers)

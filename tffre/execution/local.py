@@ -4,9 +4,12 @@ It calls the very functions the TFF executor wraps (prepare, work, zero,
 accumulate, report, update), compiled with ``tf.function``, on TensorFlow's
 devices: a GPU when TensorFlow sees one, else the CPU. Clients train one after
 another by default; ``max_parallel_clients`` trains several at once, each on
-its own model and optimizer ("slot") in its own thread, and several GPUs take
-the slots round-robin. Uploads are accumulated in client order, so a parallel
-round equals a sequential one exactly.
+its own model and optimizer ("slot"): in its own thread (``client_workers=
+"threads"``; several GPUs take the slots round-robin), or in its own worker
+process with its own TensorFlow runtime (``"processes"``,
+:mod:`tffre.execution.workers`; on a CPU, small models gain more from it, as
+threads share one runtime's thread pools). Uploads are accumulated in client
+order, so a parallel round equals a sequential one.
 
 Three loop forms run a client's local steps (the same ``TrainerSlot.step``):
 ``"while"`` (default), one compiled graph per client with a while loop over
@@ -24,9 +27,13 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffre.client_work import LOOPS
+from tffre.execution.workers import WorkerPool
 from tffre.mapreduce import ModelWeights, spec_of
 from tffre.process import MeasuredLearningProcess
 from tffre.types_util import spec_nbytes
+
+
+CLIENT_WORKERS = ("threads", "processes")
 
 
 def _devices():
@@ -63,19 +70,26 @@ class LocalExecutor:
 
     Args:
       round_: the :class:`tffre.mapreduce.Round`.
-      max_parallel_clients: clients trained at once (threads, one slot each).
+      max_parallel_clients: clients trained at once (one slot each).
       loop: "while", "steps" or "reduce".
+      client_workers: "threads" (slots in this process) or "processes" (one
+        worker process per slot; this process keeps one slot for the specs).
     """
 
-    def __init__(self, round_, *, max_parallel_clients=1, loop="while"):
+    def __init__(self, round_, *, max_parallel_clients=1, loop="while", client_workers="threads"):
         if loop not in LOOPS:
             raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
         if max_parallel_clients < 1:
             raise ValueError(f"max_parallel_clients must be >= 1, got {max_parallel_clients}")
+        if client_workers not in CLIENT_WORKERS:
+            raise ValueError(f"client_workers must be one of {', '.join(CLIENT_WORKERS)}, "
+                             f"got {client_workers!r}")
         self.round = round_
         devices = _devices()
         self.slots = []
-        for i in range(max_parallel_clients):
+        processes = client_workers == "processes" and max_parallel_clients > 1
+        # With worker processes this process keeps one slot (specs, initial weights).
+        for i in range(1 if processes else max_parallel_clients):
             device = devices[i % len(devices)]
             with tf.device(device):
                 slot = round_.trainer.slot()
@@ -89,7 +103,9 @@ class LocalExecutor:
         for slot in self.slots:
             self._free.put(slot)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_parallel_clients) \
-            if max_parallel_clients > 1 else None
+            if max_parallel_clients > 1 and not processes else None
+        self.workers = WorkerPool(round_.trainer, max_parallel_clients,
+                                  loop=loop) if processes else None
         self._prepare = tf.function(round_.prepare)
         self._zero = tf.function(round_.zero)
         self._accumulate = tf.function(round_.accumulate)
@@ -135,7 +151,9 @@ class LocalExecutor:
         acc = self._zero()
         stateful = client_states is not None
         states_in = client_states if stateful else [None] * len(client_data)
-        if self._pool is None:
+        if self.workers is not None:
+            results = self.workers.map(broadcast, client_data, states_in)
+        elif self._pool is None:
             results = (self._work(broadcast, ds, cs) for ds, cs in zip(client_data, states_in))
         else:
             futures = [self._pool.submit(self._work, broadcast, ds, cs)
@@ -174,9 +192,11 @@ class LocalExecutor:
         return spec_of(outputs[0] if self.round.stateful else outputs)
 
 
-def build_local_process(round_, *, name, hparams, max_parallel_clients=1, loop="while"):
+def build_local_process(round_, *, name, hparams, max_parallel_clients=1, loop="while",
+                        client_workers="threads"):
     """Builds ``round_`` on the local executor, measured (bytes from the round's specs)."""
-    executor = LocalExecutor(round_, max_parallel_clients=max_parallel_clients, loop=loop)
+    executor = LocalExecutor(round_, max_parallel_clients=max_parallel_clients, loop=loop,
+                             client_workers=client_workers)
     return MeasuredLearningProcess(
         executor.initialize, executor.next, executor.get_model_weights,
         executor.set_model_weights, name=name, hparams=hparams, executor="local",

@@ -22,7 +22,7 @@ from tffre.jsonio import read_json_object, write_json
 
 # Options a resumed run may change: they do not alter what a round computes.
 RESUMABLE_CHANGES = ("num_rounds", "eval_every", "checkpoint_every", "executor",
-                     "max_parallel_clients", "loop")
+                     "max_parallel_clients", "loop", "client_workers")
 
 
 @dataclasses.dataclass
@@ -132,6 +132,7 @@ def run(cfg):
             save_model=save_model if job.encoder is not None else None,
             load_pretrained=job.load_pretrained, executor=cfg.executor,
             max_parallel_clients=cfg.max_parallel_clients, loop=cfg.loop,
+            client_workers=cfg.client_workers,
             reference={n: reference[n] for n in names if n in reference},
             negative_label=job.negative_label, centralised=centralised_setting(cfg, names),
             class_names=job.label_names, server_data=job.server_data, context=job.context,

@@ -42,7 +42,8 @@ def run_sweep(argv, *, preset, prog, doc, default_out, default_alphas="0.5,0.05"
     preset asks for it, only in the first: it does not depend on alpha); the table goes to
     ``--out``/table.csv and ``--out``/summary.json. ``extra_runs`` are (folder, title,
     overrides) runs after the sweep (e.g. an ablation), each into ``--out``/folder with
-    the same flags. Returns the exit code.
+    the same flags. The runs reuse each algorithm's process when its settings are the same
+    (:func:`tffre.runner.reuse_processes`). Returns the exit code.
     """
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--alphas", default=default_alphas)
@@ -56,6 +57,8 @@ def run_sweep(argv, *, preset, prog, doc, default_out, default_alphas="0.5,0.05"
     except ValueError:
         print(f"{prog}: error: --alphas: expected numbers, got {ours.alphas!r}", file=sys.stderr)
         return 2
+    from tffre import runner
+    runner.reuse_processes()   # each algorithm's round is traced once for every alpha
     for i, alpha in enumerate(alphas):
         run_preset = dict(preset, alpha=alpha, out=os.path.join(ours.out, f"alpha_{alpha}"),
                           centralised=preset.get("centralised", False) and i == 0)

@@ -1,11 +1,14 @@
 """The two executors run one definition: MapReduceForm for every algorithm, local == TFF."""
 
+import pickle
+
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffre import build_algorithm, execution, registry
+from tffre.execution import workers
 from tffre.mapreduce import ModelWeights
 from tiny import (INPUT_SPEC, NAMED_LOSS, NUM_CLASSES, client_arrays, initial_weights, poisoned,
                   tiny_context_model, tiny_fedcb_model, tiny_model, tiny_named_model,
@@ -132,17 +135,52 @@ def test_kept_optimizer_state_on_both_executors(name, loss):
     assert states["local"]["optimizer_state"][0] > 0   # the step count went on
 
 
-@pytest.mark.parametrize("loop,parallel", [("reduce", 1), ("steps", 1), ("while", 2),
-                                           ("steps", 3)])
-def test_loop_forms_and_parallel_clients_equal_sequential_while(loop, parallel, loss):
-    base = build_algorithm("FedAttS", tiny_model, loss=loss, input_spec=INPUT_SPEC,
-                           executor="local", **hparams_for("FedAttS"))
-    other = build_algorithm("FedAttS", tiny_model, loss=loss, input_spec=INPUT_SPEC,
-                            executor="local", loop=loop, max_parallel_clients=parallel,
-                            **hparams_for("FedAttS"))
+@pytest.mark.parametrize("name,loop,parallel,workers", [
+    ("FedAttS", "reduce", 1, "threads"), ("FedAttS", "steps", 1, "threads"),
+    ("FedAttS", "while", 2, "threads"), ("FedAttS", "steps", 3, "threads"),
+    ("FedAttS", "while", 2, "processes"),
+    ("MOON", "while", 2, "processes")])   # per-client state goes to the workers and back
+def test_loop_forms_and_parallel_clients_equal_sequential_while(name, loop, parallel, workers,
+                                                                loss):
+    base = build(name, loss, executor="local", **hparams_for(name))
+    other = build(name, loss, executor="local", loop=loop, max_parallel_clients=parallel,
+                  client_workers=workers, **hparams_for(name))
     (a, ma), (b, mb) = three_rounds(base, ROUNDS), three_rounds(other, ROUNDS)
     assert_same(a["model"].trainable, b["model"].trainable, atol=1e-6)
     assert_same(ma[-1]["client_work"], mb[-1]["client_work"], atol=1e-6)
+    assert mb[-1]["client_work"]["num_excluded_clients"] == 1
+
+
+def test_a_failing_worker_process_raises_its_traceback_and_the_next_round_restarts(loss):
+    process = build("FedAvg", loss, executor="local", max_parallel_clients=2,
+                    client_workers="processes", **hparams_for("FedAvg"))
+    state = process.initialize()
+    x, y = client_arrays([4], seed=6)[0]
+    bad = to_datasets([(x, y + 50)])[0]    # labels beyond the classes: the loss raises
+    good = to_datasets(client_arrays([6, 5], seed=5))
+    with pytest.raises(workers.WorkerError,
+                       match="(?s)failed:.*Traceback.*label value of 5"):
+        process.next(state, [good[0], bad, good[1]])
+    assert process.next(state, good).metrics["client_work"]["num_excluded_clients"] == 0
+
+
+def test_client_datasets_survive_the_trip_to_a_worker():
+    """A dataset goes as its serialized graph; one the serializer refuses (a Python
+    generator) as its batches; both come back with the same batches."""
+    x = np.arange(22, dtype=np.float32).reshape(11, 2)
+    dataset = tf.data.Dataset.from_tensor_slices(((x, x[:, 0]), np.arange(11))).batch(4)
+    generated = tf.data.Dataset.from_generator(
+        lambda: iter(dataset.as_numpy_iterator()), output_signature=dataset.element_spec)
+    want = tf.nest.flatten(list(dataset.as_numpy_iterator()))
+    for source, kind in ((dataset, "graph"), (generated, "batches")):
+        packed = workers.pack_dataset(source)
+        assert packed[0] == kind
+        rebuilt = workers.unpack_dataset(pickle.loads(pickle.dumps(packed)))
+        got = list(rebuilt.as_numpy_iterator())
+        assert [len(b[1]) for b in got] == [4, 4, 3]
+        for a, b in zip(want, tf.nest.flatten(got)):
+            np.testing.assert_array_equal(a, b)
+    assert list(workers.dataset_of([], dataset.element_spec)) == []
 
 
 def test_auto_picks_local_only_with_a_gpu(monkeypatch):

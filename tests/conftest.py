@@ -3,6 +3,9 @@
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# run_tests.sh starts several pytest workers: on a GPU machine each must take GPU memory as
+# it needs it, not all of it at its first op (TensorFlow's default).
+os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 
 import pytest  # noqa: E402
 

@@ -117,8 +117,9 @@ def _serve(payload, loop, threads, index, conn):
             tf.config.set_visible_devices(gpu, "GPU")
             tf.config.experimental.set_memory_growth(gpu, True)
         if threads:
-            # Both pools: two LSTM workers on two cores with one intra-op and one inter-op
-            # thread each took 0.75 s a round, against 0.99 s with TF's inter-op default.
+            # Both pools: two processes running the LSTM benchmark's lean loop on two cores,
+            # with one intra-op and one inter-op thread each, took 0.75 s a round, against
+            # 0.99 s with two inter-op threads.
             tf.config.threading.set_intra_op_parallelism_threads(threads)
             tf.config.threading.set_inter_op_parallelism_threads(threads)
         trainer = cloudpickle.loads(payload)
@@ -136,12 +137,12 @@ def _serve(payload, loop, threads, index, conn):
             return
         if message[0] == STOP:
             return
-        _, index, broadcast, packed, client_state = message
+        _, client, broadcast, packed, client_state = message
         try:
             dataset = unpack_dataset(packed)
             args = (broadcast, dataset) if client_state is None else (
                 broadcast, dataset, client_state)
-            conn.send(("done", (index, _numpy(run(*args)))))
+            conn.send(("done", (client, _numpy(run(*args)))))
         except BaseException:   # noqa: B902
             conn.send(("error", traceback.format_exc()))
 
@@ -187,8 +188,12 @@ class WorkerPool:
             self._conns.append(parent)
             self._procs.append(proc)
         self._finalizer = weakref.finalize(self, _stop, list(self._conns), list(self._procs))
-        for conn, proc in zip(self._conns, self._procs):
-            self._receive(conn, proc)
+        try:
+            for conn, proc in zip(self._conns, self._procs):
+                self._receive(conn, proc)
+        except WorkerError:
+            self.close()   # a later round tries fresh workers again
+            raise
 
     @staticmethod
     def _receive(conn, proc):

@@ -164,6 +164,26 @@ def test_a_failing_worker_process_raises_its_traceback_and_the_next_round_restar
     assert process.next(state, good).metrics["client_work"]["num_excluded_clients"] == 0
 
 
+def model_only_in_the_parent():
+    """tiny_model, but a worker process cannot build it."""
+    import multiprocessing
+    if multiprocessing.parent_process() is not None:
+        raise RuntimeError("no model in a worker")
+    return tiny_model()
+
+
+def test_a_worker_that_cannot_start_raises_and_leaves_no_process(loss):
+    process = build_algorithm("FedAvg", model_only_in_the_parent, loss=loss,
+                              input_spec=INPUT_SPEC, executor="local", max_parallel_clients=2,
+                              client_workers="processes", **hparams_for("FedAvg"))
+    import multiprocessing
+    before = set(multiprocessing.active_children())   # other tests' pools may still live
+    state = process.initialize()
+    with pytest.raises(workers.WorkerError, match="(?s)failed:.*no model in a worker"):
+        process.next(state, to_datasets(client_arrays([6, 5], seed=5)))
+    assert set(multiprocessing.active_children()) <= before
+
+
 def test_client_datasets_survive_the_trip_to_a_worker():
     """A dataset goes as its serialized graph; one the serializer refuses (a Python
     generator) as its batches; both come back with the same batches."""

@@ -84,3 +84,9 @@ def tiny_fedcb_model(use_variance=True, tau=2.0):
     # D = NUM_CLASSES: the trainable shapes are tiny_model's, so initial_weights() fits.
     mu, var = class_distributions(np.random.RandomState(8).randn(NUM_CLASSES, 4, NUM_CLASSES))
     return build_fedcb_model(extractor, mu, var, tau, use_variance)
+
+
+def assert_weights_close(got, want):
+    """Two lists of weights agree elementwise (rtol 1e-5, atol 1e-6)."""
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

@@ -219,31 +219,28 @@ class WorkerPool:
             broadcast = _numpy(broadcast)
             pending = collections.deque(enumerate(zip(datasets, client_states)))
             results = [None] * len(pending)
-            queued = {conn: collections.deque() for conn in self._conns}
+            busy = set()
 
             def send(conn):
                 index, (dataset, state) = pending.popleft()
                 conn.send((TASK, index, broadcast, pack_dataset(dataset),
                            None if state is None else _numpy(state)))
-                queued[conn].append(index)
+                busy.add(conn)
 
             for conn in self._conns:
                 if pending:
                     send(conn)
             failure = None
-            while any(queued.values()):
-                for conn in multiprocessing.connection.wait([c for c, q in queued.items() if q]):
-                    proc = self._procs[self._conns.index(conn)]
-                    queued[conn].popleft()
+            while busy:
+                for conn in multiprocessing.connection.wait(list(busy)):
+                    busy.discard(conn)
                     try:
-                        index, value = self._receive(conn, proc)
+                        index, value = self._receive(conn, self._procs[self._conns.index(conn)])
                     except WorkerError as error:
                         # Read the other replies first, so that none is left for the next
                         # round, then start fresh workers.
                         failure = failure or error
                         pending.clear()
-                        if not proc.is_alive():
-                            queued[conn].clear()
                         continue
                     results[index] = value
                     if pending:

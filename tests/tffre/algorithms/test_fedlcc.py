@@ -16,6 +16,7 @@ from tffre.client_model import ClientModel
 from tffre.data import FederatedData
 from tffre.mapreduce import ModelWeights
 from tffre.models.docre import DocRELoss, pack_targets
+from tiny import assert_weights_close
 
 P, R, F, D = 4, 2, 3, 5          # pairs per document, relation types, pair features, context
 HP = dict(mu=0.1, temperature=0.5)
@@ -180,16 +181,12 @@ def hand_client(global_weights, previous_weights, cid, seen=1.0):
     return [v.numpy() for v in model.trainable_variables]
 
 
-def close(got, want):
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
-
-
 def test_first_round_is_fedavgt_and_later_rounds_match_the_hand_written_loop():
     process, state = process_of("FedLCC")
     fedavgt, avg_state = process_of("FedAvgT")
     state = run_round(process, state, ["a", "b"])
-    close(state["model"].trainable, run_round(fedavgt, avg_state, ["a", "b"])["model"].trainable)
+    assert_weights_close(state["model"].trainable,
+                         run_round(fedavgt, avg_state, ["a", "b"])["model"].trainable)
     after1 = copy.deepcopy(process.client_states)
     state = run_round(process, state, ["b", "c"])
     # a was not sampled: its previous model is still its round-1 model.
@@ -200,11 +197,11 @@ def test_first_round_is_fedavgt_and_later_rounds_match_the_hand_written_loop():
     state = run_round(process, state, ["a", "c"])
     want_a = hand_client(broadcast, after1["a"]["weights"], "a")
     want_c = hand_client(broadcast, after2["c"]["weights"], "c")
-    close(process.client_states["a"]["weights"], want_a)
-    close(process.client_states["c"]["weights"], want_c)
+    assert_weights_close(process.client_states["a"]["weights"], want_a)
+    assert_weights_close(process.client_states["c"]["weights"], want_c)
     n_a, n_c = DATA.sizes()[0], DATA.sizes()[2]
-    close(state["model"].trainable, [(n_a * a + n_c * c) / (n_a + n_c)
-                                     for a, c in zip(want_a, want_c)])
+    assert_weights_close(state["model"].trainable, [(n_a * a + n_c * c) / (n_a + n_c)
+                                                    for a, c in zip(want_a, want_c)])
     # The test can tell: without the LCC term (or with another client's previous model)
     # client a ends elsewhere.
     assert not np.allclose(hand_client(broadcast, after1["a"]["weights"], "a", seen=0.0)[0],

@@ -12,8 +12,8 @@ from tffre.algorithms.definition import ObjectiveContext
 from tffre.algorithms.moon import MOON, contrastive_loss
 from tffre.client_model import ClientModel
 from tffre.mapreduce import ModelWeights
-from tiny import INPUT_SPEC, NAMED_LOSS, client_arrays, initial_weights, tiny_named_model, \
-    to_datasets
+from tiny import (INPUT_SPEC, NAMED_LOSS, assert_weights_close, client_arrays, initial_weights,
+                  tiny_named_model, to_datasets)
 
 HP = dict(mu=1.0, temperature=0.5, projection_head=False)
 TRAIN = dict(learning_rate=0.05, num_epochs=2, num_iters=None)
@@ -159,11 +159,6 @@ def hand_client(global_weights, previous_weights, arrays, seen=1.0):
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return [v.numpy() for v in model.trainable_variables]
-
-
-def assert_weights_close(got, want):
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
 def test_previous_model_survives_rounds_and_sampling_gaps():

@@ -62,16 +62,25 @@ def _xy(batch):
     return batch[0], batch[1]
 
 
-def _one_pass(dataset, fn, initial, loop):
-    """Folds ``fn`` over one pass of ``dataset``: ``dataset.reduce`` in TFF's worker, where it is
-    cheap, and a while loop over the iterator in the Python process, where one reduce op costs
-    ~20 ms."""
+def _sum_over(dataset, per_batch, zero, loop):
+    """The sum of ``per_batch(batch)`` over one pass of ``dataset`` (``zero`` for none).
+
+    In TFF's worker, ``dataset.reduce`` is cheap. In the Python process one reduce op costs
+    ~20 ms, and a graph while loop over the iterator pays its executor overhead for every
+    batch (0.2 ms; more when worker processes share the cores): an LSTM client round spent
+    8% of its time counting its examples, and two worker processes 15%. There tf.data
+    computes the per-batch values in C++ and hands them over at once, stacked (3x cheaper
+    than the while loop). Either way the sums are exact for counts.
+    """
     if loop == "reduce":
-        return dataset.reduce(initial, fn)
-    value = initial
-    for batch in iter(dataset):
-        value = fn(value, batch)
-    return value
+        return dataset.reduce(zero, lambda total, batch: total + per_batch(batch))
+
+    def value(*batch):   # tuples arrive unpacked, a dict or a single tensor as one argument
+        return per_batch(batch[0] if len(batch) == 1 else batch)
+
+    # The leading zero keeps the stack non-empty for an empty dataset.
+    values = tf.data.Dataset.from_tensors(zero).concatenate(dataset.map(value))
+    return tf.reduce_sum(values.batch(tf.int64.max).get_single_element(), axis=0)
 
 
 class ClientTrainer:
@@ -150,10 +159,10 @@ class TrainerSlot:
         """float32 [num_classes]: how many of the client's examples carry each label (one pass)."""
         c = self.trainer.num_classes
 
-        def add(counts, batch):
+        def counts(batch):
             y = tf.cast(tf.reshape(_xy(batch)[1], [-1]), tf.int32)
-            return counts + tf.math.bincount(y, minlength=c, maxlength=c, dtype=tf.float32)
-        return _one_pass(dataset, add, tf.zeros([c], tf.float32), loop)
+            return tf.math.bincount(y, minlength=c, maxlength=c, dtype=tf.float32)
+        return _sum_over(dataset, counts, tf.zeros([c], tf.float32), loop)
 
     def begin(self, broadcast, dataset=None, client_state=None, loop="reduce"):
         """Loads the broadcast weights, optimizer state and frozen copies; resets metrics; sets the
@@ -207,7 +216,7 @@ class TrainerSlot:
     @staticmethod
     def dataset_size(dataset, loop="reduce"):
         """n_k of Eq. 6: examples in one pass over ``dataset`` (whatever the epochs and cap)."""
-        return _one_pass(dataset, lambda n, b: n + _batch_size(b), tf.constant(0, tf.int64), loop)
+        return _sum_over(dataset, _batch_size, tf.constant(0, tf.int64), loop)
 
     def finish(self, broadcast, dataset, num_processed, info, loop="reduce"):
         """The client's upload after training (update, extra uploads, weight, metrics, exclusion,

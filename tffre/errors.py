@@ -33,6 +33,28 @@ def show(value):
     return repr(value)
 
 
+def read_utf8(path, error):
+    """The text of the UTF-8 file ``path``, its BOM dropped.
+
+    Bytes that are not UTF-8 raise ``error(line, message)``, the loader's own
+    error naming the file and the 1-based line they are on.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise error(data[:e.start].count(b"\n") + 1, f"not UTF-8 text ({e.reason})") from None
+
+
+def text_lines(text):
+    """The lines of ``text`` without their line ends (\\n or \\r\\n)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the final newline does not start a line
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def positive_int(value, name):
     """``value`` as an int if it is a whole number >= 1 (not a bool), else ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:

@@ -32,7 +32,7 @@ import bioc.pubtator.decoder
 
 from tffre import resources
 from tffre.data.document import UNNORMALISED_ID, Document, Mention, Relation
-from tffre.errors import MessageFileNotFoundError, one_line, show
+from tffre.errors import MessageFileNotFoundError, one_line, read_utf8, show, text_lines
 
 FORMATS = ("pubtator", "docred", "eog")
 SPLITS = ("train", "dev", "test")
@@ -96,24 +96,10 @@ def _require_file(path):
 def _read_text(path):
     """A UTF-8 file's text (BOM dropped); an empty or blank file is refused."""
     _require_file(path)
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise _error(path, f"line {line}", None, f"not UTF-8 text ({e.reason})") from None
+    text = read_utf8(path, lambda line, message: _error(path, f"line {line}", None, message))
     if not text.strip():
         raise _error(path, None, None, "empty file")
     return text
-
-
-def _lines(text):
-    """The lines of ``text`` without their line ends (\\n or \\r\\n)."""
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the final newline does not start a line
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def _is_int(value):
@@ -329,7 +315,7 @@ def load_pubtator(path):
     title as a sentence of its own and no sentence break inside a mention; each
     mention's ``sentence`` is the index of the sentence it lies in.
     """
-    lines = _lines(_read_text(path))
+    lines = text_lines(_read_text(path))
     feeder = _Feeder(path, lines)
     try:
         docs = list(bioc.pubtator.iterparse_s(iter(feeder)))
@@ -625,7 +611,7 @@ def load_eog(path):
     used (EoG's names are normalised PubTator strings). Blank lines are skipped; a
     document without pairs has no mentions.
     """
-    lines = _lines(_read_text(path))
+    lines = text_lines(_read_text(path))
     docs = [_eog_line(path, lineno, line) for lineno, line in enumerate(lines, 1)
             if line.strip()]
     return docs
@@ -645,7 +631,7 @@ def guess_format(path):
     ext = os.path.splitext(str(path))[1].lower()
     if ext in EXTENSIONS:
         return EXTENSIONS[ext]
-    first = next((line for line in _lines(_read_text(path)) if line.strip()), "")
+    first = next((line for line in text_lines(_read_text(path)) if line.strip()), "")
     if bioc.pubtator.decoder.TITLE_PATTERN.match(first.strip()):
         return "pubtator"
     if first.lstrip().startswith("["):

@@ -40,7 +40,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from tffre.errors import MessageFileNotFoundError, one_line, show
+from tffre.errors import MessageFileNotFoundError, one_line, read_utf8, show, text_lines
 
 COLUMNS = ("example_id", "text", "e1_start", "e1_end", "e2_start", "e2_end", "e1_type", "e2_type",
            "label")
@@ -131,19 +131,10 @@ def _require_dir(path, what="folder"):
 def _read_lines(path, allow_empty=False):
     """The lines of a UTF-8 file (BOM and CR dropped); an empty file is refused unless allowed."""
     _require_file(path)
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        content = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise _error(path, data[:e.start].count(b"\n") + 1, None,
-                     f"not UTF-8 text ({e.reason})") from None
+    content = read_utf8(path, lambda line, message: _error(path, line, None, message))
     if not content.strip() and not allow_empty:
         raise _error(path, None, None, "empty file")
-    lines = content.split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the final newline does not start a line
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return text_lines(content)
 
 
 def _label_error(path, line, label, labels, field="label"):

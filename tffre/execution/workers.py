@@ -1,12 +1,13 @@
 """Client worker processes for the local executor (``client_workers="processes"``).
 
 Several clients trained at once in *one* process share TensorFlow's thread
-pools: on a 2-core CPU two LSTM clients in threads reached 0.71-0.78x the
-sequential loop, where Flower's two Ray workers, each its own process and TF
-runtime, reached 0.65x (issue "Execution"). A :class:`WorkerPool` gives each
-parallel client its own process instead, with the cores divided among them
-(intra- and inter-op threads). Each worker is started with ``spawn``
-(TensorFlow is not fork-safe), rebuilds the round's
+pools. A :class:`WorkerPool` gives each parallel client its own process
+instead, as Flower's Ray workers do, with the cores divided among them
+(intra- and inter-op threads). On a 2-core CPU, two LSTM clients at once took
+0.57x the sequential loop's time in worker processes and 0.59x in threads
+(Flower's best: 0.65x; ``benchmarks/round_time.py``); for small logistic
+clients the trip to a worker costs more than it gains (0.68x, threads 0.61x).
+Each worker is started with ``spawn`` (TensorFlow is not fork-safe), rebuilds the round's
 :class:`~tffre.client_work.ClientTrainer` from a cloudpickle of it, and runs
 the very same ``TrainerSlot`` loop as a thread would. Per client, the
 broadcast, the client's dataset (its serialized graph, as TFF ships datasets,

@@ -27,7 +27,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffre.client_work import LOOPS
-from tffre.execution.workers import WorkerPool
+from tffre.execution.workers import WorkerPool, numpy_structure
 from tffre.mapreduce import ModelWeights, spec_of
 from tffre.process import MeasuredLearningProcess
 from tffre.types_util import spec_nbytes
@@ -58,11 +58,6 @@ def keras_v2_again(model):
             version_utils.swap_class(type(obj), training.Model, training_v1.Model, True)
         if isinstance(obj, base_layer_v1.Layer):
             version_utils.swap_class(type(obj), base_layer.Layer, base_layer_v1.Layer, True)
-
-
-def _numpy(structure):
-    return tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else np.asarray(t),
-                                 structure)
 
 
 class LocalExecutor:
@@ -120,11 +115,11 @@ class LocalExecutor:
         weights = ModelWeights(trainable=[v.numpy() for v in slot.weights.trainable],
                                non_trainable=[v.numpy() for v in slot.weights.non_trainable])
         return self.round.initial_state(
-            weights, _numpy(self.round.definition.initial_extras(slot.model)))
+            weights, numpy_structure(self.round.definition.initial_extras(slot.model)))
 
     def initial_client_state(self):
         """A client's state before its first round (stateful algorithms)."""
-        return _numpy(self.round.definition.initial_client_state(self.slots[0].model))
+        return numpy_structure(self.round.definition.initial_client_state(self.slots[0].model))
 
     def _work(self, broadcast, dataset, client_state=None):
         slot = self._free.get()
@@ -163,10 +158,11 @@ class LocalExecutor:
         for result in results:   # client order: the sum is the sequential one
             if stateful:
                 result, next_state = result
-                next_states.append(_numpy(next_state))
+                next_states.append(numpy_structure(next_state))
             acc = self._accumulate(acc, result)
         new_state, metrics = self._update(state, self._report(acc))
-        output = tff.learning.templates.LearningProcessOutput(_numpy(new_state), _numpy(metrics))
+        output = tff.learning.templates.LearningProcessOutput(numpy_structure(new_state),
+                                                              numpy_structure(metrics))
         return (output, next_states) if stateful else output
 
     @staticmethod

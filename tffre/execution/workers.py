@@ -100,7 +100,9 @@ def dataset_of(batches, element_spec):
     return dataset
 
 
-def _numpy(structure):
+def numpy_structure(structure):
+    """``structure`` with each tensor (or value) as a numpy array: what crosses to a worker
+    and back, and what the local executor returns."""
     import tensorflow as tf
     return tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else np.asarray(t),
                                  structure)
@@ -143,7 +145,7 @@ def _serve(payload, loop, threads, index, conn):
             dataset = unpack_dataset(packed)
             args = (broadcast, dataset) if client_state is None else (
                 broadcast, dataset, client_state)
-            conn.send(("done", (client, _numpy(run(*args)))))
+            conn.send(("done", (client, numpy_structure(run(*args)))))
         except BaseException:   # noqa: B902
             conn.send(("error", traceback.format_exc()))
 
@@ -217,7 +219,7 @@ class WorkerPool:
         """
         with self._lock:
             self.start()
-            broadcast = _numpy(broadcast)
+            broadcast = numpy_structure(broadcast)
             pending = collections.deque(enumerate(zip(datasets, client_states)))
             results = [None] * len(pending)
             busy = set()
@@ -225,7 +227,7 @@ class WorkerPool:
             def send(conn):
                 index, (dataset, state) = pending.popleft()
                 conn.send((TASK, index, broadcast, pack_dataset(dataset),
-                           None if state is None else _numpy(state)))
+                           None if state is None else numpy_structure(state)))
                 busy.add(conn)
 
             for conn in self._conns:

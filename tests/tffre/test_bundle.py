@@ -85,8 +85,13 @@ def test_load_bundle_predicts_the_same(imcs_bundle):
     np.testing.assert_allclose(probs, imcs_bundle["expected"], atol=1e-6)
     top = bundle.top(texts[:4], k=2)
     for row, pairs in zip(probs, top):
-        assert [p for _, p in pairs] == sorted(row.tolist(), reverse=True)
-        assert pairs[0][0] == bundle.label_names[int(np.argmax(row))]
+        # top() runs its own batch of 4: another batch shape, so the floats may differ in the
+        # last bits from predict()'s on every text (seen: 6e-8 on some CPUs).
+        got = [p for _, p in pairs]
+        assert got == sorted(got, reverse=True)
+        np.testing.assert_allclose(got, sorted(row.tolist(), reverse=True), atol=1e-6)
+        if abs(row[0] - row[1]) > 1e-6:   # a near-tie may rank either way
+            assert pairs[0][0] == bundle.label_names[int(np.argmax(row))]
     assert len(bundle.top(texts[:1], k=9)[0]) == 2   # k is capped at the number of labels
     assert bundle.predict([]).shape == (0, 2)
 

@@ -15,7 +15,7 @@ from tffre import runtime as _runtime  # noqa: F401  (registers the worker exit 
 __version__ = "0.1.0"
 __all__ = ["ALGORITHMS", "build_algorithm", "valid_algorithm_names"]
 
-_LAZY = {"ALGORITHMS": "tffre.registry", "build_algorithm": "tffre.algorithms.build",
+_LAZY = {"ALGORITHMS": "tffre.registry", "build_algorithm": "tffre.builder",
          "valid_algorithm_names": "tffre.registry"}
 
 

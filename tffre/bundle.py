@@ -46,7 +46,7 @@ def save_bundle(folder, model, *, label_names, encoder, metadata=None):
         named outputs whose "logits" are the class scores (relation models).
       label_names: the task's label names, index-aligned with the model's outputs.
       encoder: a :class:`~tffre.text.TextEncoder`, :class:`~tffre.text.FeatureEncoder` or
-        :class:`~tffre.text.re_tokenizer.RETokenizer`.
+        :class:`~tffre.text.relation_tokenizer.RETokenizer`.
       metadata: JSON-serialisable facts to record (e.g. algorithm, dataset, task, round).
     """
     import tensorflow as tf
@@ -219,7 +219,7 @@ def load_bundle(folder):
     names = manifest.get("metadata", {}).get("keras_custom_objects", [])
     if names:
         import transformers
-        import tffre.models.re  # noqa: F401  (registers the entity pooling layer)
+        import tffre.models.relations  # noqa: F401  (registers the entity pooling layer)
         custom = {name: getattr(transformers, name) for name in names}
     try:
         model = tf.keras.models.load_model(path, compile=False, custom_objects=custom)

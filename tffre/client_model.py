@@ -4,7 +4,7 @@ TFF's ``from_keras_model`` computes one loss on one output. The algorithms of
 the RE papers need more: FedCMC, MOON and FedRS read the model's ``features``
 as well as its ``logits``, and an objective may replace the cross-entropy. So
 a :class:`ClientModel` calls the Keras model once per batch and hands every
-named output to the algorithm's objective (:mod:`tffre.algorithms.definition`).
+named output to the algorithm's objective (:mod:`tffre.definition`).
 
 The metrics are TFF's: the user's Keras metrics on the main output, then
 ``loss`` (the objective's value, a mean weighted by batch size, as TFF's
@@ -77,7 +77,7 @@ class ClientModel:
 
     def row_mask(self, y):
         """The mask of real output rows the loss reads off the targets ``y`` (a loss with a
-        ``row_mask(y)`` method: :class:`tffre.models.docre.DocRELoss`'s pair mask), or None."""
+        ``row_mask(y)`` method: :class:`tffre.models.documents.DocRELoss`'s pair mask), or None."""
         mask = getattr(self.loss_fn, "row_mask", None)
         return None if mask is None else mask(y)
 

@@ -10,7 +10,7 @@ frozen model copies, count the labels), :meth:`TrainerSlot.step` (one batch:
 the algorithm's objective, gradients, Keras ``apply_gradients``) and
 :meth:`TrainerSlot.finish` (the upload, and the client's next state). What
 the objective, the upload and the state are is the algorithm's
-:class:`tffre.algorithms.definition.Definition`.
+:class:`tffre.definition.Definition`.
 
 TFF 0.87's own client works take ``tff.learning.optimizers``; ours runs any
 Keras optimizer (SGD, Adam, SelfAdam, PAdam, PGD, ...). By default the
@@ -37,7 +37,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffre import runtime
-from tffre.algorithms.definition import Definition, ObjectiveContext
+from tffre.definition import Definition, ObjectiveContext
 from tffre.registry import CLIENT_WEIGHTINGS, check_client_weighting  # noqa: F401
 
 runtime.install_worker_death_signal()
@@ -94,7 +94,7 @@ class ClientTrainer:
       client_weighting: the update weight, one of :data:`CLIENT_WEIGHTINGS`.
       keep_optimizer_state: start from the server-kept optimizer state and
         upload the final one (see the module docstring).
-      definition: the algorithm's :class:`~tffre.algorithms.definition.Definition`
+      definition: the algorithm's :class:`~tffre.definition.Definition`
         (objective, uploads, client state); FedAvg's by default.
       client_upload: callable(update, weight) -> the model aggregator's part
         of the upload (see :mod:`tffre.aggregators`); set by the round.

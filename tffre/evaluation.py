@@ -121,9 +121,9 @@ class DocREEvaluator(GlobalModelEvaluator):
     candidate pairs (evaluation kind "docre").
 
     The data's ``x`` is the model's dict of inputs and ``y`` the packed targets
-    (:func:`tffre.models.docre.pack_targets`); ``loss`` is the
-    :class:`tffre.models.docre.DocRELoss` trained with, whose ``kind`` decides how
-    logits become predictions (:func:`tffre.models.docre.predict_relations`: a
+    (:func:`tffre.models.documents.pack_targets`); ``loss`` is the
+    :class:`tffre.models.documents.DocRELoss` trained with, whose ``kind`` decides how
+    logits become predictions (:func:`tffre.models.documents.predict_relations`: a
     sigmoid above ``threshold`` for "bce", the argmax for "softmax"). Annotations
     the data carries (:attr:`tffre.data.FederatedData.annotations`) add scores:
     ``pair_intra`` the intra-/inter-sentence F1 (CDR, GDA), ``pair_in_train``
@@ -141,7 +141,7 @@ class DocREEvaluator(GlobalModelEvaluator):
 
     def __init__(self, model_fn, data, loss, batch_size=8, negative_label=None,
                  macro_f1=False, threshold=0.5):
-        from tffre.models.docre import DocRELoss
+        from tffre.models.documents import DocRELoss
         if negative_label is not None or macro_f1:
             raise ValueError("document-level RE evaluation takes neither negative_label nor "
                              "macro_f1: it scores the relations over candidate pairs")
@@ -162,7 +162,7 @@ class DocREEvaluator(GlobalModelEvaluator):
         self._batch = tf.function(self._batch_impl, reduce_retracing=True)
 
     def _batch_impl(self, x, y):
-        from tffre.models.docre import docre_loss, predict_relations, unpack_targets
+        from tffre.models.documents import docre_loss, predict_relations, unpack_targets
         logits = main_output(self.model(x, training=False))
         labels, pair_mask = unpack_targets(y)
         weight = tf.reduce_sum(pair_mask)

@@ -16,7 +16,7 @@ process, on TensorFlow's devices. They cannot drift: it is one definition.
 
 The server state is ``OrderedDict(model=ModelWeights, optimizer_state=[...],
 extras=...)`` (the optimizer state is empty unless it is kept at the server;
-the extras are the algorithm's, see :mod:`tffre.algorithms.definition`). For
+the extras are the algorithm's, see :mod:`tffre.definition`). For
 an algorithm with per-client state, ``work`` also takes the client's state
 and returns ``(upload, next_state)``; the next state stays at the client.
 """
@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffre.algorithms.definition import ObjectiveContext
+from tffre.definition import ObjectiveContext
 from tffre.client_work import ClientTrainer
 from tffre.types_util import to_py  # noqa: F401  (re-exported for the executors)
 
@@ -101,7 +101,7 @@ class Round:
                          if i not in self.statistics]
         self.statistics_aggregator = None
         if self.statistics:
-            from tffre.algorithms.definition import WeightedStructMean
+            from tffre.definition import WeightedStructMean
             self.statistics_aggregator = WeightedStructMean(
                 [self.model_spec.non_trainable[i] for i in self.statistics])
             self.trainer.statistics_upload = self.statistics_aggregator.client
@@ -262,7 +262,7 @@ class Round:
 
     def server_objects(self):
         """What :meth:`update` builds variables for: the metrics to finalize and the definition's
-        server objects (:meth:`~tffre.algorithms.definition.Definition.server_objects`)."""
+        server objects (:meth:`~tffre.definition.Definition.server_objects`)."""
         return collections.OrderedDict(
             metrics=self.metric_objects(),
             definition=self.definition.server_objects(self.trainer.model_fn,

@@ -2,7 +2,7 @@
 
 Every algorithm is one row: a local optimizer, a server aggregator (FLCMC
 Tables 5 and 6) and, for algorithms that change more than those two, the
-:class:`tffre.algorithms.definition.Definition` subclass that says what else
+:class:`tffre.definition.Definition` subclass that says what else
 (client objective, uploads, server extras and work, per-client state) with
 its own hyperparameters and defaults. This module holds the rows,
 their hyperparameters and defaults, and validates hyperparameters, so that the
@@ -62,7 +62,7 @@ class AlgorithmSpec:
       local_optimizer: a key of :data:`LOCAL_OPTIMIZERS`.
       aggregator: a key of :data:`SERVER_AGGREGATORS` (how model deltas are combined).
       definition: "module:Class" of the algorithm's
-        :class:`~tffre.algorithms.definition.Definition` subclass, imported
+        :class:`~tffre.definition.Definition` subclass, imported
         when the algorithm is built; None for the default (FedAvg's parts).
       hparams: ((name, default), ...) the definition's own hyperparameters.
     """
@@ -75,7 +75,7 @@ class AlgorithmSpec:
     def load_definition(self):
         """The definition class (imports its module, and TensorFlow)."""
         if self.definition is None:
-            from tffre.algorithms.definition import Definition
+            from tffre.definition import Definition
             return Definition
         module, _, attr = self.definition.partition(":")
         return getattr(importlib.import_module(module), attr)

@@ -10,7 +10,7 @@ import tensorflow_federated as tff
 from tiny import INPUT_SPEC, client_arrays, tiny_model, to_datasets
 from optimizers import PAdam, PGD, SelfAdam
 from tffre import build_algorithm
-from tffre.algorithms.build import client_model_fn
+from tffre.builder import client_model_fn
 from tffre.client_work import ClientTrainer
 
 ModelWeights = tff.learning.models.ModelWeights

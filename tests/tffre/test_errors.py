@@ -2,7 +2,7 @@
 
 import pytest
 
-from tffre.data import docre, re as rel
+from tffre.data import documents as docre, relations as rel
 from tffre.errors import read_utf8, text_lines
 
 

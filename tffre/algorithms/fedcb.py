@@ -30,7 +30,7 @@ is the "embedding average" ablation (Table 5): μ_k only.
 import numpy as np
 import tensorflow as tf
 
-from tffre.algorithms.definition import Definition
+from tffre.definition import Definition
 
 COVARIANCES = ("diagonal", "full")
 
@@ -68,8 +68,8 @@ def embed_prompts(concepts, templates, encoder_dir=None, batch_size=64):
     all-MiniLM-L6-v2). Raw: :func:`class_distributions` normalises them.
     """
     from transformers import AutoTokenizer
-    from tffre.models.re import load_tf_encoder
-    from tffre.text.re_tokenizer import default_encoder_dir
+    from tffre.models.relations import load_tf_encoder
+    from tffre.text.relation_tokenizer import default_encoder_dir
 
     if not concepts or not templates:
         raise ValueError("FedCB needs at least one class concept and one prompt template")

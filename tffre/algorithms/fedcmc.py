@@ -18,7 +18,7 @@ sum runs over i != c). Eq. 16-17: L_con trains the encoder only; the local
 classifier learns from L_ce alone (L_con reads the ``features`` output,
 before the classifier, and Θ̂ is a constant under ``stop_gradient``).
 
-How it maps onto the :class:`~tffre.algorithms.definition.Definition` parts:
+How it maps onto the :class:`~tffre.definition.Definition` parts:
 
 * **server extras**: ``vectors``, Θ̂ [C, D'], broadcast with the FedAvg'd
   model every round.
@@ -68,7 +68,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from tffre.algorithms.definition import Definition
+from tffre.definition import Definition
 
 VECTORS = ("major", "minor", "random")
 REDUCTIONS = ("mean", "sum")
@@ -239,7 +239,7 @@ class FedCMC(Definition):
 
     The model must have a ``features`` output (h, Eq. 1) and a layer named
     ``"classifier"`` (a ``Dense`` on the features whose kernel [D', C] has
-    the class vectors as columns), as :func:`tffre.models.re.build_re_model`'s.
+    the class vectors as columns), as :func:`tffre.models.relations.build_re_model`'s.
 
     Hyperparameters: ``mu`` (weight of L_con, Eq. 15; default 1.0),
     ``temperature`` (tau, default 1.0 = the paper's), ``con_reduction``

@@ -24,7 +24,7 @@ import collections
 
 import tensorflow as tf
 
-from tffre.algorithms.definition import Definition, StructSum, finite_or_previous
+from tffre.definition import Definition, StructSum, finite_or_previous
 
 
 class FedDyn(Definition):

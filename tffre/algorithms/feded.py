@@ -44,7 +44,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from tffre.algorithms.definition import Definition, WeightedStructMean
+from tffre.definition import Definition, WeightedStructMean
 from tffre.client_work import carried_optimizer_variables
 
 TEACHERS = ("probabilities", "logits")

@@ -30,7 +30,7 @@ it is, without calibration: the margins exist only in local training.
 
 import tensorflow as tf
 
-from tffre.algorithms.definition import Definition
+from tffre.definition import Definition
 from tffre.algorithms.fedrs import cross_entropy_on, model_logits
 
 

@@ -13,12 +13,12 @@ global model (L^t) and this client's model from its previous round
     L     = L_BCE + mu * L_LCC                                                          (Eq. 13)
 
 sim the cosine similarity, the mean over the batch's valid pairs (the pair
-mask packed in the targets, :func:`tffre.models.docre.pack_targets`, which
+mask packed in the targets, :func:`tffre.models.documents.pack_targets`, which
 the loss hands over as ``ctx.row_mask()``), tau = 0.5 and mu = 0.1 (Table
 2). L_BCE is the model's own Keras loss,
-:class:`tffre.models.docre.DocRELoss` (Eq. 11; ``--loss softmax`` for the
+:class:`tffre.models.documents.DocRELoss` (Eq. 11; ``--loss softmax`` for the
 authors' 2-class cross-entropy). The per-pair term is
-:func:`tffre.models.docre.lcc_loss`, which is MOON's l_con on c.
+:func:`tffre.models.documents.lcc_loss`, which is MOON's l_con on c.
 
 Everything else is MOON's, inherited, not copied: the global and previous
 models are frozen copies run in inference mode without gradient; the
@@ -42,8 +42,8 @@ class FedLCC(MOON):
 
     Hyperparameters: ``mu`` (default 0.1) and ``temperature`` (tau, default 0.5).
     The model must output ``context``: ``[batch, pairs, d]`` from
-    :func:`tffre.models.docre.build_docre_model`, trained with
-    :class:`tffre.models.docre.DocRELoss` on packed targets, whose pair mask selects
+    :func:`tffre.models.documents.build_docre_model`, trained with
+    :class:`tffre.models.documents.DocRELoss` on packed targets, whose pair mask selects
     the pairs averaged over (with another loss every row counts). Client state: MOON's
     (``weights``, ``seen``).
     """
@@ -51,10 +51,10 @@ class FedLCC(MOON):
     representation_output = "context"
 
     def contrast(self, ctx):
-        """L_LCC of Eq. 12 on the batch: :func:`tffre.models.docre.lcc_loss` of the local,
+        """L_LCC of Eq. 12 on the batch: :func:`tffre.models.documents.lcc_loss` of the local,
         global and previous contexts over the valid pairs (the pair mask packed in ``y``,
-        which :class:`~tffre.models.docre.DocRELoss` hands over as ``ctx.row_mask()``)."""
-        from tffre.models.docre import lcc_loss
+        which :class:`~tffre.models.documents.DocRELoss` hands over as ``ctx.row_mask()``)."""
+        from tffre.models.documents import lcc_loss
         return lcc_loss(self._z(ctx.outputs), self._z(ctx.frozen["global"]),
                         self._z(ctx.frozen["previous"]), ctx.row_mask(),
                         self.hparams["temperature"])

@@ -10,7 +10,7 @@ global prototypes:
 
 FedProto itself exchanges only prototypes; this variant also averages the
 model as FedAvg does (Eq. 6 of FLCMC), so it runs on any tffre model. It uses
-four parts of :class:`~tffre.algorithms.definition.Definition`:
+four parts of :class:`~tffre.definition.Definition`:
 
 * server extras: the global prototypes and which classes have one;
 * client objective: the cross-entropy plus the prototype term (a class with
@@ -28,7 +28,7 @@ import collections
 
 import tensorflow as tf
 
-from tffre.algorithms.definition import Definition, StructSum
+from tffre.definition import Definition, StructSum
 
 
 def _features(model, outputs):

@@ -5,7 +5,7 @@ The body (every trainable weight but the head's) is averaged by the server as in
 FedAvg; the head (the Keras layer ``personal_layer``, "classifier" by default)
 is each client's own: it starts from the client's last head (the broadcast one
 before its first round), is trained locally and never uploaded
-(:class:`~tffre.algorithms.definition.PersonalLayerMixin`). The server's copy
+(:class:`~tffre.definition.PersonalLayerMixin`). The server's copy
 of the head stays as initialised, so the global model's own accuracy is not
 FedRep's measure: each client's model (shared body, its head) is.
 
@@ -16,7 +16,7 @@ schedule would need a per-phase trainable set, which the client loop does not
 offer yet.
 """
 
-from tffre.algorithms.definition import Definition, PersonalLayerMixin
+from tffre.definition import Definition, PersonalLayerMixin
 
 
 class FedRep(PersonalLayerMixin, Definition):

@@ -6,7 +6,7 @@ The model (:meth:`FedRoD.model_fn`, around the task model):
 * body → ``features`` h → the task's head, the **generic** head g ("classifier"),
   shared and averaged by the server with the body;
 * a **personal** head p ("personal_head", a Dense layer of K outputs) on h,
-  each client's own (:class:`~tffre.algorithms.definition.PersonalLayerMixin`:
+  each client's own (:class:`~tffre.definition.PersonalLayerMixin`:
   started from the client's last, trained locally, never uploaded);
 * the personalised prediction g(h) + p(h) (output ``personal_logits``).
 
@@ -26,7 +26,7 @@ model, G-FL), the figure FedCB Table 2 reports beside FedAvg's.
 
 import tensorflow as tf
 
-from tffre.algorithms.definition import Definition, PersonalLayerMixin
+from tffre.definition import Definition, PersonalLayerMixin
 from tffre.algorithms.fedcb import task_features, task_num_classes
 
 MISSING_CLASS_COUNT = 1e-8

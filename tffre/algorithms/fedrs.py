@@ -34,7 +34,7 @@ any scaling: the restriction exists only in local training.
 
 import tensorflow as tf
 
-from tffre.algorithms.definition import Definition
+from tffre.definition import Definition
 from tffre.registry import check_choice
 
 FEDRS_FORMS = ("binary", "proportional")

@@ -1,9 +1,9 @@
 """Experiments: a resolved configuration (:mod:`tffre.config`) in, result files out.
 
-Each dataset module (:mod:`tffre.experiments.synthetic`,
-:mod:`tffre.experiments.imcs`, :mod:`tffre.experiments.relation` for the
-relation-extraction sets, :mod:`tffre.experiments.images`,
-:mod:`tffre.experiments.docre` for document-level RE) turns the configuration into a :class:`Job`:
+Each dataset module (:mod:`tffre.tasks.synthetic`,
+:mod:`tffre.tasks.imcs`, :mod:`tffre.tasks.relations` for the
+relation-extraction sets, :mod:`tffre.tasks.images`,
+:mod:`tffre.tasks.documents` for document-level RE) turns the configuration into a :class:`Job`:
 federated data, a model, a loss, the label names and the encoder that turns
 new inputs into model inputs. :func:`run` does the rest the same way for
 every dataset: output folder, :func:`tffre.runner.run_experiment`, saved
@@ -71,10 +71,10 @@ def needs_features(algorithm_names):
 
 def prepare(cfg):
     """The :class:`Job` of ``cfg.dataset`` (loads and splits the data; writes nothing)."""
-    module = "relation" if cfg.dataset in config_lib.RE_DATASETS else \
+    module = "relations" if cfg.dataset in config_lib.RE_DATASETS else \
         "images" if cfg.dataset in config_lib.IMAGE_DATASETS else \
-        "docre" if cfg.dataset in config_lib.DOCRE_DATASETS else cfg.dataset
-    return importlib.import_module(f"tffre.experiments.{module}").prepare(cfg)
+        "documents" if cfg.dataset in config_lib.DOCRE_DATASETS else cfg.dataset
+    return importlib.import_module(f"tffre.tasks.{module}").prepare(cfg)
 
 
 def check_resume(cfg):

@@ -169,4 +169,4 @@ class ImageEncoder(_SizeEncoder):
 
 ENCODERS = {TextEncoder.kind: TextEncoder, FeatureEncoder.kind: FeatureEncoder,
             ImageEncoder.kind: ImageEncoder}
-ENCODERS["relation"] = __import__("tffre.text.re_tokenizer", fromlist=["RETokenizer"]).RETokenizer
+ENCODERS["relation"] = __import__("tffre.text.relation_tokenizer", fromlist=["RETokenizer"]).RETokenizer

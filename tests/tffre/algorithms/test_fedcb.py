@@ -7,7 +7,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffre import build_algorithm
-from tffre.algorithms.definition import ObjectiveContext
+from tffre.definition import ObjectiveContext
 from tffre.algorithms.fedcb import (IMAGE_TEMPLATES, TEXT_TEMPLATES, FedCB, class_distributions,
                                     contextualize, embed_prompts, fedcb_logits)
 from tffre.client_model import ClientModel

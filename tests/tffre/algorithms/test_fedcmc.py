@@ -9,8 +9,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffre import build_algorithm
-from tffre.algorithms.build import client_model_fn
-from tffre.algorithms.definition import ObjectiveContext
+from tffre.builder import client_model_fn
+from tffre.definition import ObjectiveContext
 from tffre.algorithms.fedcmc import (FedCMC, contrastive_loss, local_similarity,
                                      select_major_vectors, tf_local_similarity)
 from tffre.mapreduce import ModelWeights

@@ -9,13 +9,13 @@ import pytest
 import tensorflow as tf
 
 from tffre import build_algorithm, registry
-from tffre.algorithms.definition import ObjectiveContext
+from tffre.definition import ObjectiveContext
 from tffre.algorithms.fedlcc import FedLCC
 from tffre.algorithms.moon import MOON
 from tffre.client_model import ClientModel
 from tffre.data import FederatedData
 from tffre.mapreduce import ModelWeights
-from tffre.models.docre import DocRELoss, pack_targets
+from tffre.models.documents import DocRELoss, pack_targets
 from tiny import assert_weights_close
 
 P, R, F, D = 4, 2, 3, 5          # pairs per document, relation types, pair features, context

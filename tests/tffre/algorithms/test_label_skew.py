@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from tffre import build_algorithm
-from tffre.algorithms.definition import ObjectiveContext
+from tffre.definition import ObjectiveContext
 from tffre.algorithms.fedlc import FedLC, calibrated_logits
 from tffre.algorithms.fedrs import FedRS, restriction_scales
 from tffre.client_model import ClientModel

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tffre import build_algorithm
-from tffre.algorithms.definition import ObjectiveContext
+from tffre.definition import ObjectiveContext
 from tffre.algorithms.moon import MOON, contrastive_loss
 from tffre.client_model import ClientModel
 from tffre.mapreduce import ModelWeights

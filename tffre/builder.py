@@ -1,7 +1,7 @@
 """:func:`build_algorithm`: a registry row (:mod:`tffre.registry`) as a learning process.
 
 Every algorithm is one row: a local optimizer, a server aggregator (FLCMC
-Tables 5 and 6) and its :class:`~tffre.algorithms.definition.Definition`.
+Tables 5 and 6) and its :class:`~tffre.definition.Definition`.
 :func:`build_algorithm` composes them into one MapReduce-shaped round
 (:mod:`tffre.mapreduce`): distributor (prepare), client work, aggregator
 (zero, accumulate, merge, report) and finalizer (update), and hands it to an

@@ -1,17 +1,17 @@
 """Document-level biomedical relation extraction (FedLCC Tables 3-5, 7) on a Hugging Face encoder.
 
 Loads CDR, GDA or CHR (PubTator or EoG ``.data``) or DocRED-style JSON with
-:func:`tffre.data.docre.load_docre` (the embedded, invented CDR-style sample
+:func:`tffre.data.documents.load_docre` (the embedded, invented CDR-style sample
 by default for ``--dataset cdr``), marks and packs the documents with
-:class:`tffre.text.docre_features.DocREFeaturizer`, splits the training
+:class:`tffre.text.document_features.DocREFeaturizer`, splits the training
 documents over the clients by the paper's structural-entropy rule (Sect. 4.2,
 :func:`tffre.data.doc_graph.structural_entropy_split`, ``--entropy-form``) or
-IID, and builds the ATLOP-style model of :func:`tffre.models.docre.build_docre_model`
+IID, and builds the ATLOP-style model of :func:`tffre.models.documents.build_docre_model`
 (pretrained encoder weights enter the server state after ``initialize``).
 
 The client loop sees ``x`` = the dict of model inputs and ``y`` = labels ⊕
-pair mask (:func:`tffre.models.docre.pack_targets`), trained with
-:class:`tffre.models.docre.DocRELoss` (``--loss bce``, Eq. 11, or ``softmax``,
+pair mask (:func:`tffre.models.documents.pack_targets`), trained with
+:class:`tffre.models.documents.DocRELoss` (``--loss bce``, Eq. 11, or ``softmax``,
 the authors' code). The global model is scored by the "docre" evaluation
 (:class:`tffre.evaluation.DocREEvaluator`): P/R/F1 of the relations over the
 candidate pairs, the intra-/inter-sentence F1 (from each pair's
@@ -55,7 +55,7 @@ ALL_PAIRS = ("docred",)
 
 def data_path(cfg):
     """The file or folder ``cfg.data`` names (the embedded sample for "sample")."""
-    from tffre.data.docre import sample_path
+    from tffre.data.documents import sample_path
     return sample_path() if cfg.data == SAMPLE else cfg.data
 
 
@@ -70,7 +70,7 @@ def _holdout(documents, seed, salt):
 
 def load_splits(cfg):
     """{"train", "dev", "test": [Document]} of ``cfg``, and the notes on what was held out."""
-    from tffre.data.docre import load_docre
+    from tffre.data.documents import load_docre
     loaded = load_docre(data_path(cfg))
     splits = dict(loaded) if isinstance(loaded, dict) else {"train": loaded}
     notes = []
@@ -110,7 +110,7 @@ def relation_schema(dataset, train):
 
 def facts_seen_in_training(featurizer, documents, facts):
     """int8 ``[n, P, R]``: 1 where (pair row, relation) is a fact of ``facts``
-    (:func:`tffre.data.docre.fact_keys` of the training set) by some mention names of the
+    (:func:`tffre.data.documents.fact_keys` of the training set) by some mention names of the
     pair's entities, DocRED's rule for Ign F1."""
     shapes = featurizer.shapes()
     out = np.zeros((len(documents),) + shapes["labels"], np.int8)
@@ -140,11 +140,11 @@ def prepare(cfg):
 
     from tffre.data import FederatedData
     from tffre.data.doc_graph import describe_split, iid_split, plot_split
-    from tffre.data.docre import fact_keys
-    from tffre.models.docre import (DocRELoss, build_docre_model, docre_config_for,
+    from tffre.data.documents import fact_keys
+    from tffre.models.documents import (DocRELoss, build_docre_model, docre_config_for,
                                     load_pretrained_encoder, model_inputs, pack_targets)
-    from tffre.text.docre_features import DocREFeaturizer
-    from tffre.text.re_tokenizer import default_encoder_dir
+    from tffre.text.document_features import DocREFeaturizer
+    from tffre.text.relation_tokenizer import default_encoder_dir
 
     splits, notes = load_splits(cfg)
     for note in notes:

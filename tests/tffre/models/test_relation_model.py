@@ -10,9 +10,9 @@ import pytest
 import tensorflow as tf
 
 from tiny_encoder import VOCAB, bert_config, make_encoder_folder, random_bert
-from tffre.models.re import (EncoderFolderError, REModelConfig, build_re_model,
+from tffre.models.relations import (EncoderFolderError, REModelConfig, build_re_model,
                              default_encoder_dir, from_pretrained, load_pretrained_encoder)
-from tffre.text.re_tokenizer import RETokenizer
+from tffre.text.relation_tokenizer import RETokenizer
 
 TEXT = "The patient was given aspirin for his headache."
 ROWS = [dict(text=TEXT, e1_start=38, e1_end=46, e2_start=22, e2_end=29),
@@ -219,7 +219,7 @@ def test_the_real_minilm_folder_builds_and_loads():
 
 def test_num_layers_keeps_the_first_pretrained_layers(tmp_path):
     """A model built with num_layers=1 of a 2-layer checkpoint gets layer 0's weights."""
-    from tffre.models.re import REModelConfig, build_re_model, load_pretrained_encoder
+    from tffre.models.relations import REModelConfig, build_re_model, load_pretrained_encoder
     folder, reference = make_encoder_folder(str(tmp_path / "enc"), weights="tf")
     model = build_re_model(REModelConfig(folder, num_labels=3, max_length=16, num_layers=1))
     load_pretrained_encoder(model, folder)

@@ -8,7 +8,7 @@ import pandas as pd
 from tffre import cli
 from tffre.data.imcs import DIAGNOSES
 from tiny_encoder import make_encoder_folder
-from test_relation import write_splits
+from test_relation_task import write_splits
 
 
 def test_fedcb_on_relations_with_a_concept_file(tmp_path):

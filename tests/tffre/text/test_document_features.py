@@ -7,7 +7,7 @@ import pytest
 
 from tiny_encoder import VOCAB, make_encoder_folder
 from tffre.data.document import Document, Mention, Relation
-from tffre.text.docre_features import DocREFeaturizer, FEATURE_KEYS, STAT_KEYS
+from tffre.text.document_features import DocREFeaturizer, FEATURE_KEYS, STAT_KEYS
 
 TEXT = "aspirin was given for headache and fever . the patient on aspirin improved ."
 #       0      7   11    17  21       30  34    40 42  46      54 57      65       74
@@ -134,7 +134,7 @@ def test_a_composite_mention_belongs_to_each_of_its_entities(folder):
 
 def test_truncation_is_counted_and_logged(folder, caplog):
     feat = featurizer(folder, max_length=12)
-    with caplog.at_level(logging.WARNING, logger="tffre.text.docre_features"):
+    with caplog.at_level(logging.WARNING, logger="tffre.text.document_features"):
         out = feat.encode([document(), document()])
     # 10 tokens fit between [CLS] and [SEP]: "* aspirin * was given for * head ##ache *".
     assert tokens(feat, out) == MARKED[:11] + ["[SEP]"]
@@ -193,7 +193,7 @@ def test_arrays_batch_in_tf_data(folder):
 
 
 def test_the_shipped_minilm_tokenizer_marks_mentions():
-    from tffre.text.re_tokenizer import EncoderFolderError, default_encoder_dir
+    from tffre.text.relation_tokenizer import EncoderFolderError, default_encoder_dir
     try:
         folder = default_encoder_dir()
     except EncoderFolderError as err:

@@ -8,12 +8,12 @@ import tensorflow as tf
 
 from tiny_encoder import VOCAB, make_encoder_folder
 from tffre.data.document import Document, Mention, Relation
-from tffre.models.docre import (DocRELoss, DocREModelConfig, GroupedBilinear, build_docre_model,
+from tffre.models.documents import (DocRELoss, DocREModelConfig, GroupedBilinear, build_docre_model,
                                 docre_config_for, docre_loss, entity_attention, entity_embeddings,
                                 lcc_loss, load_pretrained_encoder, localized_context,
                                 model_inputs, pack_targets, predict_relations,
                                 process_long_input, unpack_targets)
-from tffre.text.docre_features import DocREFeaturizer
+from tffre.text.document_features import DocREFeaturizer
 
 
 # ---------------------------------------------------------------------- numpy references

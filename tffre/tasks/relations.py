@@ -1,11 +1,11 @@
 """Sentence-level relation extraction (FedCMC Table 2, FedED Tables 3-8) on a Hugging Face encoder.
 
-Loads a relation set (:mod:`tffre.data.re`; the embedded synthetic sample for
+Loads a relation set (:mod:`tffre.data.relations`; the embedded synthetic sample for
 i2b2 and GAD by default), tokenizes it with entity markers
-(:class:`tffre.text.re_tokenizer.RETokenizer`), splits the training examples
+(:class:`tffre.text.relation_tokenizer.RETokenizer`), splits the training examples
 over clients by label skew (each label's examples over the clients in
 Dirichlet(alpha) proportions, FedCMC section 4.1) or IID, and builds the
-encoder model (:func:`tffre.models.re.build_re_model`). The pretrained
+encoder model (:func:`tffre.models.relations.build_re_model`). The pretrained
 encoder weights go into the server state after ``initialize``
 (``load_pretrained``), never into ``model_fn``.
 
@@ -62,7 +62,7 @@ def server_split(cfg, splits, labels):
     fraction f of ``splits["train"]`` there, so that no client trains on it
     (FedED: "We random sample 20% of training data for validation").
     """
-    from tffre.data.re import load_re
+    from tffre.data.relations import load_re
     if cfg.server_data:
         examples, _ = load_re(cfg.dataset, cfg.server_data)
         unknown = sorted(set(examples["label"]) - set(labels))
@@ -91,9 +91,9 @@ def prepare(cfg):
     from tffre.data import FederatedData
     from tffre.data.partition import (dirichlet_label_split, format_label_mix, iid_split,
                                       label_mix)
-    from tffre.data.re import load_re
-    from tffre.models.re import build_re_model, config_for, load_pretrained_encoder
-    from tffre.text.re_tokenizer import RETokenizer, default_encoder_dir
+    from tffre.data.relations import load_re
+    from tffre.models.relations import build_re_model, config_for, load_pretrained_encoder
+    from tffre.text.relation_tokenizer import RETokenizer, default_encoder_dir
 
     examples, labels = load_re(cfg.dataset, data_path(cfg))
     splits = split_examples(examples, cfg.seed)

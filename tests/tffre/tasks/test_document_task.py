@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from tffre import config as config_lib
-from tffre.data.docre import sample_path
+from tffre.data.documents import sample_path
 from tiny_encoder import VOCAB, make_encoder_folder
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -40,7 +40,7 @@ def encoder(tmp_path_factory):
 
 
 def test_fedlcc_runs_on_the_structural_entropy_split(tmp_path, data_dir, encoder):
-    from tffre.experiments.docre import results_table
+    from tffre.tasks.documents import results_table
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "tffre", "run", "--dataset", "cdr", "--data", data_dir,
@@ -98,7 +98,7 @@ def test_docred_scores_dev_as_test_with_the_training_facts(tmp_path, encoder):
     whether training saw it (Ign F1)."""
     import copy
 
-    from tffre.experiments.docre import prepare
+    from tffre.tasks.documents import prepare
     fixtures = os.path.join(os.path.dirname(__file__), "..", "data", "fixtures", "docre")
     with open(os.path.join(fixtures, "docred_train.json"), encoding="utf-8") as f:
         docs = json.load(f)

@@ -82,7 +82,7 @@ def test_relation_run_end_to_end(tmp_path, encoder, data_dir):
 
     # The saved global model, reloaded, reproduces the last round's test F1 under sklearn.
     from tffre.bundle import load_bundle
-    from tffre.data.re import load_jsonl
+    from tffre.data.relations import load_jsonl
     bundle = load_bundle(str(out / "models" / "FedAvgT"))
     test, _ = load_jsonl(os.path.join(data_dir, "test.jsonl"))
     probs = bundle.predict(test.to_dict("records"))
@@ -110,7 +110,7 @@ def test_relation_run_end_to_end(tmp_path, encoder, data_dir):
 
 def test_pretrained_weights_enter_after_initialize_not_in_model_fn(tmp_path, encoder, data_dir):
     from tffre import runner
-    from tffre.experiments import relation
+    from tffre.tasks import relations as relation
     cfg = config_lib.resolve({"dataset": "jsonl", "data": data_dir, "encoder": encoder,
                               "max_len": 24, "clients": 4, "clients_per_round": 2,
                               "out": str(tmp_path / "o")})
@@ -134,8 +134,8 @@ def test_relation_round_is_the_same_on_both_executors(tmp_path, encoder, data_di
     draw dropout masks from different random streams, so only a deterministic model can match.
     """
     from tffre import build_algorithm
-    from tffre.experiments import relation
-    from tffre.models.re import build_re_model, config_for
+    from tffre.tasks import relations as relation
+    from tffre.models.relations import build_re_model, config_for
     folder = tmp_path / "enc"
     make_encoder_folder(str(folder), weights="tf")
     settings = json.loads((folder / "config.json").read_text())

@@ -1,6 +1,6 @@
 """Document-level relation extraction, the ATLOP model FedLCC trains (FedLCC 3.2, Eq. 1-13).
 
-The model takes the dict of :class:`tffre.text.docre_features.DocREFeaturizer`
+The model takes the dict of :class:`tffre.text.document_features.DocREFeaturizer`
 arrays (``input_ids``, ``attention_mask``, ``mention_pos``,
 ``entity_mentions``, ``pairs``; the featurizer's ``labels`` and ``pair_mask``
 are for the loss: :func:`model_inputs` drops them, and a whole featurizer dict
@@ -57,7 +57,7 @@ objectives that average over pairs (MOON, FedLCC).
 The model is driven by :class:`DocREModelConfig` and built from the
 encoder's ``config.json`` only, with random weights (:func:`build_docre_model`
 is cheap and safe as a TFF ``model_fn``); pretrained weights enter afterwards
-through :func:`tffre.models.re.load_pretrained_encoder` (the encoder layer is
+through :func:`tffre.models.relations.load_pretrained_encoder` (the encoder layer is
 named "encoder", as in the sentence-level model), or all at once with
 :func:`from_pretrained`. Everything is tf ops on whole batches (no Python loop
 over documents), so the model traces inside ``tf.function`` and TFF
@@ -71,9 +71,9 @@ from typing import Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tffre.models.re import (as_config, build_encoder, check_encoder_folder, config_from_dict,
+from tffre.models.relations import (as_config, build_encoder, check_encoder_folder, config_from_dict,
                              hf_encoder_config, load_pretrained_encoder)
-from tffre.text.docre_features import DocREFeaturizer, template_tokens
+from tffre.text.document_features import DocREFeaturizer, template_tokens
 
 LOSSES = ("bce", "softmax")
 MODEL_INPUTS = ("input_ids", "attention_mask", "mention_pos", "entity_mentions", "pairs")
@@ -673,7 +673,7 @@ def from_pretrained(encoder_dir, relation_types, *, loss="bce", pretrained=True,
       featurizer_kwargs: :class:`DocREFeaturizer` arguments (``max_length``, ``pair_types``, ...).
       config_kwargs: other :class:`DocREModelConfig` fields.
     """
-    from tffre.text.re_tokenizer import default_encoder_dir
+    from tffre.text.relation_tokenizer import default_encoder_dir
     encoder_dir = default_encoder_dir() if encoder_dir is None else os.fspath(encoder_dir)
     featurizer = DocREFeaturizer(encoder_dir, relation_types, **(featurizer_kwargs or {}))
     model = build_docre_model(docre_config_for(featurizer, encoder_dir, loss=loss,
@@ -798,7 +798,7 @@ class DocRELoss(tf.keras.losses.Loss):
 
     def row_mask(self, y_true):
         """The pair mask ``[b, P]`` packed in ``y_true`` (see :meth:`ObjectiveContext.row_mask
-        <tffre.algorithms.definition.ObjectiveContext.row_mask>`)."""
+        <tffre.definition.ObjectiveContext.row_mask>`)."""
         return unpack_targets(y_true)[1]
 
     def get_config(self):

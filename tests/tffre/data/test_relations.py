@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tffre.data import re as rel
+from tffre.data import relations as rel
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "re")
 I2B2 = os.path.join(FIXTURES, "i2b2")

@@ -1,7 +1,7 @@
 """Relation extraction over a pretrained transformer encoder (FedCMC Eq. 1, FedED Eq. 1).
 
 The model takes the packed int32 array ``[batch, 4, max_length]`` of
-:class:`tffre.text.re_tokenizer.RETokenizer` (ids, attention mask, e1 mask,
+:class:`tffre.text.relation_tokenizer.RETokenizer` (ids, attention mask, e1 mask,
 e2 mask) and returns a dict::
 
     {"features": [batch, D'],   # the relation representation h
@@ -40,7 +40,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from tffre.text.re_tokenizer import (  # noqa: F401  (re-exported)
+from tffre.text.relation_tokenizer import (  # noqa: F401  (re-exported)
     REPRESENTATIONS, EncoderFolderError, RETokenizer, check_encoder_folder, default_encoder_dir)
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tffre.data import docre
-from tffre.data.docre import DocREFileNotFoundError, DocREFormatError
+from tffre.data import documents as docre
+from tffre.data.documents import DocREFileNotFoundError, DocREFormatError
 from tffre.data.document import Document, Mention, Relation
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "docre")

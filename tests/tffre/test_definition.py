@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tffre import build_algorithm, registry
-from tffre.algorithms.definition import Definition
+from tffre.definition import Definition
 from tffre.mapreduce import ModelWeights
 from tffre.process import ClientDataError
 from tiny import INPUT_SPEC, client_arrays, initial_weights, to_datasets, tiny_model

@@ -9,7 +9,7 @@ import pytest
 
 from tiny_encoder import make_encoder_folder, write_tokenizer
 from tffre.text.encoder import ENCODERS
-from tffre.text.re_tokenizer import EncoderFolderError, RETokenizer
+from tffre.text.relation_tokenizer import EncoderFolderError, RETokenizer
 
 TEXT = "The patient was given aspirin for his headache."
 

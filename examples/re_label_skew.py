@@ -26,7 +26,7 @@ FedAvg), not the values, with the paper's.
 
 import sys
 
-from tffre.experiments.sweep import run_sweep
+from tffre.sweep import run_sweep
 
 PRESET = {"dataset": "i2b2", "algorithm": "fedavgt,moon,fedrs,fedlc,fedcmc", "clients": 10,
           "clients_per_round": 10, "num_rounds": 10, "eval_every": 1, "num_epochs": 1,

@@ -25,7 +25,7 @@ runtime costs 2-4x for transformer models on CPU; see README "Execution").
 
 import sys
 
-from tffre.experiments.sweep import run_sweep
+from tffre.sweep import run_sweep
 
 PRESET = {"dataset": "i2b2", "algorithm": "fedavgt,fedproxp,fedatts", "clients": 10,
           "clients_per_round": 5, "num_rounds": 6, "eval_every": 2, "num_epochs": 1,

@@ -15,4 +15,13 @@ from optimizers.padam import PAdam
 from optimizers.pgd import PGD
 from optimizers.self_adam import SelfAdam
 
-__all__ = ["AnchoredOptimizer", "MissingAnchorError", "PAdam", "PGD", "SelfAdam"]
+__all__ = ["AnchoredOptimizer", "MissingAnchorError", "PAdam", "PGD", "SelfAdam",
+           "training_state"]
+
+
+def training_state(optimizer):
+    """The variables of a built Keras optimizer that carry its training state (step count,
+    moments): all of ``optimizer.variables`` but a proximal optimizer's anchors, which are
+    the global weights, set afresh each round (:attr:`AnchoredOptimizer.anchor_variables`)."""
+    anchors = {id(a) for a in getattr(optimizer, "anchor_variables", ())}
+    return [v for v in optimizer.variables if id(v) not in anchors]

@@ -57,6 +57,15 @@ class AnchoredOptimizer(tf.keras.optimizers.Optimizer):
         self._anchor_state = _AnchorState()
 
     @property
+    def anchor_variables(self):
+        """The anchor slots (theta_global, one per optimized variable); empty before ``build``.
+
+        They are optimizer variables but not training state: a federated client sets them
+        from the broadcast each round (:meth:`set_anchor`) rather than carrying them over.
+        """
+        return list(self._anchors or [])
+
+    @property
     def _anchor_is_set(self):
         return self._anchor_state.is_set
 

@@ -42,10 +42,21 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffre import runtime
-from tffre.registry import GRANULARITIES
 from tffre.types_util import to_py
 
 runtime.install_worker_death_signal()
+
+#: Attention's granularities (the registry's ``granularity`` hyperparameter offers these).
+GRANULARITIES = ("layer", "model")
+
+
+def has_state(aggregator):
+    """True for an aggregator with server state (differential privacy's clipping norm and
+    noise, :mod:`tffre.privacy`): besides the five functions it has ``initial_state()``,
+    ``client_params(state)`` (broadcast each round; its ``client`` takes them as a third
+    argument) and ``finalize(state, report) -> (aggregate, new state, metrics)``, which the
+    server's update applies (see :class:`tffre.mapreduce.Round`)."""
+    return callable(getattr(aggregator, "initial_state", None))
 
 
 def _check_granularity(granularity):

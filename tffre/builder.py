@@ -5,17 +5,17 @@ Tables 5 and 6) and its :class:`~tffre.definition.Definition`.
 :func:`build_algorithm` composes them into one MapReduce-shaped round
 (:mod:`tffre.mapreduce`): distributor (prepare), client work, aggregator
 (zero, accumulate, merge, report) and finalizer (update), and hands it to an
-executor.
+executor (:mod:`tffre.execution`).
 """
 
 import tensorflow as tf
 
 from tffre import execution
 from tffre.client_model import ClientModel
-from tffre.mapreduce import make_round, make_trainer
-from tffre.registry import (  # noqa: F401  (re-exported: the registry's public API)
-    ALGORITHMS, COMMON_HPARAMS, DEFAULT_HPARAMS, LOCAL_OPTIMIZERS, SERVER_AGGREGATORS,
-    get_spec, local_optimizer_of, resolve_hparams, valid_algorithm_names, valid_hparams)
+from tffre.client_work import ClientTrainer
+from tffre.mapreduce import RoundFactory
+from tffre.registry import (LOCAL_OPTIMIZERS, SERVER_AGGREGATORS, get_spec, local_optimizer_of,
+                            resolve_hparams)
 
 
 def client_model_fn(model_fn, *, loss, input_spec, metrics=None):
@@ -47,8 +47,41 @@ def check_model_accepts(model_fn, input_spec):
                              f"x={x_spec}: {str(err).splitlines()[0]}") from err
 
 
-def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, executor="auto",
-                    max_parallel_clients=1, loop="while", client_workers="threads", **hparams):
+def round_factory(name, model_fn, *, loss, input_spec, metrics=None, context=None,
+                  **hparams):
+    """(:class:`tffre.mapreduce.RoundFactory`, definition, model_fn) of registry algorithm
+    ``name``: what an executor needs to make its round (see :func:`build_algorithm`)."""
+    spec = get_spec(name)
+    hp = resolve_hparams(name, hparams)
+    definition = spec.load_definition()(hp, context)
+    model_fn = definition.model_fn(model_fn)   # the algorithm's own model parts, if any
+    check_model_accepts(model_fn, input_spec)
+    make_model = client_model_fn(model_fn, loss=loss, input_spec=input_spec, metrics=metrics)
+    local = LOCAL_OPTIMIZERS[local_optimizer_of(spec, hp)]
+    server = SERVER_AGGREGATORS[spec.aggregator]
+    trainer = ClientTrainer.from_hparams(make_model, lambda: local.make(hp), hp, definition)
+    make_aggregator = server.factory(hp)
+    if hp.dp_on:   # DP-FedAvg: the clipped, noised mean over the expected clients (tffre.privacy)
+        from tffre.privacy.aggregator import DPMean
+        dp = definition.dp_settings()
+        make_aggregator = lambda shapes: DPMean(shapes, **dp)   # noqa: E731
+    factory = RoundFactory(trainer, make_aggregator, server.server_learning_rate(hp),
+                           learning_rate=hp.learning_rate, lr_decay=hp.lr_decay)
+    return factory, definition, model_fn
+
+
+def build_round(name, model_fn, *, loss, input_spec, metrics=None, context=None, **hparams):
+    """The :class:`tffre.mapreduce.Round` of registry algorithm ``name``, read off an eager
+    slot (for executors of your own, e.g. a deployment: :mod:`tffre.deploy`); the arguments
+    are :func:`build_algorithm`'s."""
+    factory, _, _ = round_factory(name, model_fn, loss=loss, input_spec=input_spec,
+                                  metrics=metrics, context=context, **hparams)
+    return factory.build(factory.probe())
+
+
+def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, context=None,
+                    executor="auto", max_parallel_clients=1, loop="while",
+                    client_workers="threads", **hparams):
     """Builds the registry algorithm ``name`` as a learning process on an executor.
 
     The registry row becomes one :class:`tffre.mapreduce.Round` (client
@@ -66,6 +99,9 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, executor=
       loss: a Keras loss, as for ``tff.learning.models.from_keras_model``.
       input_spec: the element spec (x, y) of the client datasets' batches.
       metrics: optional list of no-arg callables returning Keras metrics.
+      context: the task's :class:`tffre.definition.TaskContext` (the number of
+        clients, FedCB's class concepts, FedED's server set), for the algorithms
+        that read it.
       executor: "tff" (TFF's runtime, CPU only), "local" (this process, GPU
         when present) or "auto" (local when a GPU is visible); see
         :mod:`tffre.execution`.
@@ -77,37 +113,25 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, executor=
       loop: local executor: "while" (the default: one graph per client, a
         while loop over the batches), "steps" (per-batch compiled steps) or
         "reduce" (``dataset.reduce``, TFF's form; slow in-process for LSTMs).
-      **hparams: the definition's own hyperparameters and FLCMC Table 7's: learning_rate, num_epochs,
-        num_iters (cap on local steps; None = no cap), mu (proximal
-        optimizers), stepsize (attention), granularity ("layer" or "model",
-        attention), keep_optimizer_state (default False: optimizer state such
-        as Adam moments is reset each round; True keeps its client-weighted
-        mean at the server, see :mod:`tffre.client_work`), client_weighting
-        ("dataset_size", Eq. 6's n_k, by default; "processed" or "uniform").
+      **hparams: the algorithm's hyperparameters, by their declared names or
+        aliases (``python -m tffre run --help`` lists them; e.g. learning_rate,
+        num_epochs, num_iters, prox_mu or mu, stepsize, granularity,
+        client_weighting, keep_optimizer_state); unset ones take the row's
+        defaults. Unknown names raise an error listing the valid ones.
 
     Returns:
       A :class:`tffre.process.MeasuredLearningProcess`: ``initialize``,
       ``next``, ``get_model_weights``, ``set_model_weights``, with the round's
       wall seconds and bytes broadcast/uploaded in ``next``'s metrics; and
       ``model_fn`` (the model the algorithm trains: the task's, or the
-      definition's around it), ``personal_indices`` and ``evaluation``.
+      definition's around it), ``personal_indices``, ``evaluation`` and the
+      resolved ``hparams``.
     """
-    spec = get_spec(name)
-    hp = resolve_hparams(name, **hparams)
-    definition = spec.load_definition()(hp)
-    model_fn = definition.model_fn(model_fn)   # the algorithm's own model parts, if any
-    check_model_accepts(model_fn, input_spec)
-    make_model = client_model_fn(model_fn, loss=loss, input_spec=input_spec, metrics=metrics)
-    local = LOCAL_OPTIMIZERS[local_optimizer_of(spec, hp)]
-    server = SERVER_AGGREGATORS[spec.aggregator]
-    trainer = make_trainer(make_model, lambda: local.make(hp), hp, definition)
-    round_ = make_round(trainer, server.factory(hp), server.server_learning_rate(hp), hp)
-    process = execution.build_process(round_, executor=executor,
-                                      max_parallel_clients=max_parallel_clients, loop=loop,
-                                      client_workers=client_workers,
-                                      name=spec.name, hparams=hp)
-    # What the runner evaluates and saves: the algorithm's model, and its personal weights.
-    process.model_fn = model_fn
-    process.personal_indices = tuple(round_.personal)
-    process.evaluation = definition.evaluation
-    return process
+    factory, definition, model_fn = round_factory(
+        name, model_fn, loss=loss, input_spec=input_spec, metrics=metrics, context=context,
+        **hparams)
+    return execution.build_process(factory, executor=executor,
+                                   max_parallel_clients=max_parallel_clients, loop=loop,
+                                   client_workers=client_workers, name=get_spec(name).name,
+                                   hparams=definition.hparams, model_fn=model_fn,
+                                   evaluation=definition.evaluation)

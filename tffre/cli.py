@@ -44,11 +44,60 @@ def build_parser(prog=PROG):
                    "(see run --help)", add_help=False)
     sub.add_parser("predict", help="label new texts with a saved model (see predict --help)",
                    add_help=False)
+    sub.add_parser("data", help="data check: what a run would load, and every problem (see "
+                   "data check --help)", add_help=False)
     return parser
 
 
+DATA_CHECK_OPTIONS = ("data", "max_len", "encoder", "raw_labels", "eog_variant", "dev_fraction")
+
+
+def data_check_main(argv=None, *, prog=f"{PROG} data check"):
+    """``data check``: loads exactly what a run of ``--dataset`` would load and prints, per
+    split, the examples, labels, entity-type pairs and (with ``--encoder``) the lengths in
+    word pieces; then every problem found (the first 20), each naming file, line and field.
+    Returns 0 without problems, 1 with, 2 for bad arguments. Without ``--encoder`` it imports
+    no TensorFlow."""
+    parser = OneLineParser(prog=prog, description=data_check_main.__doc__.split("\n\n")[0])
+    vocab = config_lib.vocabulary()
+    parser.add_argument("--dataset", required=True, help=vocab["dataset"].help)
+    parser.add_argument("--seed", default="0", help=vocab["seed"].help)
+    for name in DATA_CHECK_OPTIONS:
+        flag = vocab[name]
+        if flag.flag:
+            parser.add_argument(flag.cli, action="store_true", default=argparse.SUPPRESS,
+                                help=flag.help)
+        else:
+            parser.add_argument(flag.cli, default=argparse.SUPPRESS, help=flag.help)
+    args = vars(parser.parse_args(argv))
+    from tffre import tasks
+    from tffre.hparams import seed as parse_seed
+    try:
+        dataset = args.pop("dataset")
+        task = tasks.task_of(dataset)
+        seed = parse_seed(args.pop("seed"))
+        known = set(task.Options.names())
+        for name in args:
+            if name not in known:
+                raise ValueError(f"{vocab[name].cli} applies to --dataset "
+                                 f"{'/'.join(vocab[name].owners)}, not {dataset}")
+        defaults = {k: v for k, v in task.defaults_for(dataset).items() if k in known}
+        options = task.Options.resolve({**defaults, **args})
+        tasks.require_data(argparse.Namespace(dataset=dataset, options=options))
+        tokenizer = None
+        if options.encoder:
+            from transformers import AutoTokenizer
+            tokenizer = AutoTokenizer.from_pretrained(options.encoder, local_files_only=True)
+        report = task.check_data(dataset, options, tokenizer=tokenizer, seed=seed)
+    except ValueError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    print(report.format())
+    return report.exit_code
+
+
 def build_run_parser(prog=f"{PROG} run"):
-    """The parser of ``run``: every option of :data:`tffre.config.OPTIONS`."""
+    """The parser of ``run``: every option of :func:`tffre.config.vocabulary`."""
     parser = OneLineParser(prog=prog, description="Train federated algorithms and write "
                            "metrics.csv, summary.json, curves.png and the final models to --out.")
     config_lib.add_run_arguments(parser)
@@ -64,19 +113,21 @@ def run_main(argv=None, *, preset=None, prog=f"{PROG} run"):
       prog: the program name shown in messages.
     """
     args = build_run_parser(prog).parse_args(argv)
-    given = {k: v for k, v in vars(args).items() if k in config_lib.BY_NAME}
+    given = {k: v for k, v in vars(args).items() if k != "config"}
     try:
         cfg = config_lib.resolve(given, preset=preset, config_path=args.config)
     except config_lib.ConfigError as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
-    if cfg.dataset in config_lib.IMAGE_DATASETS and "tensorflow" not in sys.modules:
-        # TF 2.14's oneDNN convolutions corrupt memory (double free, segfault) when a
-        # compiled ResNet step sees a batch of another size (a client's last batch);
-        # without oneDNN they are also faster on these small images. Read at TF import.
-        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    if "tensorflow" not in sys.modules:
+        # What the task needs set before TensorFlow reads it at import (the image task:
+        # TF_ENABLE_ONEDNN_OPTS=0, see DEVELOPERS.md).
+        for key, value in cfg.task.environment.items():
+            os.environ.setdefault(key, value)
     from tffre import experiments  # heavy imports only after the arguments are checked
     try:
+        if cfg.run.resume:
+            config_lib.check_resume(cfg)
         experiments.run(cfg)
     except config_lib.ConfigError as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
@@ -87,13 +138,13 @@ def run_main(argv=None, *, preset=None, prog=f"{PROG} run"):
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"interrupted; rows so far are in {cfg.out}/metrics.csv (continue with --resume)",
-              file=sys.stderr)
+        print(f"interrupted; rows so far are in {cfg.run.out}/metrics.csv (continue with "
+              f"--resume)", file=sys.stderr)
         return 130
     written = [name for name in ("metrics.csv", "summary.json", "curves.png", "models/",
-                                 "checkpoints/")
-               if os.path.exists(os.path.join(cfg.out, name.rstrip("/")))]
-    print(f"wrote {cfg.out}/: {', '.join(written)}")
+                                 "checkpoints/", "tensorboard/")
+               if os.path.exists(os.path.join(cfg.run.out, name.rstrip("/")))]
+    print(f"wrote {cfg.run.out}/: {', '.join(written)}")
     return 0
 
 
@@ -105,6 +156,8 @@ def main(argv=None, *, prog=PROG):
         return predict.main(argv[1:], prog=f"{prog} predict")
     if argv[:1] == ["run"]:
         return run_main(argv[1:], prog=f"{prog} run")
+    if argv[:2] == ["data", "check"]:
+        return data_check_main(argv[2:], prog=f"{prog} data check")
     build_parser(prog).parse_args(argv)  # --help, or a one-line error
     return 2
 

@@ -32,13 +32,17 @@ metrics dropped; it counts in ``num_excluded_clients`` and is never averaged in.
 
 import collections
 import collections.abc
+import dataclasses
+import functools
+from typing import Any, Optional, Tuple
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
+import optimizers
 from tffre import runtime
-from tffre.definition import Definition, ObjectiveContext
-from tffre.registry import CLIENT_WEIGHTINGS, check_client_weighting  # noqa: F401
+from tffre.aggregators import WeightedMean, has_state
+from tffre.definition import CLIENT_WEIGHTINGS, Definition, ObjectiveContext, WeightedStructMean
 
 runtime.install_worker_death_signal()
 
@@ -46,10 +50,123 @@ ModelWeights = tff.learning.models.ModelWeights
 LOOPS = ("while", "steps", "reduce")
 
 
+def spec_of(structure):
+    """TensorSpecs of a structure of tensors, arrays or specs."""
+    def one(t):
+        if isinstance(t, tf.TensorSpec):
+            return t
+        t = tf.convert_to_tensor(t) if not isinstance(t, (tf.Tensor, tf.Variable)) else t
+        return tf.TensorSpec(t.shape, t.dtype)
+    return tf.nest.map_structure(one, structure)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """What a round's functions need to know of the model, read once off a built slot
+    (:func:`read_layout`): specs, which weights are shared, personal or statistics, and the
+    aggregator of each upload part.
+
+    Attributes:
+      metric_kinds: (name, class, config) of each Keras metric, to finalize summed values.
+      input_spec, model_spec, optimizer_state_spec, metrics_spec: TensorSpecs.
+      personal: indices of the personal trainable weights (never uploaded; FedRep, FedRoD).
+      statistics: indices of the non-trainable normalisation statistics (averaged).
+      constant: indices of the other non-trainable weights (sent once per client).
+      shared: indices of the trainable weights whose deltas are uploaded.
+      num_classes: the width of the model's main output.
+      extras_spec, client_state_spec: the definition's server extras and client state.
+      parts: {"model" | "extra" | "statistics": aggregator}, the upload parts with their
+        own mergeable aggregation (see :mod:`tffre.aggregators`).
+    """
+    metric_kinds: Tuple
+    input_spec: Any
+    model_spec: Any
+    optimizer_state_spec: list
+    metrics_spec: Any
+    personal: Tuple[int, ...]
+    statistics: Tuple[int, ...]
+    constant: Tuple[int, ...]
+    shared: Tuple[int, ...]
+    num_classes: int
+    extras_spec: Any
+    client_state_spec: Optional[Any]
+    parts: Any
+
+
+def read_layout(slot, make_aggregator):
+    """The :class:`Layout` of ``slot``'s model, with ``make_aggregator(shapes)`` for the deltas.
+
+    Types are read off the built model and traced functions, never run. The
+    executor passes its own slot: the TFF executor one built in a throwaway
+    graph, the local executor its first eager slot (building a Keras model in a
+    graph would break the eager ones made before it).
+    """
+    definition, model = slot.definition, slot.model
+    input_spec = model.input_spec
+    model_spec = tf.nest.map_structure(lambda v: tf.TensorSpec(v.shape, v.dtype), model.weights())
+    # Personal variables (FedRep, FedRoD) are neither uploaded nor aggregated.
+    personal = tuple(sorted(definition.personal_variables(model)))
+    # Normalisation statistics are averaged like the model; the other non-trainable
+    # weights are constant (sent once per client, see Round.constant_broadcast_bytes).
+    statistics = tuple(model.statistics_indices())
+    x_spec = input_spec[0] if isinstance(input_spec, (tuple, list)) else input_spec["x"]
+    probe_x = tf.nest.map_structure(
+        lambda s: tf.zeros([1 if d is None else d for d in s.shape], s.dtype), x_spec)
+    traced = tf.function(lambda x: model.outputs(x, training=False))
+    outputs = traced.get_concrete_function(spec_of(probe_x)).structured_outputs
+    num_classes = int(model.main_output(outputs).shape[-1])
+    extras_spec = spec_of(definition.initial_extras(model))
+    client_state = definition.initial_client_state(model)
+    client_state_spec = None if client_state is None else spec_of(client_state)
+    # The extra uploads' types, traced (not run) on a context of zeros.
+    zeros = lambda spec: tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), spec)  # noqa
+    probe = tf.data.Dataset.from_tensors(zeros(spec_of(
+        tf.nest.map_structure(lambda s: tf.TensorSpec([1] + s.shape[1:], s.dtype),
+                              input_spec))))
+
+    def upload_of():
+        return definition.client_upload(ObjectiveContext(
+            model=model, dataset=probe, extras=zeros(extras_spec),
+            label_counts=tf.zeros([num_classes]),
+            client_state=None if client_state is None else zeros(client_state_spec),
+            initial_weights=zeros(model_spec.trainable), hparams=definition.hparams))
+    extra_spec = spec_of(tf.function(upload_of).get_concrete_function().structured_outputs)
+    shared = tuple(i for i in range(len(model_spec.trainable)) if i not in personal)
+    parts = collections.OrderedDict()
+    if definition.uploads_model:
+        parts["model"] = make_aggregator([model_spec.trainable[i].shape for i in shared])
+    if tf.nest.flatten(extra_spec):
+        parts["extra"] = definition.upload_aggregator(extra_spec)
+    if statistics:
+        parts["statistics"] = WeightedStructMean([model_spec.non_trainable[i]
+                                                  for i in statistics])
+    return Layout(
+        # How to rebuild each Keras metric to finalize its summed variables (as TFF's
+        # keras_finalizer does, but reusable: the local executor builds them once).
+        metric_kinds=tuple((m.name, type(m), m.get_config()) for m in model.get_metrics()),
+        input_spec=input_spec, model_spec=model_spec,
+        optimizer_state_spec=slot.optimizer_state_spec(),
+        metrics_spec=collections.OrderedDict(
+            (m.name, [tf.TensorSpec(v.shape, v.dtype) for v in m.variables])
+            for m in model.get_metrics()),
+        personal=personal, statistics=statistics,
+        constant=tuple(i for i in range(len(model_spec.non_trainable)) if i not in statistics),
+        shared=shared, num_classes=num_classes, extras_spec=extras_spec,
+        client_state_spec=client_state_spec, parts=parts)
+
+
+def client_part(aggregator, value, weight, broadcast, key):
+    """Upload part ``key`` of a client: ``aggregator.client(value, weight)``, and for an
+    aggregator with server state (:func:`tffre.aggregators.has_state`: e.g. DP's clipping
+    norm) the round's parameters it broadcast too."""
+    if not has_state(aggregator):
+        return aggregator.client(value, weight)
+    return aggregator.client(value, weight, broadcast["aggregator_params"][key])
+
+
 def carried_optimizer_variables(optimizer):
     """The optimizer variables that make up its state (moments, step count), without anchors."""
-    anchors = {id(a) for a in (getattr(optimizer, "_anchors", None) or [])}
-    return [v for v in optimizer.variables if id(v) not in anchors]
+    return optimizers.training_state(optimizer)
 
 
 def _batch_size(batch):
@@ -96,33 +213,45 @@ class ClientTrainer:
         upload the final one (see the module docstring).
       definition: the algorithm's :class:`~tffre.definition.Definition`
         (objective, uploads, client state); FedAvg's by default.
-      client_upload: callable(update, weight) -> the model aggregator's part
-        of the upload (see :mod:`tffre.aggregators`); set by the round.
+      layout: the round's :class:`Layout` (:func:`read_layout`); None for a trainer
+        whose slots read their own, with FedAvg's weighted mean (a trainer used alone).
     """
 
     def __init__(self, model_fn, optimizer_fn, *, num_epochs=1, num_iters=None,
                  client_weighting="dataset_size", keep_optimizer_state=False, definition=None,
-                 client_upload=None):
-        check_client_weighting(client_weighting)
+                 layout=None):
+        if client_weighting not in CLIENT_WEIGHTINGS:
+            raise ValueError(f"client_weighting must be one of {', '.join(CLIENT_WEIGHTINGS)}, "
+                             f"got {client_weighting!r}")
         self.model_fn = model_fn
         self.optimizer_fn = optimizer_fn
         self.num_epochs = num_epochs
         self.num_iters = num_iters
         self.client_weighting = client_weighting
         self.keep_optimizer_state = keep_optimizer_state
-        self.definition = definition or Definition({})
+        self.definition = definition or Definition(Definition.Hparams())
         if keep_optimizer_state and not self.definition.uploads_model:
             raise ValueError("keep_optimizer_state needs an algorithm that uploads the model")
-        self.client_upload = client_upload or (
-            lambda update, weight: collections.OrderedDict(update=list(update), weight=weight))
-        self.extra_upload = None     # the extra uploads' aggregator client part (set by the round)
-        self.personal = ()           # indices of personal trainable variables (set by the round)
-        self.statistics = ()         # indices of averaged normalisation statistics (set by the round)
-        self.num_classes = None      # set by the round (label counts)
+        self.layout = layout
 
-    def slot(self):
-        """A model and a built optimizer to train clients with (in the current graph or eagerly)."""
-        return TrainerSlot(self)
+    @classmethod
+    def from_hparams(cls, model_fn, optimizer_fn, hparams, definition=None):
+        """The trainer of an algorithm's resolved hyperparameters (:class:`tffre.definition.Hparams`)."""
+        return cls(model_fn, optimizer_fn, num_epochs=hparams.num_epochs,
+                   num_iters=hparams.num_iters, client_weighting=hparams.client_weighting,
+                   keep_optimizer_state=hparams.keep_optimizer_state, definition=definition)
+
+    def with_layout(self, layout):
+        """This trainer for a round of ``layout``: what its slots read and upload."""
+        return ClientTrainer(self.model_fn, self.optimizer_fn, num_epochs=self.num_epochs,
+                             num_iters=self.num_iters, client_weighting=self.client_weighting,
+                             keep_optimizer_state=self.keep_optimizer_state,
+                             definition=self.definition, layout=layout)
+
+    def slot(self, reuse=None):
+        """A model and a built optimizer to train clients with (in the current graph or eagerly);
+        ``reuse``: a slot whose built model, optimizer and frozen copies to take over."""
+        return TrainerSlot(self, reuse)
 
     def local_data(self, dataset):
         """The batches one round trains on: ``num_epochs`` passes, capped at ``num_iters`` steps."""
@@ -134,20 +263,31 @@ class TrainerSlot:
     """One model and one optimizer (and the algorithm's frozen model copies); trains one client
     at a time (see :class:`ClientTrainer`)."""
 
-    def __init__(self, trainer):
+    def __init__(self, trainer, reuse=None):
         self.trainer = trainer
         self.definition = trainer.definition
-        self.model = trainer.model_fn()
-        self.optimizer = trainer.optimizer_fn()
-        self.optimizer.build(self.model.trainable_variables)
+        if reuse is None:
+            self.model = trainer.model_fn()
+            self.optimizer = trainer.optimizer_fn()
+            self.optimizer.build(self.model.trainable_variables)
+            self.frozen = {name: trainer.model_fn() for name in self.definition.frozen_models()}
+        else:
+            self.model, self.optimizer, self.frozen = reuse.model, reuse.optimizer, reuse.frozen
         self.weights = self.model.weights()
         self.carried = carried_optimizer_variables(self.optimizer)
-        self.frozen = {name: trainer.model_fn() for name in self.definition.frozen_models()}
         # Does the objective read anything beyond the batch? (the per-batch-steps form then
         # passes the round's tensors to each step; otherwise it passes nothing)
         self._objective_reads_round = (type(self.definition).objective
                                        is not Definition.objective)
         self._step = None
+
+    @functools.cached_property
+    def layout(self):
+        """The round's :class:`Layout`; a trainer used alone (no round) reads its own, with
+        FedAvg's weighted mean."""
+        if self.trainer.layout is not None:
+            return self.trainer.layout
+        return read_layout(self, WeightedMean)
 
     def optimizer_state_spec(self):
         """The kept optimizer state's float32 specs ([] unless ``keep_optimizer_state``)."""
@@ -157,7 +297,7 @@ class TrainerSlot:
 
     def label_counts(self, dataset, loop="reduce"):
         """float32 [num_classes]: how many of the client's examples carry each label (one pass)."""
-        c = self.trainer.num_classes
+        c = self.layout.num_classes
 
         def counts(batch):
             y = tf.cast(tf.reshape(_xy(batch)[1], [-1]), tf.int32)
@@ -169,7 +309,7 @@ class TrainerSlot:
         anchor. Returns the round's tensors the objective may read."""
         tf.nest.map_structure(lambda v, t: v.assign(t), self.weights, broadcast["model"])
         # Personal weights start from the client's own (the broadcast ones before its first round).
-        for j, i in enumerate(self.trainer.personal):
+        for j, i in enumerate(self.layout.personal):
             own = client_state["personal"][j]
             self.weights.trainable[i].assign(
                 tf.where(client_state["seen"] > 0, own, broadcast["model"].trainable[i]))
@@ -228,7 +368,7 @@ class TrainerSlot:
             # Only the shared variables' deltas leave the client (personal ones stay).
             flat = [tf.subtract(b, w) for i, (b, w) in enumerate(zip(
                 broadcast["model"].trainable, self.weights.trainable))
-                if i not in self.trainer.personal]
+                if i not in self.layout.personal]
             checks += flat
         extra = definition.client_upload(after)
         checks += [tf.cast(t, tf.float32) for t in tf.nest.flatten(extra)
@@ -247,17 +387,14 @@ class TrainerSlot:
         def zero_if_excluded(t):   # 0 * NaN is NaN: an excluded client's values become zeros
             return tf.where(finite, t, tf.zeros_like(t))
 
-        upload = collections.OrderedDict()
-        if definition.uploads_model:
-            upload["model"] = self.trainer.client_upload([zero_if_excluded(u) for u in flat],
-                                                         weight)
-        if tf.nest.flatten(extra):
-            upload["extra"] = self.trainer.extra_upload(
-                tf.nest.map_structure(zero_if_excluded, extra), weight)
-        if self.trainer.statistics:
-            upload["statistics"] = self.trainer.statistics_upload(
-                [zero_if_excluded(self.weights.non_trainable[i]) for i in self.trainer.statistics],
-                weight)
+        values = collections.OrderedDict(
+            model=lambda: [zero_if_excluded(u) for u in flat],
+            extra=lambda: tf.nest.map_structure(zero_if_excluded, extra),
+            statistics=lambda: [zero_if_excluded(self.weights.non_trainable[i])
+                                for i in self.layout.statistics])
+        upload = collections.OrderedDict(
+            (key, client_part(aggregator, values[key](), weight, broadcast, key))
+            for key, aggregator in self.layout.parts.items())
         upload["optimizer_state"] = [
             weight * zero_if_excluded(tf.cast(v, tf.float32)) for v in self.carried
         ] if self.trainer.keep_optimizer_state else []

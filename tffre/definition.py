@@ -40,15 +40,86 @@ The parts, each a method or attribute with a working default (FedAvg's):
    round does not lower to MapReduceForm, whose ``work`` has no client-state
    output: stateful algorithms are the documented exception.
 
+**Hyperparameters** are declared once, in the definition's ``Hparams``: a
+frozen dataclass of :func:`tffre.hparams.param` fields (default, type and
+range, help, paper reference). The registry, the command line, the config
+files and the validation all read that declaration; the definition gets the
+resolved object (``self.hparams.learning_rate``). A subclass's ``Hparams``
+extends its parent's. What the *task* gives an algorithm (the number of
+clients, class concepts, the server's labelled set) is a :class:`TaskContext`,
+not a hyperparameter.
+
 Every method runs inside ``tf.function`` (the local executor) or a TFF
 TensorFlow computation (the TFF executor): write plain TensorFlow. Types are
 read off the traced functions, so the bytes each way are computed, not
 listed. See ``docs/adding-an-algorithm.md`` for a worked example.
+
+This module and the algorithm modules import TensorFlow lazily
+(:mod:`tffre.lazy`), so that their declarations load without it.
 """
 
 import collections
+import dataclasses
+from typing import Any, Optional, Tuple
 
-import tensorflow as tf
+from tffre.hparams import (Params, boolean, choice, non_negative_float, num_iters, optional,
+                           param, positive_float, positive_int, unit_interval)
+from tffre.lazy import tf
+
+#: The weight of a client's update (see :mod:`tffre.client_work`); "dataset_size" is n_k of
+#: FLCMC Eq. 6.
+CLIENT_WEIGHTINGS = ("dataset_size", "processed", "uniform")
+#: ``local_optimizer``: replace a row's optimizer by the same kind of step in another family.
+OPTIMIZER_FAMILIES = ("adam", "sgdm")
+
+
+@dataclasses.dataclass(frozen=True)
+class Hparams(Params):
+    """FedAvg's hyperparameters, which every algorithm takes (FLCMC Table 7 and the common ones)."""
+
+    learning_rate: Optional[float] = param(
+        None, optional(non_negative_float), "local learning rate; default the local "
+        "optimizer's: 0.01 for SGD/PGD, 0.001 for the Adam family", paper="FLCMC Table 7")
+    num_epochs: int = param(10, positive_int, "local epochs", paper="FLCMC Table 7")
+    num_iters: Optional[int] = param(20, num_iters, "cap on local steps per round; 0 or none: "
+                                     "no cap", paper="FLCMC Table 7")
+    client_weighting: str = param(
+        "dataset_size", choice(*CLIENT_WEIGHTINGS), "a client update's weight: dataset_size "
+        "(n_k), processed (examples processed in local training), uniform (1)",
+        paper="FLCMC Eq. 6")
+    keep_optimizer_state: bool = param(
+        False, boolean, "keep the optimizer state (Adam moments) across rounds at the server",
+        flag=True)
+    lr_decay: float = param(
+        1.0, unit_interval, "multiply the local learning rate by this every round (FedCB and "
+        "the FedLCC authors' code: 0.99; 1: no decay)")
+    local_optimizer: Optional[str] = param(
+        None, optional(choice(*OPTIMIZER_FAMILIES)), "replace every algorithm's local "
+        "optimizer: adam (FedCB's; a proximal row keeps its term: PAdam) or sgdm (SGD, momentum "
+        "0.9, weight decay 5e-4: the FedCB authors' scripts)")
+    clip_norm: Optional[float] = param(
+        None, optional(positive_float), "clip each local step's gradients to this global L2 "
+        "norm (the FedLCC authors' code: 1.0; default no clipping)")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskContext:
+    """What a task gives the algorithms besides hyperparameters (filled in by the runner).
+
+    Attributes:
+      num_clients: the population (FedDyn's m).
+      concepts: the class concepts, one text per class (FedCB).
+      prompts: FedCB's prompt set: "image" or "text".
+      server_data: the server's labelled set D_v, a batched ``tf.data.Dataset`` of (x, y)
+        (FedED).
+      clients_per_round: the expected number of clients per round (differential privacy's
+        fixed denominator).
+    """
+    num_clients: Optional[int] = None
+    clients_per_round: Optional[int] = None
+    concepts: Optional[Tuple[str, ...]] = None
+    prompts: str = "image"
+    server_data: Any = None
 
 
 class ObjectiveContext:
@@ -66,7 +137,7 @@ class ObjectiveContext:
         pass over its data), or None unless the definition asks for them.
       client_state: this client's state (stateful definitions), else None.
       initial_weights: the broadcast trainable weights.
-      hparams: the algorithm's resolved hyperparameters.
+      hparams: the algorithm's resolved hyperparameters (its ``Hparams`` object).
     """
 
     def __init__(self, **fields):
@@ -155,10 +226,16 @@ class StructSum:
 class Definition:
     """An algorithm's parts (see the module docstring); the defaults are FedAvg's.
 
-    Subclass it, override what your algorithm changes, and add a registry row
-    (:data:`tffre.registry.ALGORITHMS`) naming the subclass. The constructor
-    receives the resolved hyperparameters.
+    Subclass it, override what your algorithm changes, declare its own
+    hyperparameters in a nested ``Hparams`` (a frozen dataclass extending the
+    parent's), and add a registry row (:data:`tffre.registry.ALGORITHMS`) naming
+    the subclass. The constructor receives the resolved hyperparameters (an
+    instance of the row's composed ``Hparams``) and the task's
+    :class:`TaskContext`.
     """
+
+    #: The hyperparameters this definition declares (FedAvg's: every algorithm takes them).
+    Hparams = Hparams
 
     #: Part 4: upload the model delta (aggregated by the registry row's aggregator).
     uploads_model = True
@@ -171,9 +248,41 @@ class Definition:
     needs_features = False
     #: Part 3: compute the client's label counts before training (FedRS, FedLC).
     uses_label_counts = False
+    #: The task must give the server's labelled set D_v (``TaskContext.server_data``: FedED).
+    needs_server_data = False
 
-    def __init__(self, hparams):
-        self.hparams = dict(hparams)
+    @classmethod
+    def dp_refusal(cls, hparams):
+        """Why client-level DP (:mod:`tffre.privacy`) is not sound for this definition with
+        ``hparams``, or None where it is. DP clips and noises the model delta; an algorithm
+        with other uploads must privatize them too (FedED) or say why it cannot."""
+        if cls.client_upload is not Definition.client_upload:
+            return (f"{cls.__name__} uploads more than the model delta, and those uploads are "
+                    f"not clipped and noised")
+        return None
+
+    def dp_settings(self):
+        """The keyword arguments of a DP-FedAvg aggregator (:mod:`tffre.privacy.aggregator`)
+        under this definition's DP hyperparameters and the task context: noise multiplier,
+        clip, adaptive clipping, the expected clients per round, the secret seed."""
+        from tffre.privacy.settings import ADAPTIVE, INITIAL_ADAPTIVE_CLIP
+        hp = self.hparams
+        if hp.dp_noise_multiplier is None:
+            raise ValueError("calibrate dp_target_epsilon to a dp_noise_multiplier first "
+                             "(tffre.privacy.accounting.calibrate_noise_multiplier; the runner "
+                             "does it)")
+        if not self.context.clients_per_round:
+            raise ValueError("differential privacy needs the expected clients per round: "
+                             "TaskContext(clients_per_round=...)")
+        adaptive = hp.dp_clip == ADAPTIVE
+        return dict(noise_multiplier=hp.dp_noise_multiplier,
+                    clip=INITIAL_ADAPTIVE_CLIP if adaptive else hp.dp_clip,
+                    adaptive_clip=adaptive, target_quantile=hp.dp_target_quantile,
+                    expected_clients=self.context.clients_per_round, seed=hp.dp_seed)
+
+    def __init__(self, hparams, context=None):
+        self.hparams = hparams
+        self.context = context if context is not None else TaskContext()
 
     # --- the model the algorithm trains ---
 
@@ -291,18 +400,17 @@ class GlobalModelMixin:
 
 
 class PersonalLayerMixin:
-    """Personal weights: the trainable weights of the Keras layer named by the ``personal_layer``
-    hyperparameter (default "classifier") stay with each client (FedRep, FedRoD).
+    """Personal weights: the trainable weights of the Keras layer named by the class attribute
+    ``personal_layer`` (default "classifier") stay with each client (FedRep, FedRoD).
 
     Client state: ``personal`` (those weights after the client's last round)
     and ``seen`` (1.0 once it has trained). A diverged round keeps the old state.
     """
 
-    def _personal_layer(self):
-        return self.hparams.get("personal_layer") or "classifier"
+    personal_layer = "classifier"
 
     def personal_variables(self, model):
-        layer = model.keras_model.get_layer(self._personal_layer())
+        layer = model.keras_model.get_layer(self.personal_layer)
         mine = {id(v) for v in layer.trainable_weights}
         return tuple(i for i, v in enumerate(model.trainable_variables) if id(v) in mine)
 

@@ -1,8 +1,9 @@
 """Error types, message helpers and input checks the loaders and encoders share."""
 
-import numpy as np
+import numbers
 
 SHOW = 60  # longest user string quoted in full in an error message
+GIT_LFS_POINTER = "version https://git-lfs.github.com/spec/"
 
 
 class MessageFileNotFoundError(FileNotFoundError):
@@ -37,14 +38,19 @@ def read_utf8(path, error):
     """The text of the UTF-8 file ``path``, its BOM dropped.
 
     Bytes that are not UTF-8 raise ``error(line, message)``, the loader's own
-    error naming the file and the 1-based line they are on.
+    error naming the file and the 1-based line they are on; so does a Git LFS
+    pointer file (line 1), which some public copies hold in place of a corpus file.
     """
     with open(path, "rb") as f:
         data = f.read()
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise error(data[:e.start].count(b"\n") + 1, f"not UTF-8 text ({e.reason})") from None
+    if text.startswith(GIT_LFS_POINTER):
+        # Public copies of corpora often hold a large file as a pointer to Git LFS storage.
+        raise error(1, "a Git LFS pointer, not the data: fetch the file itself (git lfs pull)")
+    return text
 
 
 def text_lines(text):
@@ -57,6 +63,33 @@ def text_lines(text):
 
 def positive_int(value, name):
     """``value`` as an int if it is a whole number >= 1 (not a bool), else ValueError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    # numbers.Integral covers numpy's integers without importing numpy (the loaders don't).
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+class collect:  # noqa: N801  (a context manager used like contextlib.suppress)
+    """One record's errors, strict or lenient: ``with collect(problems, MyError): ...``.
+
+    Every loader reads each record (a line, a document, a mention) inside one of these.
+    With ``problems=None``, the loaders' default (strict), an error raised in the block
+    propagates as usual. With a list, the error's one-line message is appended to it and
+    execution goes on after the block, so the record is skipped and the load continues:
+    one pass finds every problem (the check behind ``python -m tffre data check``). Errors
+    of other types always propagate.
+    """
+
+    __slots__ = ("problems", "errors")
+
+    def __init__(self, problems, errors=ValueError):
+        self.problems, self.errors = problems, errors
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        if error is None or self.problems is None or not isinstance(error, self.errors):
+            return False
+        self.problems.append(one_line(str(error)))
+        return True

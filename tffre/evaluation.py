@@ -211,3 +211,30 @@ def make_evaluator(kind, model_fn, data, loss, **options):
     if kind not in EVALUATORS:
         raise ValueError(f"unknown evaluation kind {kind!r}; valid: {', '.join(EVALUATORS)}")
     return EVALUATORS[kind](model_fn, data, loss, **options)
+
+
+def evaluate_state(evaluator, process, state):
+    """The metrics of a round's model: the global model's, or for an algorithm evaluated as
+    personal models (FedRep: ``process.evaluation == "personal"``) the mean over the clients
+    trained so far of the global model with each one's personal weights (the global model's
+    before any client has trained)."""
+    import tensorflow_federated as tff
+    weights = process.get_model_weights(state)
+    personal = process.personal_indices
+    if process.evaluation != "personal" or not personal:
+        return evaluator(weights)
+    kept = [s for _, s in sorted(process.client_states.items()) if float(s["seen"]) > 0]
+    if not kept:
+        return evaluator(weights)
+    rows = []
+    held_out = [s for s in evaluator.splits if s != "train"]
+    for client_state in kept:
+        trainable = list(weights.trainable)
+        for j, i in enumerate(personal):
+            trainable[i] = client_state["personal"][j]
+        rows.append(evaluator(tff.learning.models.ModelWeights(
+            trainable=trainable, non_trainable=list(weights.non_trainable)), held_out))
+    out = {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
+    # The training loss stays the global model's (one pass, not one per client).
+    out["train_loss"] = evaluator(weights, ("train",))["train_loss"]
+    return out

@@ -22,43 +22,40 @@ and returns ``(upload, next_state)``; the next state stays at the client.
 """
 
 import collections
+import dataclasses
+from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffre.definition import ObjectiveContext
-from tffre.client_work import ClientTrainer
+from tffre.aggregators import has_state
+from tffre.client_work import ClientTrainer, read_layout, spec_of  # noqa: F401  (re-export)
 from tffre.types_util import to_py  # noqa: F401  (re-exported for the executors)
 
 ModelWeights = tff.learning.models.ModelWeights
 
 
-def spec_of(structure):
-    """TensorSpecs of a structure of tensors, arrays or specs."""
-    def one(t):
-        if isinstance(t, tf.TensorSpec):
-            return t
-        t = tf.convert_to_tensor(t) if not isinstance(t, (tf.Tensor, tf.Variable)) else t
-        return tf.TensorSpec(t.shape, t.dtype)
-    return tf.nest.map_structure(one, structure)
-
-
 class Round:
     """The MapReduce-shaped definition of an algorithm's round (see the module docstring).
 
+    Made by a :class:`RoundFactory` from a built slot (the round reads its
+    types off it, :func:`tffre.client_work.read_layout`).
+
     Args:
-      trainer: the :class:`tffre.client_work.ClientTrainer` (it holds the model_fn).
-      make_aggregator: callable(shapes) -> a mergeable aggregator
-        (:mod:`tffre.aggregators`) for the trainable weights' deltas.
+      trainer: the :class:`tffre.client_work.ClientTrainer`, bound to the round's layout
+        (``trainer.layout``).
       server_learning_rate: the server step: 1 for the mean (Eq. 6), lambda
         for attention (Eq. 14).
+      learning_rate, lr_decay: the local learning rate and its decay per round.
     """
 
-    def __init__(self, trainer, make_aggregator, server_learning_rate, *, learning_rate=None,
-                 lr_decay=1.0):
+    def __init__(self, trainer, server_learning_rate, *, learning_rate=None, lr_decay=1.0):
+        if trainer.layout is None:
+            raise ValueError("a Round needs a trainer bound to its layout (make_round)")
         self.trainer = trainer
-        self.make_aggregator = make_aggregator
+        self.definition = trainer.definition
+        layout = self.layout = trainer.layout
         self.server_learning_rate = float(server_learning_rate)
         # Local learning rate decay per round (FedCB: 0.99): the server keeps a round counter
         # and broadcasts learning_rate * lr_decay**round; without decay neither exists.
@@ -67,81 +64,30 @@ class Round:
         if self.decays and learning_rate is None:
             raise ValueError("lr_decay needs the local learning_rate")
         self.learning_rate = learning_rate
-        self.aggregator = None
-
-    def describe(self, slot):
-        """Reads the specs (weights, metrics, optimizer state, extras, uploads) off a built slot;
-        call once.
-
-        The executor passes its own slot: the TFF executor one built in a
-        throwaway graph, the local executor its first eager slot (building a
-        Keras model in a graph would break the eager ones made before it).
-        """
-        if self.aggregator is not None:
-            return self
-        definition = self.definition = self.trainer.definition
-        # How to rebuild each Keras metric to finalize its summed variables (as TFF's
-        # keras_finalizer does, but reusable: the local executor builds them once).
-        self.metric_kinds = [(m.name, type(m), m.get_config()) for m in slot.model.get_metrics()]
-        self.input_spec = slot.model.input_spec
-        self.model_spec = tf.nest.map_structure(
-            lambda v: tf.TensorSpec(v.shape, v.dtype), slot.model.weights())
-        self.optimizer_state_spec = slot.optimizer_state_spec()
-        self.metrics_spec = collections.OrderedDict(
-            (m.name, [tf.TensorSpec(v.shape, v.dtype) for v in m.variables])
-            for m in slot.model.get_metrics())
-        # Personal variables (FedRep, FedRoD) are neither uploaded nor aggregated.
-        self.personal = tuple(sorted(definition.personal_variables(slot.model)))
-        self.trainer.personal = self.personal
-        # Normalisation statistics are averaged like the model; the other non-trainable
-        # weights are constant (sent once per client, see constant_broadcast_bytes).
-        self.statistics = tuple(slot.model.statistics_indices())
-        self.trainer.statistics = self.statistics
-        self.constant = [i for i in range(len(self.model_spec.non_trainable))
-                         if i not in self.statistics]
-        self.statistics_aggregator = None
-        if self.statistics:
-            from tffre.definition import WeightedStructMean
-            self.statistics_aggregator = WeightedStructMean(
-                [self.model_spec.non_trainable[i] for i in self.statistics])
-            self.trainer.statistics_upload = self.statistics_aggregator.client
-        self.shared = [i for i in range(len(self.model_spec.trainable)) if i not in self.personal]
-        self.aggregator = self.make_aggregator(
-            [self.model_spec.trainable[i].shape for i in self.shared])
-        self.trainer.client_upload = self.aggregator.client
-        x_spec = self.input_spec[0] if isinstance(self.input_spec, (tuple, list)) \
-            else self.input_spec["x"]
-        probe_x = tf.nest.map_structure(
-            lambda s: tf.zeros([1 if d is None else d for d in s.shape], s.dtype), x_spec)
-        traced = tf.function(lambda x: slot.model.outputs(x, training=False))
-        outputs = traced.get_concrete_function(spec_of(probe_x)).structured_outputs
-        self.trainer.num_classes = int(slot.model.main_output(outputs).shape[-1])
-        self.extras_spec = spec_of(definition.initial_extras(slot.model))
-        client_state = definition.initial_client_state(slot.model)
-        self.client_state_spec = None if client_state is None else spec_of(client_state)
-        # The extra uploads' types, traced (not run) on a context of zeros.
-        zeros = lambda spec: tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), spec)
-        probe = tf.data.Dataset.from_tensors(zeros(spec_of(
-            tf.nest.map_structure(lambda s: tf.TensorSpec([1] + s.shape[1:], s.dtype),
-                                  self.input_spec))))
-
-        def upload_of():
-            return definition.client_upload(ObjectiveContext(
-                model=slot.model, dataset=probe, extras=zeros(self.extras_spec),
-                label_counts=tf.zeros([self.trainer.num_classes]),
-                client_state=None if client_state is None else zeros(self.client_state_spec),
-                initial_weights=zeros(self.model_spec.trainable), hparams=definition.hparams))
-        extra_spec = spec_of(tf.function(upload_of).get_concrete_function().structured_outputs)
-        self.extra_aggregator = definition.upload_aggregator(extra_spec) \
-            if tf.nest.flatten(extra_spec) else None
-        if self.extra_aggregator is not None:
-            self.trainer.extra_upload = self.extra_aggregator.client
+        self.input_spec = layout.input_spec
+        self.model_spec = layout.model_spec
+        self.optimizer_state_spec = layout.optimizer_state_spec
+        self.metrics_spec = layout.metrics_spec
+        self.extras_spec = layout.extras_spec
+        self.client_state_spec = layout.client_state_spec
+        self.personal, self.shared = layout.personal, layout.shared
+        self.statistics, self.constant = layout.statistics, layout.constant
+        self.parts = layout.parts
+        # Aggregators with server state (differential privacy's clip and noise): their state
+        # is kept in the server state and their per-round parameters broadcast.
+        self.stateful_parts = [k for k, agg in self.parts.items() if has_state(agg)]
+        if self.stateful_parts and self.statistics:
+            raise ValueError("differential privacy does not cover the model's normalisation "
+                             "statistics (BatchNorm's moving mean and variance), which are "
+                             "averaged without noise: use a model without them")
         self.state_spec = collections.OrderedDict(model=self.model_spec,
                                                   optimizer_state=self.optimizer_state_spec,
                                                   extras=self.extras_spec)
+        if self.stateful_parts:
+            self.state_spec["aggregators"] = collections.OrderedDict(
+                (k, spec_of(self.parts[k].initial_state())) for k in self.stateful_parts)
         if self.decays:
             self.state_spec["round"] = tf.TensorSpec([], tf.int32)
-        return self
 
     def constant_broadcast_bytes(self):
         """Bytes of the broadcast that never change (non-trainable weights other than
@@ -163,39 +109,28 @@ class Round:
     # --- server ---
 
     def prepare(self, state):
-        """What each client receives: the global model, the kept optimizer state, the extras."""
-        broadcast = self._prepare_without_decay(state)
+        """What each client receives: the global model, the kept optimizer state, the extras,
+        the stateful aggregators' parameters of the round and the decayed learning rate."""
+        broadcast = collections.OrderedDict(model=state["model"],
+                                            optimizer_state=list(state["optimizer_state"]),
+                                            extras=state["extras"])
+        if self.stateful_parts:
+            broadcast["aggregator_params"] = collections.OrderedDict(
+                (k, self.parts[k].client_params(state["aggregators"][k]))
+                for k in self.stateful_parts)
         if self.decays:
             broadcast["learning_rate"] = self.learning_rate * tf.pow(
                 tf.constant(self.lr_decay, tf.float32), tf.cast(state["round"], tf.float32))
         return broadcast
 
     def broadcast_spec(self):
-        """The TensorSpecs of :meth:`prepare`'s result."""
-        spec = collections.OrderedDict(self.state_spec)
-        round_spec = spec.pop("round", None)
-        broadcast = self.prepare(spec) if round_spec is None else \
-            self._prepare_without_decay(spec)
-        if round_spec is not None:
-            broadcast["learning_rate"] = tf.TensorSpec([], tf.float32)
-        return broadcast
-
-    @staticmethod
-    def _prepare_without_decay(state):
-        return collections.OrderedDict(model=state["model"],
-                                       optimizer_state=list(state["optimizer_state"]),
-                                       extras=state["extras"])
+        """The TensorSpecs of :meth:`prepare`'s result (traced, not run)."""
+        return spec_of(tf.function(self.prepare).get_concrete_function(
+            self.state_spec).structured_outputs)
 
     def _parts(self):
         """(key, aggregator) of the upload parts with their own aggregation."""
-        parts = []
-        if self.definition.uploads_model:
-            parts.append(("model", self.aggregator))
-        if self.extra_aggregator is not None:
-            parts.append(("extra", self.extra_aggregator))
-        if self.statistics_aggregator is not None:
-            parts.append(("statistics", self.statistics_aggregator))
-        return parts
+        return list(self.parts.items())
 
     def zero(self):
         """The empty accumulator."""
@@ -242,12 +177,12 @@ class Round:
         summed metrics."""
         state = acc["optimizer_state"]
         out = collections.OrderedDict()
-        if self.definition.uploads_model:
-            out["update"] = self.aggregator.report(acc["model"])
-        if self.extra_aggregator is not None:
-            out["extra"] = self.extra_aggregator.report(acc["extra"])
-        if self.statistics_aggregator is not None:
-            out["statistics"] = self.statistics_aggregator.report(acc["statistics"])
+        if "model" in self.parts:
+            out["update"] = self.parts["model"].report(acc["model"])
+        if "extra" in self.parts:
+            out["extra"] = self.parts["extra"].report(acc["extra"])
+        if "statistics" in self.parts:
+            out["statistics"] = self.parts["statistics"].report(acc["statistics"])
             out["statistics_weight"] = acc["statistics"]["weight"]
         out.update(
             optimizer_state=[tf.math.divide_no_nan(t, state["weight"]) for t in state["total"]],
@@ -258,7 +193,7 @@ class Round:
 
     def metric_objects(self):
         """Fresh Keras metrics to finalize summed values with (creates their variables)."""
-        return [kind.from_config(config) for _, kind, config in self.metric_kinds]
+        return [kind.from_config(config) for _, kind, config in self.layout.metric_kinds]
 
     def server_objects(self):
         """What :meth:`update` builds variables for: the metrics to finalize and the definition's
@@ -271,7 +206,7 @@ class Round:
     def finalize_metrics(self, sums, metrics):
         """Keras ``result()`` of each metric whose variables hold the clients' summed values."""
         out = collections.OrderedDict()
-        for (name, _, _), metric in zip(self.metric_kinds, metrics):
+        for (name, _, _), metric in zip(self.layout.metric_kinds, metrics):
             assigns = [var.assign(tf.cast(value, var.dtype))
                        for var, value in zip(metric.variables, sums[name])]
             with tf.control_dependencies(assigns):   # TFF traces in a graph: order by hand
@@ -289,6 +224,15 @@ class Round:
         """
         objects = objects or self.server_objects()
         model = state["model"]
+        # Stateful aggregators (differential privacy) finish their aggregate at the server:
+        # e.g. the noise is added to the clipped sum here, with the aggregator's state.
+        aggregate = collections.OrderedDict(aggregate)
+        aggregator_states, aggregator_metrics = collections.OrderedDict(), \
+            collections.OrderedDict()
+        for key in self.stateful_parts:
+            name = REPORT_NAMES[key]
+            aggregate[name], aggregator_states[key], aggregator_metrics[key] = \
+                self.parts[key].finalize(state["aggregators"][key], aggregate[name])
         finite = tf.constant(True)
         trainable = list(model.trainable)
         if self.definition.uploads_model:
@@ -302,7 +246,7 @@ class Round:
         optimizer_state = [tf.where(counted, new, old) for new, old in
                            zip(aggregate["optimizer_state"], state["optimizer_state"])]
         non_trainable = list(model.non_trainable)
-        if self.statistics_aggregator is not None:
+        if "statistics" in self.parts:
             counted_stats = aggregate["statistics_weight"] > 0
             for i, value in zip(self.statistics, aggregate["statistics"]):
                 non_trainable[i] = tf.where(counted_stats, value, non_trainable[i])
@@ -311,6 +255,8 @@ class Round:
             state["extras"], aggregate.get("extra"), model, objects=objects["definition"])
         new_state = collections.OrderedDict(model=weights, optimizer_state=optimizer_state,
                                             extras=extras)
+        if self.stateful_parts:
+            new_state["aggregators"] = aggregator_states
         if self.decays:
             new_state["round"] = state["round"] + 1
         metrics = collections.OrderedDict(
@@ -319,7 +265,7 @@ class Round:
                 train=self.finalize_metrics(aggregate["metric_sums"],
                                             objects["metrics"]),
                 num_excluded_clients=aggregate["excluded"]),
-            aggregator=collections.OrderedDict(),
+            aggregator=aggregator_metrics,
             finalizer=collections.OrderedDict(update_non_finite=tf.cast(
                 tf.logical_not(finite), tf.int32)))
         return new_state, metrics
@@ -333,22 +279,43 @@ class Round:
             model=model_weights,
             optimizer_state=[np.zeros(s.shape, np.float32) for s in self.optimizer_state_spec],
             extras=extras)
+        if self.stateful_parts:
+            state["aggregators"] = collections.OrderedDict(
+                (k, self.parts[k].initial_state()) for k in self.stateful_parts)
         if self.decays:
             state["round"] = np.int32(0)
         return state
 
 
-def make_round(trainer, make_aggregator, server_learning_rate, hparams):
-    """The :class:`Round` of a registry row's resolved hyperparameters."""
-    return Round(trainer, make_aggregator, server_learning_rate,
-                 learning_rate=hparams.get("learning_rate"),
-                 lr_decay=hparams.get("lr_decay", 1.0))
+#: The name each upload part's aggregate has in :meth:`Round.report`'s result.
+REPORT_NAMES = {"model": "update", "extra": "extra", "statistics": "statistics"}
 
 
-def make_trainer(model_fn, optimizer_fn, hparams, definition=None):
-    """The :class:`ClientTrainer` of a registry row's resolved hyperparameters."""
-    return ClientTrainer(model_fn, optimizer_fn, num_epochs=hparams["num_epochs"],
-                         num_iters=hparams["num_iters"],
-                         client_weighting=hparams["client_weighting"],
-                         keep_optimizer_state=hparams["keep_optimizer_state"],
-                         definition=definition)
+@dataclasses.dataclass(frozen=True)
+class RoundFactory:
+    """Makes an algorithm's :class:`Round` once a slot of its trainer is built.
+
+    The round reads its types off the slot's model (:func:`read_layout`); the
+    executor decides where that slot is built (an eager one it keeps, or one in a
+    throwaway graph: see :mod:`tffre.execution`).
+
+    Attributes:
+      trainer: the (unbound) :class:`tffre.client_work.ClientTrainer`.
+      make_aggregator: callable(shapes) -> the model delta's mergeable aggregator.
+      server_learning_rate, learning_rate, lr_decay: as :class:`Round`'s.
+    """
+    trainer: ClientTrainer
+    make_aggregator: Callable
+    server_learning_rate: float
+    learning_rate: Optional[float] = None
+    lr_decay: float = 1.0
+
+    def probe(self):
+        """A slot of the trainer to read the round's types off (builds a model)."""
+        return self.trainer.slot()
+
+    def build(self, slot):
+        """The :class:`Round`, its types read off ``slot`` (a :meth:`probe`)."""
+        layout = read_layout(slot, self.make_aggregator)
+        return Round(self.trainer.with_layout(layout), self.server_learning_rate,
+                     learning_rate=self.learning_rate, lr_decay=self.lr_decay)

@@ -17,7 +17,7 @@ Scores (FedED, Sui et al. 2020, Section 4.1; FedCMC Section 4.1):
       F1        = 2 TP / (#{pred in P} + #{true in P})   (= 2 p r / (p + r))
 
   This is ``sklearn.metrics.precision_recall_fscore_support(average="micro",
-  labels=<all labels but the negative one>)``.
+  labels=<all labels but the negative one>)``, which :func:`relation_f1` calls.
 * Binary sets (GAD, EU-ADR, PGR) report the F1 of the positive class, which
   is the same computation with ``P = {positive label}``.
 
@@ -27,6 +27,12 @@ Scores (FedED, Sui et al. 2020, Section 4.1; FedCMC Section 4.1):
   inter-sentence split of CDR/GDA and DocRED's Ign F1.
 
 Zero denominators give 0.0 (sklearn's ``zero_division=0``), never NaN.
+:func:`relation_f1`, :func:`macro_f1` and :func:`per_class_table` are thin
+wrappers over scikit-learn's ``precision_recall_fscore_support``; what they add
+is the papers' conventions (the negative label left out of the micro scores,
+the gold-positive support, the table's row order and micro row) and labels
+compared as given (sklearn refuses a mix of string and number labels, so they
+go to it as integer codes).
 
 Tables: :func:`per_class_table` is FedED Table 6 (class-wise scores),
 :func:`rounds_to_target` is FedED Table 8 / Fig. 2 (rounds to reach an F1),
@@ -39,6 +45,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+from sklearn.metrics import precision_recall_fscore_support
 
 MICRO_ROW = "micro (positive classes)"
 
@@ -46,36 +53,42 @@ MICRO_ROW = "micro (positive classes)"
 _UNITS = ("B", "KB", "MB", "GB", "TB")
 
 
-def _as_objects(values, name):
-    # dtype=object keeps every label as given: np.asarray(["a", 1]) would turn
-    # 1 into "1", and the module promises to compare labels as given.
-    items = list(values)
-    array = np.empty(len(items), dtype=object)
-    for i, item in enumerate(items):
-        if isinstance(item, (list, tuple, np.ndarray)):
-            raise ValueError(f"{name} must be a 1-D sequence of labels, got {item!r} at {i}")
-        array[i] = item
-    return array
-
-
 def _pair(y_true, y_pred):
-    y_true, y_pred = _as_objects(y_true, "y_true"), _as_objects(y_pred, "y_pred")
+    y_true, y_pred = list(y_true), list(y_pred)
+    for name, values in (("y_true", y_true), ("y_pred", y_pred)):
+        for i, item in enumerate(values):
+            if isinstance(item, (list, tuple, np.ndarray)):
+                raise ValueError(f"{name} must be a 1-D sequence of labels, got {item!r} at {i}")
     if len(y_true) != len(y_pred):
         raise ValueError(f"y_true has {len(y_true)} labels, y_pred {len(y_pred)}")
     return y_true, y_pred
 
 
+def _encoded(y_true, y_pred, labels):
+    """``y_true``, ``y_pred`` and ``labels`` as integer codes, one per distinct label.
+
+    sklearn refuses a mix of string and number labels, and sorts the labels it
+    sees; the codes let it compare labels as given (``1 != "1"``) in any mix.
+    """
+    codes = {}
+
+    def encode(values):
+        return np.array([codes.setdefault(v, len(codes)) for v in values], dtype=np.int64)
+
+    labels = encode(labels)
+    return encode(y_true), encode(y_pred), labels
+
+
+def _micro(true, pred, positive):
+    """relation_f1's dict for integer codes: sklearn's micro P/R/F1 over ``positive``."""
+    p, r, f, _ = precision_recall_fscore_support(true, pred, labels=positive, average="micro",
+                                                 zero_division=0)
+    return {"precision": float(p), "recall": float(r), "f1": float(f),
+            "support": int(np.isin(true, positive).sum())}
+
+
 def _ratio(num, den):
     return float(num) / float(den) if den else 0.0
-
-
-def _counts(y_true, y_pred, positive):
-    """(hits, predicted, actual): counts restricted to the label set ``positive``."""
-    positive = set(positive)
-    pred_in = np.fromiter((p in positive for p in y_pred), dtype=bool, count=len(y_pred))
-    true_in = np.fromiter((t in positive for t in y_true), dtype=bool, count=len(y_true))
-    hits = int(np.sum(pred_in & (y_true == y_pred)))
-    return hits, int(pred_in.sum()), int(true_in.sum())
 
 
 def _scores(hits, predicted, actual):
@@ -84,18 +97,15 @@ def _scores(hits, predicted, actual):
             "f1": _ratio(2 * hits, predicted + actual), "support": int(actual)}
 
 
-def _label_order(y_true, y_pred):
-    # First-seen order, true labels before predicted ones.
-    return list(dict.fromkeys(list(y_true) + list(y_pred)))
-
-
 def relation_f1(y_true, y_pred, negative_label, labels=None):
     """Micro precision, recall and F1 over the positive (non-negative) relation classes.
 
     The standard score of the RE papers: micro-F1 for multi-class sets
     (i2b2, ChemProt), the positive-class F1 for binary sets (GAD, EU-ADR,
     PGR; pass ``labels=["0", "1"], negative_label="0"``). Both are the same
-    computation, see the module docstring.
+    computation, see the module docstring: sklearn's
+    ``precision_recall_fscore_support(average="micro", zero_division=0)`` over
+    the positive labels.
 
     Args:
       y_true: gold labels (strings or ints, compared as given: ``1 != "1"``).
@@ -112,9 +122,11 @@ def relation_f1(y_true, y_pred, negative_label, labels=None):
       denominator is zero) and ``"support"``: the number of gold positives.
     """
     y_true, y_pred = _pair(y_true, y_pred)
-    labels = _label_order(y_true, y_pred) if labels is None else list(labels)
-    positive = [label for label in labels if label != negative_label]
-    return _scores(*_counts(y_true, y_pred, positive))
+    if labels is None:
+        labels = y_true + y_pred
+    true, pred, codes = _encoded(y_true, y_pred,
+                                 [label for label in labels if label != negative_label])
+    return _micro(true, pred, np.unique(codes))
 
 
 def docre_scores(gold, pred, pair_mask, intra=None, in_train=None):
@@ -169,21 +181,21 @@ def docre_scores(gold, pred, pair_mask, intra=None, in_train=None):
 def macro_f1(y_true, y_pred, num_classes):
     """The unweighted mean over classes 0..num_classes-1 of each class's F1 (FedCB's F1-score).
 
-    A class with neither gold nor predicted examples scores 0, as scikit-learn's
-    ``f1_score(average="macro", labels=range(K), zero_division=0)``.
+    sklearn's ``f1_score(average="macro", labels=range(K), zero_division=0)``: a
+    class with neither gold nor predicted examples scores 0.
     """
-    y_true, y_pred = _pair(y_true, y_pred)
-    return float(np.mean([_scores(*_counts(y_true, y_pred, [c]))["f1"]
-                          for c in range(num_classes)]))
+    true, pred, classes = _encoded(*_pair(y_true, y_pred), range(num_classes))
+    return float(precision_recall_fscore_support(true, pred, labels=classes, average="macro",
+                                                 zero_division=0)[2])
 
 
 def per_class_table(y_true, y_pred, labels, negative_label=None):
     """Class-wise precision, recall, F1 and support, like FedED Table 6.
 
-    One row per label in ``labels`` order, except that the negative label
-    (if given and in ``labels``) is moved to the last class row, so the
-    relation classes read first, as in the papers' tables. A final row
-    labelled :data:`MICRO_ROW` ("micro (positive classes)") holds
+    One row per label in ``labels`` order (sklearn's ``average=None``), except
+    that the negative label (if given and in ``labels``) is moved to the last
+    class row, so the relation classes read first, as in the papers' tables. A
+    final row labelled :data:`MICRO_ROW` ("micro (positive classes)") holds
     :func:`relation_f1` over all labels but the negative one (all labels
     when ``negative_label`` is None); its support is the number of gold
     positives.
@@ -204,9 +216,13 @@ def per_class_table(y_true, y_pred, labels, negative_label=None):
         raise ValueError(f"labels has duplicates: {labels}")
     ordered = [label for label in labels if label != negative_label]
     ordered += [label for label in labels if label == negative_label]
-    rows = [{"label": label, **_scores(*_counts(y_true, y_pred, [label]))} for label in ordered]
-    positive = [label for label in labels if label != negative_label]
-    rows.append({"label": MICRO_ROW, **_scores(*_counts(y_true, y_pred, positive))})
+    true, pred, codes = _encoded(y_true, y_pred, ordered)
+    p, r, f, s = precision_recall_fscore_support(true, pred, labels=codes, average=None,
+                                                 zero_division=0)
+    rows = [{"label": label, "precision": float(p[i]), "recall": float(r[i]),
+             "f1": float(f[i]), "support": int(s[i])} for i, label in enumerate(ordered)]
+    positive = codes[[label != negative_label for label in ordered]]
+    rows.append({"label": MICRO_ROW, **_micro(true, pred, positive)})
     table = pd.DataFrame(rows, columns=["label", "precision", "recall", "f1", "support"])
     table["label"] = table["label"].astype(object)
     return table

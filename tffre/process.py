@@ -37,6 +37,10 @@ class MeasuredLearningProcess:
 
     Attributes:
       name, hparams: the algorithm and its resolved hyperparameters.
+      model_fn: the Keras model the algorithm trains (the task's, or the definition's
+        around it): what the runner evaluates and saves.
+      personal_indices: indices of the personal trainable weights (FedRep, FedRoD).
+      evaluation: "global" or "personal" (:attr:`tffre.definition.Definition.evaluation`).
       executor: "tff" or "local".
       broadcast_bytes_per_client, upload_bytes_per_client: from the round's types.
       constant_bytes_per_client: the part of the broadcast that never changes.
@@ -50,13 +54,17 @@ class MeasuredLearningProcess:
     def __init__(self, initialize, next_fn, get_model_weights, set_model_weights, *, name,
                  hparams, executor, input_spec, broadcast_bytes_per_client,
                  upload_bytes_per_client, constant_bytes_per_client=0, tff_process=None,
-                 initial_client_state=None):
+                 initial_client_state=None, model_fn=None, personal_indices=(),
+                 evaluation="global"):
         self.initialize = initialize
         self._next = next_fn
         self.get_model_weights = get_model_weights
         self.set_model_weights = set_model_weights
         self.name = name
-        self.hparams = dict(hparams)
+        self.hparams = hparams
+        self.model_fn = model_fn
+        self.personal_indices = tuple(personal_indices)
+        self.evaluation = evaluation
         self.executor = executor
         self.input_spec = input_spec
         self.broadcast_bytes_per_client = int(broadcast_bytes_per_client)

@@ -1,42 +1,69 @@
-"""The algorithm registry: what each algorithm is, without importing TensorFlow.
+"""The algorithm registry: what each algorithm is, one line each, without importing TensorFlow.
 
-Every algorithm is one row: a local optimizer, a server aggregator (FLCMC
-Tables 5 and 6) and, for algorithms that change more than those two, the
-:class:`tffre.definition.Definition` subclass that says what else
-(client objective, uploads, server extras and work, per-client state) with
-its own hyperparameters and defaults. This module holds the rows,
-their hyperparameters and defaults, and validates hyperparameters, so that the
-command line can check its arguments in well under a second.
-:func:`tffre.algorithms.build_algorithm` turns a row into a TFF process; the
-factories below import TensorFlow only when they are called.
+An algorithm is a row: a local optimizer and a server aggregator (FLCMC
+Tables 5 and 6) and, for algorithms that change more than those two, a
+:class:`tffre.definition.Definition` subclass (client objective, uploads,
+server extras and work, per-client state). Its hyperparameters are declared
+where they belong, once: FedAvg's in :class:`tffre.definition.Hparams`, the
+proximal optimizers' and attention's below, an algorithm's own in its
+definition's ``Hparams``. A row composes them (:meth:`AlgorithmSpec.hparams_class`)
+and may change their defaults; :func:`resolve_hparams` validates the values
+given. The command line builds its flags from the same declarations
+(:mod:`tffre.config`), so adding an algorithm is one module and one line here.
+
+The factories import TensorFlow only when they are called; definition
+modules import it lazily (:mod:`tffre.lazy`), so ``--help`` stays instant.
+:func:`tffre.builder.build_algorithm` turns a row into a learning process.
 """
 
 import dataclasses
+import functools
 import importlib
-import math
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
-# client_weighting: the weight of a client's update (see tffre.client_work).
-# "dataset_size" is n_k of FLCMC Eq. 6.
-CLIENT_WEIGHTINGS = ("dataset_size", "processed", "uniform")
+from tffre.hparams import (Params, ParamsError, choice, compose, non_negative_float, param)
+from tffre.privacy.settings import DPHparams
+
 GRANULARITIES = ("layer", "model")
 
 
 @dataclasses.dataclass(frozen=True)
+class NoHparams(Params):
+    """A part without hyperparameters of its own."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProximalHparams(Params):
+    """The proximal optimizers' (PGD, PAdam) hyperparameter."""
+    prox_mu: float = param(1.0, non_negative_float, "proximal coefficient mu of the local "
+                           "objective (FedProx, FedPA and their Adam forms)", aliases=("mu",),
+                           paper="FLCMC Eq. 21-22")
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionHparams(Params):
+    """The attention aggregator's hyperparameters."""
+    stepsize: float = param(1.2, non_negative_float, "attention server step lambda",
+                            paper="FLCMC Eq. 14")
+    granularity: str = param("layer", choice(*GRANULARITIES), "attention per layer (the FedAtt "
+                             "reference) or over the whole model", paper="FLCMC Eq. 11")
+
+
+@dataclasses.dataclass(frozen=True)
 class LocalOptimizer:
-    """How a client optimizes: a Keras optimizer factory (hparams -> optimizer) and its hyperparameters."""
+    """How a client optimizes: a Keras optimizer factory (hparams -> optimizer)."""
     description: str
     factory: Callable
-    hparams: tuple
     default_learning_rate: float
+    hparams: type = NoHparams
 
     def make(self, hp):
         """A fresh optimizer of ``factory(hp)``; with the common ``clip_norm``, each step's
         gradients are first scaled to that global L2 norm at most (Keras ``global_clipnorm``,
         as PyTorch's ``clip_grad_norm_`` in the FedLCC authors' code)."""
         optimizer = self.factory(hp)
-        if hp.get("clip_norm"):
-            optimizer.global_clipnorm = float(hp["clip_norm"])   # read when a step is traced
+        if hp.clip_norm:
+            optimizer.global_clipnorm = float(hp.clip_norm)   # read when a step is traced
         return optimizer
 
 
@@ -49,68 +76,43 @@ class ServerAggregator:
     """
     description: str
     factory: Callable
-    server_learning_rate: Callable[[dict], float]
-    hparams: tuple
-
-
-@dataclasses.dataclass(frozen=True)
-class AlgorithmSpec:
-    """One registry row.
-
-    Attributes:
-      name: the display name (lookups are case-insensitive).
-      local_optimizer: a key of :data:`LOCAL_OPTIMIZERS`.
-      aggregator: a key of :data:`SERVER_AGGREGATORS` (how model deltas are combined).
-      definition: "module:Class" of the algorithm's
-        :class:`~tffre.definition.Definition` subclass, imported
-        when the algorithm is built; None for the default (FedAvg's parts).
-      hparams: ((name, default), ...) the definition's own hyperparameters.
-    """
-    name: str
-    local_optimizer: str
-    aggregator: str
-    definition: Optional[str] = None
-    hparams: tuple = ()
-
-    def load_definition(self):
-        """The definition class (imports its module, and TensorFlow)."""
-        if self.definition is None:
-            from tffre.definition import Definition
-            return Definition
-        module, _, attr = self.definition.partition(":")
-        return getattr(importlib.import_module(module), attr)
+    server_learning_rate: Callable
+    hparams: type = NoHparams
+    #: Why client-level DP is not sound for it (None: DP replaces it by the clipped, noised
+    #: mean of :mod:`tffre.privacy`).
+    dp_refusal: Optional[str] = None
 
 
 def _sgd(hp):
     import tensorflow as tf
-    return tf.keras.optimizers.SGD(hp["learning_rate"], jit_compile=False)
+    return tf.keras.optimizers.SGD(hp.learning_rate, jit_compile=False)
 
 
 def _pgd(hp):
     import optimizers
-    return optimizers.PGD(hp["learning_rate"], mu=hp["mu"], jit_compile=False)
+    return optimizers.PGD(hp.learning_rate, mu=hp.prox_mu, jit_compile=False)
 
 
 def _self_adam(hp):
     import optimizers
-    return optimizers.SelfAdam(hp["learning_rate"], jit_compile=False)
+    return optimizers.SelfAdam(hp.learning_rate, jit_compile=False)
 
 
 def _tf_adam(hp):
     import tensorflow as tf
-    return tf.keras.optimizers.Adam(hp["learning_rate"], jit_compile=False)
+    return tf.keras.optimizers.Adam(hp.learning_rate, jit_compile=False)
 
 
 def _sgdm(hp):
     import tensorflow as tf
     # The FedCB authors' scripts: SGD, momentum 0.9, weight decay 5e-4 (decoupled, as Keras does).
-    return tf.keras.optimizers.SGD(hp["learning_rate"], momentum=0.9, weight_decay=5e-4,
+    return tf.keras.optimizers.SGD(hp.learning_rate, momentum=0.9, weight_decay=5e-4,
                                    jit_compile=False)
 
 
 def _padam(hp):
     import optimizers
-    return optimizers.PAdam(hp["learning_rate"], mu=hp["mu"], jit_compile=False)
+    return optimizers.PAdam(hp.learning_rate, mu=hp.prox_mu, jit_compile=False)
 
 
 def _mean(hp):
@@ -120,17 +122,16 @@ def _mean(hp):
 
 def _attention(hp):
     from tffre import aggregators
-    return lambda shapes: aggregators.Attention(shapes, hp["granularity"])
+    return lambda shapes: aggregators.Attention(shapes, hp.granularity)
 
 
 LOCAL_OPTIMIZERS = {
-    "sgd": LocalOptimizer("SGD", _sgd, ("learning_rate",), 0.01),
-    "pgd": LocalOptimizer("PGD (SGD on Eq. 22)", _pgd, ("learning_rate", "mu"), 0.01),
-    "self_adam": LocalOptimizer("Self-Adam (Eq. 15-20)", _self_adam, ("learning_rate",), 0.001),
-    "tf_adam": LocalOptimizer("tf.keras Adam", _tf_adam, ("learning_rate",), 0.001),
-    "padam": LocalOptimizer("PAdam (Eq. 21-27)", _padam, ("learning_rate", "mu"), 0.001),
-    "sgdm": LocalOptimizer("SGD, momentum 0.9, weight decay 5e-4", _sgdm, ("learning_rate",),
-                           0.01),
+    "sgd": LocalOptimizer("SGD", _sgd, 0.01),
+    "pgd": LocalOptimizer("PGD (SGD on Eq. 22)", _pgd, 0.01, ProximalHparams),
+    "self_adam": LocalOptimizer("Self-Adam (Eq. 15-20)", _self_adam, 0.001),
+    "tf_adam": LocalOptimizer("tf.keras Adam", _tf_adam, 0.001),
+    "padam": LocalOptimizer("PAdam (Eq. 21-27)", _padam, 0.001, ProximalHparams),
+    "sgdm": LocalOptimizer("SGD, momentum 0.9, weight decay 5e-4", _sgdm, 0.01),
 }
 
 # The common ``local_optimizer`` hyperparameter replaces a row's optimizer by the same kind of
@@ -143,32 +144,56 @@ OPTIMIZER_FAMILIES = {
     "sgdm": {"sgd": "sgdm", "tf_adam": "sgdm", "self_adam": "sgdm", "sgdm": "sgdm"},
 }
 
-
-def local_optimizer_of(spec, hparams):
-    """The key of :data:`LOCAL_OPTIMIZERS` a row trains with, given its ``local_optimizer``."""
-    family = hparams.get("local_optimizer")
-    if family is None:
-        return spec.local_optimizer
-    if family not in OPTIMIZER_FAMILIES:
-        raise ValueError(f"local_optimizer must be one of {', '.join(OPTIMIZER_FAMILIES)}, "
-                         f"got {family!r}")
-    replaced = OPTIMIZER_FAMILIES[family].get(spec.local_optimizer)
-    if replaced is None:
-        raise ValueError(f"{spec.name}: its {spec.local_optimizer} optimizer has no "
-                         f"{family} form")
-    return replaced
-
 SERVER_AGGREGATORS = {
-    "mean": ServerAggregator("weighted mean (Eq. 6)", _mean, lambda hp: 1.0, ()),
-    "attention": ServerAggregator("attention step (Eq. 11-14)", _attention,
-                                  lambda hp: hp["stepsize"], ("stepsize", "granularity")),
+    "mean": ServerAggregator("weighted mean (Eq. 6)", _mean, lambda hp: 1.0),
+    "attention": ServerAggregator(
+        "attention step (Eq. 11-14)", _attention, lambda hp: hp.stepsize, AttentionHparams,
+        dp_refusal="its attention weights are a softmax over every client's distance to the "
+        "global model, so one client's update moves every other's weight: no clip bounds "
+        "its influence"),
 }
 
-# FedCB's hyperparameters: tau (the authors' README: 17.5 for OCT-C8, 12.5 for Kvasir-v2),
-# the classifier's form, the prompts and the class concepts (the runner passes the task's).
-_FEDCB = (("temperature", 12.5), ("use_variance", True), ("covariance", "diagonal"),
-          ("prompts", "image"), ("prompt_fraction", 1.0), ("concepts", None),
-          ("concept_encoder", None))
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmSpec:
+    """One registry row.
+
+    Attributes:
+      name: the display name (lookups are case-insensitive).
+      local_optimizer: a key of :data:`LOCAL_OPTIMIZERS`.
+      aggregator: a key of :data:`SERVER_AGGREGATORS` (how model deltas are combined).
+      definition: "module:Class" of the algorithm's
+        :class:`~tffre.definition.Definition` subclass; None for the default
+        (FedAvg's parts).
+      defaults: ((name, value), ...): this row's defaults where they differ from the
+        declarations' (e.g. FedCMC-minor's ``vectors``).
+    """
+    name: str
+    local_optimizer: str
+    aggregator: str
+    definition: Optional[str] = None
+    defaults: Tuple[Tuple[str, object], ...] = ()
+
+    def load_definition(self):
+        """The definition class (imports its module; TensorFlow is imported lazily)."""
+        if self.definition is None:
+            from tffre.definition import Definition
+            return Definition
+        module, _, attr = self.definition.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def hparams_class(self):
+        """The row's hyperparameters: its definition's, its optimizer's and its aggregator's."""
+        return _composed(self)
+
+
+@functools.lru_cache(maxsize=None)
+def _composed(spec):
+    return compose(f"{spec.name.replace('-', '_')}Hparams", spec.load_definition().Hparams,
+                   LOCAL_OPTIMIZERS[spec.local_optimizer].hparams,
+                   SERVER_AGGREGATORS[spec.aggregator].hparams, DPHparams,
+                   defaults=dict(spec.defaults))
+
 
 ALGORITHMS = {spec.name.lower(): spec for spec in (
     AlgorithmSpec("FedAvg", "sgd", "mean"),
@@ -181,63 +206,39 @@ ALGORITHMS = {spec.name.lower(): spec for spec in (
     AlgorithmSpec("FedAttS", "self_adam", "attention"),
     AlgorithmSpec("FedPAP", "padam", "attention"),
     # The worked example of docs/adding-an-algorithm.md: FedAvg plus FedProto's prototype term.
-    AlgorithmSpec("FedProtoAvg", "sgd", "mean", "tffre.algorithms.fedproto:FedProtoAvg",
-                  (("proto_weight", 1.0),)),
+    AlgorithmSpec("FedProtoAvg", "sgd", "mean", "tffre.algorithms.fedproto:FedProtoAvg"),
     # FedCMC and its label-skew baselines (FedCMC Table 2). FedCMC trains every method at
     # learning rate 5e-5, an Adam rate: these rows use tf.keras Adam; compare with FedAvgT.
-    AlgorithmSpec("FedCMC", "tf_adam", "mean", "tffre.algorithms.fedcmc:FedCMC",
-                  (("mu", 1.0), ("temperature", 1.0), ("con_reduction", "mean"),
-                   ("vectors", "major"))),
+    AlgorithmSpec("FedCMC", "tf_adam", "mean", "tffre.algorithms.fedcmc:FedCMC"),
     # The FedCMC ablation (section 4.3, Fig. 4): minor vectors (argmax, Eq. 18) and random ones.
     AlgorithmSpec("FedCMC-minor", "tf_adam", "mean", "tffre.algorithms.fedcmc:FedCMC",
-                  (("mu", 1.0), ("temperature", 1.0), ("con_reduction", "mean"),
-                   ("vectors", "minor"))),
+                  (("vectors", "minor"),)),
     AlgorithmSpec("FedCMC-random", "tf_adam", "mean", "tffre.algorithms.fedcmc:FedCMC",
-                  (("mu", 1.0), ("temperature", 1.0), ("con_reduction", "mean"),
-                   ("vectors", "random"))),
-    AlgorithmSpec("MOON", "tf_adam", "mean", "tffre.algorithms.moon:MOON",
-                  (("mu", 1.0), ("temperature", 0.5), ("projection_head", False))),
+                  (("vectors", "random"),)),
+    AlgorithmSpec("MOON", "tf_adam", "mean", "tffre.algorithms.moon:MOON"),
     # FedLCC (document-level RE): MOON's mechanism on the localized context (Eq. 12-13),
-    # mu 0.1 and tau 0.5 (FedLCC Table 2), Adam as the paper trains every method.
-    AlgorithmSpec("FedLCC", "tf_adam", "mean", "tffre.algorithms.fedlcc:FedLCC",
-                  (("mu", 0.1), ("temperature", 0.5))),
-    AlgorithmSpec("FedRS", "tf_adam", "mean", "tffre.algorithms.fedrs:FedRS",
-                  (("restriction", 0.5), ("fedrs_form", "binary"))),
-    AlgorithmSpec("FedLC", "tf_adam", "mean", "tffre.algorithms.fedlc:FedLC",
-                  (("calibration", 1.0),)),
-    # FedED (ensemble distillation; clients upload predictions on the server's set D_v) and
-    # FedAtt with the same tf.keras Adam, its baseline beside FedAvgT (FedED Tables 3-5).
+    # Adam as the paper trains every method.
+    AlgorithmSpec("FedLCC", "tf_adam", "mean", "tffre.algorithms.fedlcc:FedLCC"),
+    AlgorithmSpec("FedRS", "tf_adam", "mean", "tffre.algorithms.fedrs:FedRS"),
+    AlgorithmSpec("FedLC", "tf_adam", "mean", "tffre.algorithms.fedlc:FedLC"),
+    # FedAtt with tf.keras Adam: FedED's baseline beside FedAvgT (FedED Tables 3-5).
     AlgorithmSpec("FedAttT", "tf_adam", "attention"),
-    # FedCB: a frozen classifier from text embeddings of the class concepts (a model of
-    # tffre.algorithms.fedcb.build_fedcb_model); FedAvg of the extractor and projection.
-    AlgorithmSpec("FedCB", "tf_adam", "mean", "tffre.algorithms.fedcb:FedCB", _FEDCB),
+    # FedCB: a frozen classifier from text embeddings of the class concepts.
+    AlgorithmSpec("FedCB", "tf_adam", "mean", "tffre.algorithms.fedcb:FedCB"),
     # FedCB Table 5's "embedding average": the class means only (Σ = 0).
     AlgorithmSpec("FedCB-avg", "tf_adam", "mean", "tffre.algorithms.fedcb:FedCB",
-                  tuple((k, False if k == "use_variance" else v) for k, v in _FEDCB)),
+                  (("use_variance", False),)),
     # FedETF (a FedCB Table 2 baseline): a frozen simplex-ETF classifier.
-    AlgorithmSpec("FedETF", "tf_adam", "mean", "tffre.algorithms.fedcb:FedETF",
-                  (("temperature", 12.5), ("etf_dim", 128), ("etf_seed", 0))),
+    AlgorithmSpec("FedETF", "tf_adam", "mean", "tffre.algorithms.fedcb:FedETF"),
     # FedRoD (a FedCB Table 2 baseline): generic head with the balanced softmax, personal head.
-    AlgorithmSpec("FedRoD", "sgd", "mean", "tffre.algorithms.fedrod:FedRoD",
-                  (("personal_layer", "personal_head"),)),
+    AlgorithmSpec("FedRoD", "sgd", "mean", "tffre.algorithms.fedrod:FedRoD"),
     # FedRep (a FedCB Table 2 baseline): the "classifier" layer stays with each client.
-    AlgorithmSpec("FedRep", "sgd", "mean", "tffre.algorithms.fedrep:FedRep",
-                  (("personal_layer", "classifier"),)),
+    AlgorithmSpec("FedRep", "sgd", "mean", "tffre.algorithms.fedrep:FedRep"),
     # FedDyn (a FedCB Table 2 baseline): per-client linear term, server correction h.
-    AlgorithmSpec("FedDyn", "sgd", "mean", "tffre.algorithms.feddyn:FedDyn",
-                  (("dyn_alpha", 0.01), ("num_clients", None), ("client_weighting", "uniform"))),
-    AlgorithmSpec("FedED", "tf_adam", "mean", "tffre.algorithms.feded:FedED",
-                  (("temperature", 0.25), ("kl_weight", 1.0), ("teacher", "probabilities"),
-                   ("upload_precision", "float32"), ("server_data", None))),
+    AlgorithmSpec("FedDyn", "sgd", "mean", "tffre.algorithms.feddyn:FedDyn"),
+    # FedED: clients upload predictions on the server's set D_v; the server distils.
+    AlgorithmSpec("FedED", "tf_adam", "mean", "tffre.algorithms.feded:FedED"),
 )}
-
-# Defaults from FLCMC Table 7; learning_rate defaults per optimizer (0.01 SGD, 0.001 Adam).
-DEFAULT_HPARAMS = {"num_epochs": 10, "num_iters": 20, "mu": 1.0, "stepsize": 1.2,
-                   "granularity": "layer", "keep_optimizer_state": False,
-                   "client_weighting": "dataset_size", "lr_decay": 1.0,
-                   "local_optimizer": None, "clip_norm": None}
-COMMON_HPARAMS = ("learning_rate", "num_epochs", "num_iters", "keep_optimizer_state",
-                  "client_weighting", "lr_decay", "local_optimizer", "clip_norm")
 
 
 def get_spec(name):
@@ -255,65 +256,64 @@ def valid_algorithm_names():
 
 def valid_hparams(name):
     """The hyperparameter names ``name`` accepts."""
-    spec = get_spec(name)
-    names = COMMON_HPARAMS + LOCAL_OPTIMIZERS[spec.local_optimizer].hparams \
-        + SERVER_AGGREGATORS[spec.aggregator].hparams + tuple(n for n, _ in spec.hparams)
-    return tuple(dict.fromkeys(names))
+    return get_spec(name).hparams_class().names()
 
 
-def algorithm_hparams(name, hparams):
-    """The subset of ``hparams`` that algorithm ``name`` takes.
-
-    None values are dropped (left to the defaults), except ``num_iters``,
-    where None means "no cap".
-    """
-    valid = valid_hparams(name)
-    return {k: v for k, v in hparams.items() if k in valid and (v is not None or k == "num_iters")}
+def algorithm_hparams(name, values):
+    """The items of ``values`` (names or aliases) that algorithm ``name`` takes."""
+    return get_spec(name).hparams_class().subset(values)
 
 
-def check_choice(name, value, choices):
-    """Raises ValueError unless ``value`` is one of ``choices``."""
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+def local_optimizer_of(spec, hparams):
+    """The key of :data:`LOCAL_OPTIMIZERS` a row trains with, given its ``local_optimizer``."""
+    family = hparams.local_optimizer
+    if family is None:
+        return spec.local_optimizer
+    replaced = OPTIMIZER_FAMILIES[family].get(spec.local_optimizer)
+    if replaced is None:
+        raise ValueError(f"{spec.name}: its {spec.local_optimizer} optimizer has no "
+                         f"{family} form")
+    return replaced
 
 
-def check_client_weighting(client_weighting):
-    """Raises ValueError unless ``client_weighting`` is one of :data:`CLIENT_WEIGHTINGS`."""
-    check_choice("client_weighting", client_weighting, CLIENT_WEIGHTINGS)
+def resolve_hparams(name, values=None, **kwargs):
+    """The validated hyperparameters of algorithm ``name`` (its ``Hparams`` object).
 
-
-def resolve_hparams(name, **hparams):
-    """Fills defaults and validates ``hparams`` for algorithm ``name``.
-
-    ``num_iters=None`` means no cap on local steps. Raises ValueError naming
-    the unknown hyperparameters and the valid ones, or the invalid value.
+    ``values`` (and keyword arguments) may use the declared names or their
+    aliases (``mu``, ``temperature``); unset or None values take the row's
+    defaults; ``learning_rate`` defaults to the local optimizer's. Raises
+    :class:`tffre.hparams.ParamsError` (a ValueError) naming the algorithm and the
+    setting.
     """
     spec = get_spec(name)
-    valid = valid_hparams(name)
-    unknown = sorted(set(hparams) - set(valid))
-    if unknown:
-        raise ValueError(f"{spec.name} does not take hyperparameter(s) {', '.join(unknown)}; "
-                         f"valid: {', '.join(valid)}")
-    resolved = {k: DEFAULT_HPARAMS[k] for k in valid if k in DEFAULT_HPARAMS}
-    resolved.update(spec.hparams)
-    resolved.update({k: v for k, v in hparams.items() if v is not None or k == "num_iters"})
-    if hparams.get("learning_rate") is None:
-        resolved["learning_rate"] = LOCAL_OPTIMIZERS[
-            local_optimizer_of(spec, resolved)].default_learning_rate
-    clip = resolved["clip_norm"]
-    if clip is not None and not (math.isfinite(clip) and clip > 0):
-        raise ValueError(f"{spec.name}: clip_norm must be a number > 0 or None, got {clip}")
-    if not (math.isfinite(resolved["lr_decay"]) and 0 < resolved["lr_decay"] <= 1):
-        raise ValueError(f"{spec.name}: lr_decay must be in (0, 1], got {resolved['lr_decay']}")
-    for key in ("learning_rate", "mu", "stepsize"):
-        if key in resolved and not (math.isfinite(resolved[key]) and resolved[key] >= 0):
-            raise ValueError(f"{spec.name}: {key} must be a finite number >= 0, "
-                             f"got {resolved[key]}")
-    if resolved["num_epochs"] < 1:
-        raise ValueError(f"{spec.name}: num_epochs must be >= 1, got {resolved['num_epochs']}")
-    if resolved["num_iters"] is not None and resolved["num_iters"] < 1:
-        raise ValueError(f"{spec.name}: num_iters must be >= 1 or None, got {resolved['num_iters']}")
-    check_client_weighting(resolved["client_weighting"])
-    if "granularity" in resolved:
-        check_choice("granularity", resolved["granularity"], GRANULARITIES)
-    return resolved
+    given = dict(values or {}, **kwargs)
+    hp = spec.hparams_class().resolve(given, owner=spec.name)
+    try:
+        local = LOCAL_OPTIMIZERS[local_optimizer_of(spec, hp)]
+    except ValueError as err:
+        raise ParamsError(str(err)) from None
+    if hp.learning_rate is None:
+        hp = dataclasses.replace(hp, learning_rate=local.default_learning_rate)
+    if hp.dp_on:
+        reason = dp_refusal(spec, hp, weighting_given=given.get("client_weighting"))
+        if reason:
+            raise ParamsError(f"{spec.name}: differential privacy is not sound here: {reason}")
+        # No client's weight may depend on its data: DP-FedAvg's fixed denominator.
+        hp = dataclasses.replace(hp, client_weighting="uniform")
+    return hp
+
+
+def dp_refusal(spec, hp, weighting_given=None):
+    """Why client-level DP is not sound for row ``spec`` with ``hp``, or None (issue 21's table:
+    README "Privacy")."""
+    reason = SERVER_AGGREGATORS[spec.aggregator].dp_refusal or \
+        spec.load_definition().dp_refusal(hp)
+    if reason:
+        return reason
+    if hp.keep_optimizer_state:
+        return ("keep_optimizer_state uploads the optimizer's moments, which the clip does not "
+                "bound")
+    if weighting_given not in (None, "uniform"):
+        return (f"--client-weighting {weighting_given} weighs each update by a count of the "
+                f"client's data (n_k), which the guarantee would leak; DP averages uniformly")
+    return None

@@ -7,72 +7,110 @@ script that reads our output. Three mechanisms stop it:
 * importing :mod:`tffre` registers :func:`shutdown_workers` at interpreter exit
   (plain library use, without :func:`federated_runtime`);
 * :func:`install_worker_death_signal` (applied when tffre first imports TFF)
-  makes the kernel send the worker SIGKILL when its parent dies, so a
-  Python process ended by SIGTERM or SIGKILL, where no exit hook runs, does not
-  leave it behind (Linux ``PR_SET_PDEATHSIG``);
-* :func:`federated_runtime` is a context manager that stops it on exit.
+  starts a watchdog, so a Python process ended by SIGTERM or SIGKILL, where no
+  exit hook runs, does not leave its workers behind (below);
+* :func:`federated_runtime` is a context manager that stops them on exit.
 
-This module imports nothing heavy: ``import tffre`` stays cheap.
+Processes are found with psutil: the workers are this process's children
+named ``worker_binary``.
+
+The watchdog is a small Python process (psutil only) that reads a pipe from
+this process and does nothing else. When this process dies, however it dies,
+the kernel closes the pipe: the watchdog reads EOF, kills every
+``worker_binary`` that carries this process's tag and exits. The tag is an
+environment variable (``TFFRE_WORKER_OWNER``) set here before TFF starts a
+worker, so every worker inherits it; the workers are found by it because,
+once their parent is dead, they are no longer anyone's children we could
+name. The watchdog runs in its own session with no stdout, so it neither
+gets a terminal's Ctrl-C nor holds a reader's pipe open. (A child made by a
+bare ``os.fork`` shares the pipe: the watchdog then waits for it too.)
+
+Why a watchdog: it needs nothing of TFF but the worker's name, and it covers
+workers of any context that starts them. The two other ways are worse: a
+``Popen`` with a parent-death signal (``PR_SET_PDEATHSIG``) has to be slipped
+into TFF's private executor-factory module, since TFF starts the worker
+itself; and owning the ``Popen`` through TFF's public pieces
+(``tff.framework.ResourceManagingExecutorFactory``, ``RemoteExecutor``,
+``SyncExecutionContext``) means copying TFF's local executor factory (port,
+readiness, restart) and setting it as the default context, which a later
+``tff.backends.native.set_sync_local_cpp_execution_context()`` would silently
+undo.
+
+This module imports nothing heavy (psutil: ~30 ms): ``import tffre`` stays cheap.
 """
 
 import atexit
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import signal
 import subprocess
 import sys
 import time
-import types
+import uuid
+
+import psutil
 
 _WORKER_NAME = "worker_binary"
+_OWNER_VAR = "TFFRE_WORKER_OWNER"
+
+# The watchdog's whole program (argv[1]: the tag). The read returns at EOF, when every
+# copy of the pipe's write end is closed: this process has exited or been killed.
+_WATCHDOG = f"""
+import sys, psutil
+sys.stdin.buffer.read()
+for proc in psutil.process_iter(["name"]):
+    try:
+        if (proc.info["name"] == {_WORKER_NAME!r}
+                and proc.environ().get({_OWNER_VAR!r}) == sys.argv[1]):
+            proc.kill()
+    except psutil.Error:
+        pass
+"""
+
+_watchdog = None   # (owner pid, Popen): a forked child starts its own
 
 
-def _children_running(name=_WORKER_NAME, parent=None):
-    """Returns the pids of live processes whose parent is ``parent`` and whose command names ``name``."""
-    parent = os.getpid() if parent is None else parent
-    pids = []
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        # Field 4 of /proc/PID/stat is the parent pid; the command name in
-        # field 2 may contain spaces, so split after its closing parenthesis.
-        fields = stat[stat.rfind(")") + 2:].split()
-        state, ppid = fields[0], int(fields[1])
-        if ppid == parent and name in cmdline and state != "Z":
-            pids.append(int(entry))
-    return pids
+def _workers():
+    """This process's live (not zombie) ``worker_binary`` children, as psutil processes."""
+    found = []
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            if child.name() == _WORKER_NAME and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+    return found
+
+
+def _alive(proc):
+    with contextlib.suppress(psutil.Error):
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    return False
 
 
 def worker_pids():
     """Returns the pids of the TFF ``worker_binary`` processes this process started."""
-    return _children_running()
+    return [proc.pid for proc in _workers()]
+
+
+def _peak_mib(proc):
+    # psutil reports the current RSS only; Linux keeps the peak (VmHWM) in /proc/PID/status.
+    with contextlib.suppress(OSError, ValueError):
+        with open(f"/proc/{proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    with contextlib.suppress(psutil.Error):
+        return proc.memory_info().rss / 2**20
+    return 0.0
 
 
 def peak_rss_mib():
-    """Peak resident memory so far, in MiB: this process and the live TFF workers (VmHWM).
+    """Peak resident memory so far, in MiB: this process and the live TFF workers.
 
     Read it before :func:`shutdown_workers`: a stopped worker's peak is gone.
     """
-    import resource
+    import resource   # Unix only
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    worker = 0.0
-    for pid in worker_pids():
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        worker = max(worker, int(line.split()[1]) / 1024)
-        except OSError:
-            continue
+    worker = max((_peak_mib(proc) for proc in _workers()), default=0.0)
     return {"python": round(own, 1), "tff_worker": round(worker, 1),
             "total": round(own + worker, 1)}
 
@@ -83,70 +121,43 @@ def shutdown_workers(timeout=10.0):
     TFF restarts a worker on the next federated call, so this is safe to call
     between experiments. Returns the pids that were stopped.
     """
-    pids = worker_pids()
+    workers = _workers()
     for sig in (signal.SIGINT, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
+        for proc in workers:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and worker_pids():
+        while time.monotonic() < deadline and any(map(_alive, workers)):
             time.sleep(0.05)
-        if not worker_pids():
+        if not any(map(_alive, workers)):
             break
-    # The stopped worker is left as a zombie for TFF's own Popen to reap: TFF
-    # signals its old pid before restarting, and that must not fail (or hit a
-    # reused pid) because we reaped it first.
-    return pids
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _death_signal_preexec():
-    """Runs in the forked child before exec: die with SIGKILL when the parent thread dies.
-
-    The death signal survives ``execve``. If the parent is already gone (a race
-    with its death), exit at once rather than run orphaned.
-    """
-    parent = _death_signal_preexec.parent
-    if _death_signal_preexec.libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        return  # no death signal on this kernel: the exit hooks remain
-    if os.getppid() != parent:
-        os._exit(1)
-
-
-class _DeathSignalPopen(subprocess.Popen):
-    """``subprocess.Popen`` whose child gets a parent-death signal (see the module docstring)."""
-
-    def __init__(self, *args, **kwargs):
-        if kwargs.get("preexec_fn") is None:
-            _death_signal_preexec.parent = os.getpid()
-            kwargs["preexec_fn"] = _death_signal_preexec
-        super().__init__(*args, **kwargs)
+    # Polled, not psutil.wait_procs: that would reap the workers, and a stopped worker
+    # is left as a zombie for TFF's own Popen to reap: TFF signals its old pid before
+    # restarting, and that must not fail (or hit a reused pid) because we reaped it first.
+    return [proc.pid for proc in workers]
 
 
 def install_worker_death_signal():
-    """Makes TFF start its ``worker_binary`` with a parent-death signal (Linux only).
+    """Starts the watchdog that kills this process's TFF workers when it dies (once).
 
-    TFF's local executor factory starts the worker with ``subprocess.Popen``;
-    this gives that module a ``subprocess`` whose ``Popen`` sets
-    ``PR_SET_PDEATHSIG``, so the worker is killed by the kernel when the
-    Python process dies, even by SIGKILL. The signal fires when the *thread*
-    that started the worker ends; TFF starts it from its event-loop thread,
-    which lives as long as the execution context. Returns True if installed.
+    See the module docstring. Safe to call any number of times; a forked child
+    gets its own watchdog and tag. Returns True if the watchdog runs.
     """
-    if not sys.platform.startswith("linux"):
-        return False
-    from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
-    if isinstance(getattr(executor_factory, "subprocess", None), types.SimpleNamespace):
+    global _watchdog
+    if _watchdog is not None and _watchdog[0] == os.getpid() and _watchdog[1].poll() is None:
         return True
-    libc_name = ctypes.util.find_library("c")
-    if libc_name is None:
+    if not sys.executable:
         return False
-    _death_signal_preexec.libc = ctypes.CDLL(libc_name, use_errno=True)
-    names = {k: getattr(subprocess, k) for k in dir(subprocess) if not k.startswith("__")}
-    names["Popen"] = _DeathSignalPopen
-    executor_factory.subprocess = types.SimpleNamespace(**names)
+    tag = uuid.uuid4().hex
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", _WATCHDOG, tag], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+    except OSError:
+        return False
+    # Set after the watchdog started, so that it does not carry the tag itself.
+    os.environ[_OWNER_VAR] = tag
+    _watchdog = (os.getpid(), proc)
     return True
 
 
@@ -162,19 +173,24 @@ def federated_runtime():
 def _release_tff_runtime():
     """At exit: stop the workers, then drop TFF's execution context while Python still works.
 
-    TFF's ServiceManager reaps its worker in ``__del__``; left to interpreter
-    teardown that runs after ``subprocess`` is gone and prints an ignored
-    AttributeError. Replacing the default context here lets it run cleanly.
+    TFF's local context reaps its worker when it is garbage-collected; left to
+    interpreter teardown that runs after ``subprocess`` is gone and prints an
+    ignored AttributeError (whether or not a worker ran). Replacing it here, with
+    TFF's public setter, by a context that holds no runtime lets it run cleanly.
     """
     shutdown_workers()
-    import sys
     if "tensorflow_federated" not in sys.modules:
         return
     import gc
-    from tensorflow_federated.python.core.impl.context_stack import context_stack_impl
-    from tensorflow_federated.python.core.impl.context_stack import runtime_error_context
-    context_stack_impl.context_stack.set_default_context(
-        runtime_error_context.RuntimeErrorContext())
+    import tensorflow_federated as tff
+
+    class ExitedContext(tff.framework.SyncContext):
+        """TFF's default context once the interpreter is exiting: it runs nothing."""
+
+        def invoke(self, comp, arg):
+            raise RuntimeError("TFF's runtime was released at interpreter exit")
+
+    tff.framework.set_default_context(ExitedContext())
     gc.collect()
 
 

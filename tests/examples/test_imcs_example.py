@@ -67,14 +67,15 @@ def test_client_annotations_and_texts_stay_out_by_default(capsys):
     turn = {"sentence_id": "1", "speaker": "患者", "sentence": f"孩子{term}", "dialogue_act": "Other",
             "symptom_norm": [term], "symptom_type": ["1"]}
     splits = {"train": [imcs.Dialogue("1", "train", "小儿发热", "发烧", [turn], "x.json")]}
-    cfg = Namespace(user_dict=None, dict_from_clients=False, w2v=None, w2v_from_clients=False,
-                    seed=0, data="sample")
+    options = Namespace(user_dict=None, dict_from_clients=False, w2v=None,
+                        w2v_from_clients=False, data="sample")
+    cfg = Namespace(options=options, run=Namespace(seed=0))
     assert term not in job.segmenter_for(cfg, splits).cut(f"孩子{term}了")
     assert capsys.readouterr().out == ""
-    cfg.dict_from_clients = True
+    options.dict_from_clients = True
     assert term in job.segmenter_for(cfg, splits).cut(f"孩子{term}了")
     assert "--dict-from-clients reads the clients' private" in capsys.readouterr().out
-    cfg.dict_from_clients, cfg.w2v_from_clients = False, True
+    options.dict_from_clients, options.w2v_from_clients = False, True
     kv, source = job.word_vectors(cfg, splits, job.segmenter_for(cfg, splits))
     assert "--w2v-from-clients reads the clients' private" in capsys.readouterr().out
     assert source == "pooled client texts" and kv.vector_size == 64

@@ -15,6 +15,7 @@ import tensorflow as tf
 from tffre import runner
 from tffre.data.synthetic import make_synthetic
 from tffre.models import logistic_regression
+from tiny import run_experiment
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 SMALL = ["--dataset", "synthetic", "--clients", "6", "--clients-per-round", "3",
@@ -48,9 +49,11 @@ def test_cli_smoke_run(tmp_path):
     summary = strict_json(out / "summary.json")
     assert set(summary["algorithms"]) == {"FedAvg", "FedAttS"}
     assert 0 <= summary["algorithms"]["FedAttS"]["max_test_accuracy"] <= 1
-    assert summary["config"]["num_iters"] == 5 and summary["paper_table"] == "Table 8"
+    assert summary["config"]["hparams"]["FedAvg"]["num_iters"] == 5
+    assert summary["paper_table"] == "Table 8"
     assert (out / "curves.png").stat().st_size > 1000
-    assert strict_json(out / "config.json")["stepsize"] == 2.0
+    assert strict_json(out / "config.json")["hparams"]["FedAttS"]["stepsize"] == 2.0
+    assert (out / "tensorboard" / "FedAttS").is_dir()   # tensorboard --logdir shows the run
     assert "FedAttS" in proc.stdout and "paper acc" in proc.stdout
     # The same clients each round for both algorithms, drawn from (seed, round).
     assert frame[frame.algorithm == "FedAvg"]["clients"].tolist() == \
@@ -147,10 +150,10 @@ def test_interrupted_run_keeps_written_rows(tmp_path, monkeypatch):
     monkeypatch.setitem(evaluation.EVALUATORS, "classification", InterruptingEvaluator)
     data = make_synthetic(0.5, 0.5, num_clients=4, seed=0)
     with pytest.raises(KeyboardInterrupt):
-        runner.run_experiment(data, lambda: logistic_regression(60, 10),
-                              loss=tf.keras.losses.SparseCategoricalCrossentropy(),
-                              algorithm_names=["fedavg"], num_rounds=5, clients_per_round=2,
-                              out_dir=str(tmp_path), progress=False)
+        run_experiment(data, lambda: logistic_regression(60, 10),
+                       loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+                       algorithm_names=["fedavg"], num_rounds=5, clients_per_round=2,
+                       out_dir=str(tmp_path))
     frame = pd.read_csv(tmp_path / "metrics.csv")
     assert frame["round"].tolist() == [1, 2]
 

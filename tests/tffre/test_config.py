@@ -21,15 +21,17 @@ def resolve(tmp_path, preset=None, config_path=None, **given):
 def test_precedence_defaults_preset_file_flags(tmp_path):
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"num-rounds": 7, "mu": 0.2, "stepsize": 3}))
-    cfg = resolve(tmp_path, preset={"num_rounds": 5, "mu": 0.1, "learning_rate": 0.01},
+    cfg = resolve(tmp_path, preset={"num_rounds": 5, "mu": 0.1, "learning_rate": 0.01,
+                                    "algorithm": "fedpa"},
                   config_path=str(path), stepsize=9.0)
-    assert cfg.num_rounds == 7          # file over preset
-    assert cfg.mu == 0.2                # file over preset
-    assert cfg.stepsize == 9.0          # flag over file
-    assert cfg.learning_rate == 0.01    # preset over default
-    assert cfg.clients == 30 and cfg.model == "logistic"   # synthetic defaults
+    hp = cfg.hparams["FedPA"]
+    assert cfg.run.num_rounds == 7      # file over preset
+    assert hp.prox_mu == 0.2            # file over preset (mu: FedPA's proximal coefficient)
+    assert hp.stepsize == 9.0           # flag over file
+    assert hp.learning_rate == 0.01     # preset over default
+    assert cfg.run.clients == 30 and cfg.model == "logistic"   # synthetic defaults
     imcs = resolve(tmp_path, dataset="imcs")
-    assert imcs.clients == 20 and imcs.model == "lstm" and imcs.data == config.SAMPLE
+    assert imcs.run.clients == 20 and imcs.model == "lstm" and imcs.options.data == config.SAMPLE
 
 
 def test_yaml_config_with_the_same_names(tmp_path):
@@ -37,8 +39,9 @@ def test_yaml_config_with_the_same_names(tmp_path):
     path.write_text("dataset: imcs\nalgorithm: [fedavgs, FEDPAP]\nnum_iters: none\n"
                     "keep-optimizer-state: true\n")
     cfg = resolve(tmp_path, config_path=str(path))
-    assert cfg.algorithm == "FedAvgS,FedPAP"
-    assert cfg.num_iters is None and cfg.keep_optimizer_state is True
+    assert cfg.algorithms == ("FedAvgS", "FedPAP")
+    for hp in cfg.hparams.values():
+        assert hp.num_iters is None and hp.keep_optimizer_state is True
 
 
 @pytest.mark.parametrize("text,want", [("0", None), ("none", None), ("None", None), ("12", 12)])
@@ -47,10 +50,10 @@ def test_num_iters_zero_or_none_means_no_cap(text, want):
 
 
 def test_no_cap_reaches_the_algorithm(tmp_path):
-    cfg = resolve(tmp_path, num_iters=None, algorithm="FedAvg")
-    hparams = config.algorithm_hparams(cfg, "FedAvg")
-    assert "num_iters" in hparams and hparams["num_iters"] is None
-    assert registry.resolve_hparams("FedAvg", **hparams)["num_iters"] is None
+    cfg = resolve(tmp_path, num_iters="none", algorithm="FedAvg")
+    assert cfg.hparams["FedAvg"].num_iters is None
+    assert cfg.values["hparams"]["FedAvg"]["num_iters"] is None   # saved as it is
+    assert registry.resolve_hparams("FedAvg").num_iters == 20     # the declared default
 
 
 @pytest.mark.parametrize("given,message", [
@@ -91,8 +94,8 @@ def test_out_with_results_needs_resume_or_overwrite(tmp_path):
     (out / "metrics.csv").write_text("algorithm,round\n")
     with pytest.raises(config.ConfigError, match="already holds results; add --resume"):
         resolve(tmp_path)
-    assert resolve(tmp_path, resume=True).resume
-    assert resolve(tmp_path, overwrite=True).overwrite
+    assert resolve(tmp_path, resume=True).run.resume
+    assert resolve(tmp_path, overwrite=True).run.overwrite
 
 
 @pytest.mark.parametrize("value,message", [
@@ -151,7 +154,7 @@ def test_a_flag_a_preset_switches_on_can_be_switched_off(tmp_path):
     given = vars(parser.parse_args(["--dataset", "i2b2", "--no-freeze-embedding"]))
     given.pop("config")
     cfg = resolve(tmp_path, preset={"freeze_embedding": True, "centralised": True}, **given)
-    assert cfg.freeze_embedding is False and cfg.centralised is True
+    assert cfg.options.freeze_embedding is False and cfg.run.centralised is True
     assert "freeze_embedding" not in vars(parser.parse_args([]))   # unset: the preset decides
 
 
@@ -162,6 +165,6 @@ def test_feded_needs_a_server_set(tmp_path):
         resolve(tmp_path, dataset="i2b2", algorithm="feded", server_fraction=0.2,
                 server_data=str(tmp_path))
     with pytest.raises(ValueError, match=r"\[0, 1\)"):
-        config.BY_NAME["server_fraction"].parse("1")
+        config.vocabulary()["server_fraction"].parse("1")
     cfg = resolve(tmp_path, dataset="i2b2", algorithm="feded", server_fraction=0.2)
-    assert cfg.server_fraction == 0.2
+    assert cfg.options.server_fraction == 0.2

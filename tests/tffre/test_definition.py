@@ -1,13 +1,15 @@
 """The definition interface: per-client state in and out, on both executors."""
 
 import collections
+import dataclasses
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tffre import build_algorithm, registry
+from tffre import build_algorithm, definition, registry
 from tffre.definition import Definition
+from tffre.hparams import non_negative_float, param
 from tffre.mapreduce import ModelWeights
 from tffre.process import ClientDataError
 from tiny import INPUT_SPEC, client_arrays, initial_weights, to_datasets, tiny_model
@@ -15,7 +17,11 @@ from tiny import INPUT_SPEC, client_arrays, initial_weights, to_datasets, tiny_m
 
 class PreviousModelPull(Definition):
     """Test algorithm: keeps each client's last local model (MOON's state) and pulls the
-    outputs towards that model's outputs with weight ``mu`` (0 in a client's first round)."""
+    outputs towards that model's outputs with weight ``pull`` (0 in a client's first round)."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Hparams(definition.Hparams):
+        pull: float = param(2.0, non_negative_float, "the pull's weight")
 
     def frozen_models(self):
         return {"previous": lambda broadcast, state: state["weights"]}
@@ -23,7 +29,7 @@ class PreviousModelPull(Definition):
     def objective(self, ctx):
         pull = tf.reduce_mean(tf.square(ctx.outputs["predictions"]
                                         - ctx.frozen["previous"]["predictions"]))
-        return ctx.model_loss() + self.hparams["mu"] * ctx.client_state["seen"] * pull
+        return ctx.model_loss() + self.hparams.pull * ctx.client_state["seen"] * pull
 
     def initial_client_state(self, model):
         return collections.OrderedDict(
@@ -38,8 +44,7 @@ class PreviousModelPull(Definition):
 
 @pytest.fixture
 def stateful_row(monkeypatch):
-    spec = registry.AlgorithmSpec("PrevPull", "sgd", "mean",
-                                  f"{__name__}:PreviousModelPull", (("mu", 2.0),))
+    spec = registry.AlgorithmSpec("PrevPull", "sgd", "mean", f"{__name__}:PreviousModelPull")
     monkeypatch.setitem(registry.ALGORITHMS, "prevpull", spec)
     return spec
 
@@ -99,20 +104,18 @@ def test_stateful_process_needs_client_ids(stateful_row, loss):
 
 
 def test_runner_resumes_a_stateful_algorithm_with_its_client_states(stateful_row, loss, tmp_path):
-    from tffre import runner
     from tffre.data import FederatedData
+    from tiny import run_experiment
     arrays = client_arrays([8, 6, 9, 7], seed=5)
     data = FederatedData({f"c{i}": {"train": a, "test": a} for i, a in enumerate(arrays)},
                          num_classes=3, name="tiny")
     common = dict(loss=loss, algorithm_names=["PrevPull"], clients_per_round=2, batch_size=4,
                   hparams={"learning_rate": 0.1, "num_epochs": 1, "num_iters": None},
-                  progress=False, checkpoint_every=1, executor="local")
-    runner.run_experiment(data, tiny_model, num_rounds=4, out_dir=str(tmp_path / "full"),
-                          **common)
-    runner.run_experiment(data, tiny_model, num_rounds=2, out_dir=str(tmp_path / "cut"),
-                          **common)
-    runner.run_experiment(data, tiny_model, num_rounds=4, out_dir=str(tmp_path / "cut"),
-                          resume=True, **common)
+                  checkpoint_every=1, executor="local")
+    run_experiment(data, tiny_model, num_rounds=4, out_dir=str(tmp_path / "full"), **common)
+    run_experiment(data, tiny_model, num_rounds=2, out_dir=str(tmp_path / "cut"), **common)
+    run_experiment(data, tiny_model, num_rounds=4, out_dir=str(tmp_path / "cut"), resume=True,
+                   **common)
     import pandas as pd
     full = pd.read_csv(tmp_path / "full" / "metrics.csv")
     cut = pd.read_csv(tmp_path / "cut" / "metrics.csv")

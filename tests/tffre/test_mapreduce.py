@@ -95,14 +95,16 @@ def test_learning_rate_decays_per_round(executor):
 
 def test_local_optimizer_override():
     spec = registry.get_spec
-    assert registry.local_optimizer_of(spec("FedAvg"), {"local_optimizer": "adam"}) == "tf_adam"
-    assert registry.local_optimizer_of(spec("FedProx"), {"local_optimizer": "adam"}) == "padam"
-    assert registry.local_optimizer_of(spec("FedRep"), {"local_optimizer": "sgdm"}) == "sgdm"
-    assert registry.local_optimizer_of(spec("FedProx"), {}) == "pgd"
+    def of(name, **hp):
+        return registry.local_optimizer_of(spec(name), registry.resolve_hparams(name, **hp))
+    assert of("FedAvg", local_optimizer="adam") == "tf_adam"
+    assert of("FedProx", local_optimizer="adam") == "padam"
+    assert of("FedRep", local_optimizer="sgdm") == "sgdm"
+    assert of("FedProx") == "pgd"
     with pytest.raises(ValueError, match="FedProx: its pgd optimizer has no sgdm form"):
         registry.resolve_hparams("FedProx", local_optimizer="sgdm")
-    assert registry.resolve_hparams("FedAvg", local_optimizer="adam")["learning_rate"] == 0.001
-    with pytest.raises(ValueError, match="lr_decay must be in"):
+    assert registry.resolve_hparams("FedAvg", local_optimizer="adam").learning_rate == 0.001
+    with pytest.raises(ValueError, match="lr_decay: expected a number in"):
         registry.resolve_hparams("FedAvg", lr_decay=1.5)
     import optimizers
     hp = registry.resolve_hparams("FedProx", local_optimizer="adam", mu=0.1)

@@ -213,3 +213,73 @@ def test_macro_f1_matches_sklearn(seed):
     p[p == 4] = 3      # class 4 never predicted: its F1 is 0, as zero_division=0
     assert math.isclose(macro_f1(y, p, 6), f1_score(y, p, labels=range(6), average="macro",
                                                     zero_division=0), rel_tol=1e-12)
+
+
+def test_hand_computed_no_positive_predicted():
+    # Gold: two relations (A, B) and one negative; the model predicts only the negative class.
+    # Predicted positives 0 -> precision 0/0 = 0 by convention; gold positives 2, hits 0 ->
+    # recall 0/2 = 0; F1 = 2*0 / (0 + 2) = 0. Support counts the gold positives: 2.
+    y_true, y_pred = ["A", "N", "B"], ["N", "N", "N"]
+    assert relation_f1(y_true, y_pred, "N") == {"precision": 0.0, "recall": 0.0, "f1": 0.0,
+                                                "support": 2}
+    # The negative class's own row is perfect on recall: gold N at 1, predicted N at 0,1,2:
+    # precision 1/3, recall 1/1, F1 = 2*1 / (3 + 1) = 0.5. It does not enter the micro row.
+    table = per_class_table(y_true, y_pred, ["A", "B", "N"], negative_label="N")
+    assert table["label"].tolist() == ["A", "B", "N", MICRO_ROW]
+    np.testing.assert_allclose(table.iloc[2][["precision", "recall", "f1"]].to_numpy(float),
+                               [1 / 3, 1.0, 0.5])
+    assert table.iloc[3][["precision", "recall", "f1", "support"]].tolist() == [0, 0, 0, 2]
+
+
+def test_hand_computed_negative_predictions_are_not_hits():
+    # A right "no relation" is not a hit: y_true == y_pred everywhere but only index 0 is a
+    # positive. Predicted positives {0}, gold positives {0}, hits {0}: p = r = F1 = 1,
+    # although accuracy over all labels would count the three negatives too.
+    assert relation_f1(["R", "N", "N", "N"], ["R", "N", "N", "N"], "N") == {
+        "precision": 1.0, "recall": 1.0, "f1": 1.0, "support": 1}
+    # A positive predicted for a negative example is a false positive: p = 1/2, r = 1/1,
+    # F1 = 2*1 / (2 + 1) = 2/3.
+    scores = relation_f1(["R", "N"], ["R", "R"], "N")
+    assert (scores["precision"], scores["recall"], scores["support"]) == (0.5, 1.0, 1)
+    assert scores["f1"] == pytest.approx(2 / 3, abs=1e-12)
+
+
+def test_hand_computed_binary_positive_class():
+    # GAD-style 0/1 labels, positive class 1 (the negative "0" never counts).
+    # y_true 1 at 0,1,2; y_pred 1 at 0,3 -> TP 1 (index 0), predicted 2, gold 3:
+    # precision 1/2, recall 1/3, F1 = 2*1 / (2 + 3) = 0.4.
+    y_true, y_pred = [1, 1, 1, 0, 0], [1, 0, 0, 1, 0]
+    scores = relation_f1(y_true, y_pred, negative_label=0, labels=[0, 1])
+    assert scores["precision"] == 0.5 and scores["support"] == 3
+    np.testing.assert_allclose([scores["recall"], scores["f1"]], [1 / 3, 0.4], atol=1e-12)
+    # numpy arrays (what the evaluator passes) give the same as Python lists.
+    assert relation_f1(np.array(y_true), np.array(y_pred), 0, labels=[0, 1]) == scores
+
+
+def test_hand_computed_macro_f1():
+    # Classes 0..3. Class 0: gold {0,1}, predicted {0} -> F1 = 2*1 / (1 + 2) = 2/3.
+    # Class 1: gold {2}, predicted {1,2} -> F1 = 2*1 / (2 + 1) = 2/3.
+    # Class 2: gold {3}, predicted {3} -> 1. Class 3: nowhere -> 0 (zero_division=0).
+    # Macro: (2/3 + 2/3 + 1 + 0) / 4 = 7/12.
+    from tffre.metrics import macro_f1
+    assert macro_f1([0, 0, 1, 2], [0, 1, 1, 2], 4) == pytest.approx(7 / 12, abs=1e-12)
+    # A label outside 0..K-1 counts in no class: class 0 loses its hit, F1 0 -> mean of
+    # (0, 2/3, 1) over 3 classes = 5/9.
+    assert macro_f1([0, 0, 1, 2], [9, 1, 1, 2], 3) == pytest.approx(5 / 9, abs=1e-12)
+
+
+def test_per_class_table_mixed_label_types_and_absent_negative():
+    # Labels compared as given in a mix of types (sklearn alone refuses the mix): the int 1
+    # and the string "1" are two classes. No negative label: micro over every label, which
+    # is the accuracy over examples whose gold label is listed.
+    y_true, y_pred = [1, "1", "1", 2], [1, 1, "1", 2]
+    table = per_class_table(y_true, y_pred, [1, "1", 2])
+    assert table["label"].tolist() == [1, "1", 2, MICRO_ROW]
+    # Class 1: predicted {0,1}, gold {0}: p 1/2, r 1. Class "1": predicted {2}, gold {1,2}:
+    # p 1, r 1/2. Class 2: perfect. Micro: 3 hits of 4 predicted and 4 gold -> 3/4.
+    np.testing.assert_allclose(table[["precision", "recall"]].to_numpy(float),
+                               [[0.5, 1], [1, 0.5], [1, 1], [0.75, 0.75]], atol=1e-12)
+    assert table["support"].tolist() == [1, 2, 1, 4]
+    # A negative label that is not in `labels` moves no row and leaves the micro row alone.
+    other = per_class_table(y_true, y_pred, [1, "1", 2], negative_label="N")
+    pd.testing.assert_frame_equal(other, table)

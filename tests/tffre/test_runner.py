@@ -8,8 +8,11 @@ import pytest
 import tensorflow as tf
 
 from tffre import runner
+from tffre.evaluation import evaluate_state
+from tffre.jsonio import write_json
 from tffre.data import FederatedData
 from tffre.models import logistic_regression
+from tiny import run_experiment
 
 
 def test_every_client_excluded_round_is_reported_missing_and_warned(tmp_path, capfd):
@@ -22,10 +25,10 @@ def test_every_client_excluded_round_is_reported_missing_and_warned(tmp_path, ca
                             "test": (rng.randn(5, 4).astype(np.float32),
                                      rng.randint(0, 2, 5).astype(np.int32))}
     data = FederatedData(clients, num_classes=2, name="poisoned")
-    summary = runner.run_experiment(
+    summary = run_experiment(
         data, lambda: logistic_regression(4, 2), loss=tf.keras.losses.SparseCategoricalCrossentropy(),
         algorithm_names=["fedavg"], num_rounds=2, clients_per_round=2, out_dir=str(tmp_path),
-        progress=False, hparams={"num_epochs": 1})
+        hparams={"num_epochs": 1})
     assert "every client update had NaN/Inf; the round was empty" in capfd.readouterr().err
     frame = pd.read_csv(tmp_path / "metrics.csv")
     assert frame["local_train_loss"].isna().all()        # not a perfect 0.0
@@ -36,7 +39,7 @@ def test_every_client_excluded_round_is_reported_missing_and_warned(tmp_path, ca
 
 
 def test_summary_json_is_strict(tmp_path):
-    path = runner.write_json(tmp_path / "s.json", {"a": float("nan"), "b": [np.float32(np.inf), 1],
+    path = write_json(tmp_path / "s.json", {"a": float("nan"), "b": [np.float32(np.inf), 1],
                                                    "c": np.int64(3)})
     text = path.read_text() if hasattr(path, "read_text") else open(path).read()
     assert json.loads(text, parse_constant=lambda t: pytest.fail(t)) == {"a": None, "b": [None, 1],
@@ -75,19 +78,20 @@ def small_data(seed=0):
 def test_reused_processes_give_the_runs_of_fresh_ones(tmp_path):
     """runner.reuse_processes: a later run with another seed equals a fresh build's run."""
     def run(out, seed):
-        runner.run_experiment(
+        run_experiment(
             # Random initial weights: each seed must start from its own.
             small_data(), lambda: logistic_regression(4, 2, kernel_initializer="glorot_uniform"),
             loss=tf.keras.losses.SparseCategoricalCrossentropy(), algorithm_names=["fedavg"],
             num_rounds=2, clients_per_round=2, out_dir=str(tmp_path / out), seed=seed,
-            progress=False, executor="local",
+            executor="local",
             hparams={"num_epochs": 1, "learning_rate": 0.5})
         return pd.read_csv(tmp_path / out / "metrics.csv").drop(columns=["round_seconds"])
     fresh = [run(f"fresh{s}", s) for s in (1, 2)]
     runner.reuse_processes()
     try:
         reused = [run(f"reused{s}", s) for s in (1, 2)]
-        assert len(runner._PROCESS_CACHE) == 1       # built once, run twice
+        from tffre.runner import processes
+        assert len(processes._CACHE) == 1       # built once, run twice
     finally:
         runner.reuse_processes(False)
     for a, b in zip(fresh, reused):
@@ -121,12 +125,12 @@ class _Process:
 def test_personal_evaluation_averages_the_clients_trained_so_far():
     from tffre.mapreduce import ModelWeights
     weights = ModelWeights([np.float32(0.5)], [])
-    out = runner.evaluate(_Evaluator(), _Process(), weights)
+    out = evaluate_state(_Evaluator(), _Process(), weights)
     # Clients a and b (c has not trained): the mean of their heads' accuracies; the
     # training loss is the global model's.
     assert out == {"test_accuracy": pytest.approx(0.4), "train_loss": -0.5}
     _Process.evaluation = "global"
     try:
-        assert runner.evaluate(_Evaluator(), _Process(), weights)["test_accuracy"] == 0.5
+        assert evaluate_state(_Evaluator(), _Process(), weights)["test_accuracy"] == 0.5
     finally:
         _Process.evaluation = "personal"

@@ -192,7 +192,7 @@ def test_import_tffre_is_cheap(tmp_path):
         assert not heavy, f"import tffre imported {heavy}"
         assert "tffre.runtime" in sys.modules  # the worker exit hook is registered
         build_algorithm = tffre.build_algorithm
-        from tffre.algorithms import build_algorithm as from_module
+        from tffre.builder import build_algorithm as from_module
         assert callable(build_algorithm) and build_algorithm is from_module
         assert "tensorflow_federated" in sys.modules
         print("ok")

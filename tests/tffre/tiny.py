@@ -76,7 +76,8 @@ NAMED_LOSS = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 def tiny_fedcb_model(use_variance=True, tau=2.0):
     """``tiny_model``'s hidden layer as the extractor of a FedCB model over fixed Gaussian
     class distributions (mu, var of a seeded draw), with named outputs."""
-    from tffre.algorithms.fedcb import build_fedcb_model, class_distributions
+    from tffre.algorithms.fedcb import class_distributions
+    from tffre.models.heads import build_fedcb_model
     inputs = tf.keras.Input((NUM_FEATURES,))
     hidden = tf.keras.layers.Dense(
         5, activation="tanh", kernel_initializer=tf.keras.initializers.GlorotUniform(seed=1))(inputs)
@@ -90,3 +91,21 @@ def assert_weights_close(got, want):
     """Two lists of weights agree elementwise (rtol 1e-5, atol 1e-6)."""
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def run_experiment(data, model_fn, *, loss, algorithm_names, out_dir, hparams=None,
+                   save_model=None, reference=None, **settings):
+    """:func:`tffre.runner.run_experiment` in one call: a :class:`tffre.runner.Job` of
+    ``data``, ``model_fn`` and ``loss`` (and the Job fields among ``settings``), each
+    algorithm's hyperparameters resolved from ``hparams`` (names or aliases), and the
+    other ``settings`` as :class:`tffre.runner.RunSettings` (no progress bar)."""
+    import dataclasses
+    from tffre import registry, runner
+    job_fields = {f.name for f in dataclasses.fields(runner.Job)}
+    job = runner.Job(data, model_fn, loss, **{k: settings.pop(k) for k in list(settings)
+                                               if k in job_fields})
+    resolved = {registry.get_spec(n).name: registry.resolve_hparams(
+        n, registry.algorithm_hparams(n, hparams or {})) for n in algorithm_names}
+    settings.setdefault("no_progress", True)
+    run = runner.RunSettings.resolve(dict(settings, out=out_dir))
+    return runner.run_experiment(job, resolved, run, save_model=save_model, reference=reference)

@@ -22,15 +22,27 @@ Built once, at the server, before round 1 (FedCB section 2):
    Only the extractor and the projection train; the server FedAvgs them,
    weighted by sample counts (the registry row's mean).
 
-τ is a hyperparameter (``temperature``): the paper gives none; the authors'
-README uses 17.5 for OCT-C8 and 12.5 for Kvasir-v2. ``use_variance=False``
-is the "embedding average" ablation (Table 5): μ_k only.
+τ is a hyperparameter (``classifier_temperature``, alias ``temperature``): the
+paper gives none; the authors' README uses 17.5 for OCT-C8 and 12.5 for
+Kvasir-v2. ``use_variance=False`` is the "embedding average" ablation (Table
+5): μ_k only. The class concepts and the prompt set (image or text) are the
+task's (:class:`tffre.definition.TaskContext`).
 """
 
-import numpy as np
-import tensorflow as tf
+import dataclasses
 
+
+from tffre import definition
 from tffre.definition import Definition
+from tffre.hparams import (boolean, choice, existing_folder, optional, param, positive_float,
+                           positive_int, seed, unit_interval)
+from tffre.lazy import np, tf
+
+#: FedCB's tau and FedETF's: the logit scale of the frozen classifier (FedCB Eq. 5).
+CLASSIFIER_TEMPERATURE = dict(parse=positive_float, aliases=("temperature",),
+                              help="temperature tau of the frozen classifier's logits (the "
+                              "authors' README: 17.5 for OCT-C8, 12.5 for Kvasir-v2)",
+                              paper="FedCB Eq. 5")
 
 COVARIANCES = ("diagonal", "full")
 
@@ -112,27 +124,12 @@ def class_distributions(embeddings, covariance="diagonal"):
     return mu.astype(np.float32), var.astype(np.float32)
 
 
-def _quadratic(h, var):
-    """hᵀΣ_k h for every k: [b, K]; ``var`` [K, D] (diagonal) or [K, D, D]."""
-    if len(var.shape) == 2:
-        return tf.matmul(tf.square(h), var, transpose_b=True)
-    return tf.einsum("bd,kde,be->bk", h, var, h)
-
-
-def fedcb_logits(h, mu, var, tau):
-    """τ·F(h, k) = τ·(h·μ_k + ½·τ·hᵀΣ_k h) (Eq. 5) for a batch of normalised h: [b, K]."""
-    h = tf.convert_to_tensor(h, tf.float32)
-    mu = tf.convert_to_tensor(mu, tf.float32)
-    var = tf.convert_to_tensor(var, tf.float32)
-    return tau * (tf.matmul(h, mu, transpose_b=True) + 0.5 * tau * _quadratic(h, var))
-
-
 def simplex_etf(num_classes, dim, seed=0):
     """[K, D] class vectors of a simplex equiangular tight frame (FedETF's frozen classifier).
 
     W = sqrt(K / (K - 1)) · U (I − 11ᵀ/K), U a seeded random D x K matrix with orthonormal
     columns (D ≥ K): unit vectors whose pairwise inner products are all −1/(K − 1). As a
-    :class:`GaussianClassifier` with Σ = 0 it is the orthogonal-initialisation baseline of
+    :class:`tffre.models.heads.GaussianClassifier` with Σ = 0 it is the orthogonal-initialisation baseline of
     FedCB Table 2.
     """
     if dim < num_classes:
@@ -142,87 +139,6 @@ def simplex_etf(num_classes, dim, seed=0):
     k = num_classes
     w = np.sqrt(k / (k - 1)) * u @ (np.eye(k) - np.ones((k, k)) / k)
     return w.T.astype(np.float32)
-
-
-@tf.keras.utils.register_keras_serializable(package="tffre")
-class GaussianClassifier(tf.keras.layers.Layer):
-    """The frozen FedCB classifier: logits τ·F(h, k) from fixed μ and Σ (non-trainable).
-
-    Built from the arrays (``mu`` [K, D], ``var`` [K, D] or [K, D, D]); they are
-    weights of the layer, not trainable, so they get no gradient and are never
-    in a client's upload. ``use_variance=False``: the embedding-average ablation.
-    """
-
-    def __init__(self, mu, var, tau, use_variance=True, **kwargs):
-        super().__init__(**kwargs)
-        self.trainable = False
-        self._mu_init = np.asarray(mu, np.float32)
-        self._var_init = np.asarray(var, np.float32)
-        self.tau = float(tau)
-        self.use_variance = bool(use_variance)
-
-    def build(self, input_shape):
-        self.mu = self.add_weight("mu", shape=self._mu_init.shape, trainable=False,
-                                  initializer=tf.constant_initializer(self._mu_init))
-        self.var = self.add_weight("var", shape=self._var_init.shape, trainable=False,
-                                   initializer=tf.constant_initializer(self._var_init))
-        super().build(input_shape)
-
-    def effective_var(self):
-        """Σ as the classifier uses it (zeros in the embedding-average ablation)."""
-        return self.var if self.use_variance else tf.zeros_like(self.var)
-
-    def call(self, h):
-        return fedcb_logits(h, self.mu, self.effective_var(), self.tau)
-
-    def get_config(self):
-        return {**super().get_config(), "mu": self._mu_init.tolist(),
-                "var": self._var_init.tolist(), "tau": self.tau,
-                "use_variance": self.use_variance}
-
-
-def frozen_classifier_model(inputs, features, mu, var, tau, use_variance=True, name="fedcb"):
-    """A model from ``inputs``: ``features`` → Dense(D) projection → L2 normalisation (h) →
-    the frozen :class:`GaussianClassifier`; outputs ``{"features": h, "logits": τ·F(h, ·)}``.
-
-    ``features`` is a Keras tensor computed from ``inputs`` (the task model's
-    ``features`` output): the new model shares the task model's layers up to
-    it, flat (so e.g. its "encoder" layer keeps its name for pretrained
-    weights), and drops the task model's own classifier.
-    """
-    dim = int(np.asarray(mu).shape[-1])
-    projected = tf.keras.layers.Dense(dim, name="projection")(features)
-    h = tf.keras.layers.UnitNormalization(name="normalized_features")(projected)
-    logits = GaussianClassifier(mu, var, tau, use_variance, name="classifier")(h)
-    return tf.keras.Model(inputs, {"features": h, "logits": logits}, name=name)
-
-
-def build_fedcb_model(extractor, mu, var, tau, use_variance=True, name="fedcb"):
-    """extractor → Dense(D) projection → L2 normalisation ("features", h) → frozen classifier.
-
-    ``extractor``: a Keras model from the input to a feature vector (e.g.
-    :func:`tffre.models.resnet.resnet18` without its head). Returns a model with
-    outputs ``{"features": h, "logits": τ·F(h, ·)}``.
-    """
-    inputs = tf.keras.Input(extractor.input_shape[1:], dtype=extractor.input.dtype)
-    return frozen_classifier_model(inputs, extractor(inputs), mu, var, tau, use_variance, name)
-
-
-def task_features(model):
-    """(inputs, the ``features`` Keras tensor) of a task model with named outputs."""
-    outputs = model.output
-    if not isinstance(outputs, dict) or "features" not in outputs:
-        raise ValueError(f"the task model {model.name!r} has no 'features' output, which a "
-                         f"frozen classifier (FedCB, FedETF) or a personal head (FedRoD) "
-                         f"is built on")
-    return model.inputs if len(model.inputs) > 1 else model.inputs[0], outputs["features"]
-
-
-def task_num_classes(model):
-    """The number of classes of a task model (its ``logits`` width)."""
-    outputs = model.output
-    main = outputs.get("logits") if isinstance(outputs, dict) else outputs
-    return int(main.shape[-1])
 
 
 PROMPT_SETS = {"image": IMAGE_TEMPLATES, "text": TEXT_TEMPLATES}
@@ -267,44 +183,52 @@ class FedCB(Definition):
     of Eq. 4 to the cross-entropy over its logits. A model already built with
     :func:`build_fedcb_model` is trained as it is when ``concepts`` is None.
 
-    Hyperparameters: ``temperature`` (τ), ``use_variance`` (False: Table 5's
-    embedding average), ``covariance`` ("diagonal" or "full"), ``prompts``
-    ("image" or "text" templates), ``prompt_fraction`` (Table 4),
-    ``concepts`` (the K class concepts, in label order; the runner passes the
-    task's) and ``concept_encoder`` (a local text-encoder folder; None:
-    all-MiniLM-L6-v2).
+    The class concepts (K, in label order) and the prompt set come from the task
+    context (:class:`tffre.definition.TaskContext`: ``concepts``, ``prompts``).
     """
+
+    @dataclasses.dataclass(frozen=True)
+    class Hparams(definition.Hparams):
+        classifier_temperature: float = param(12.5, **CLASSIFIER_TEMPERATURE)
+        use_variance: bool = param(True, boolean, "FedCB: use the class variances (false: "
+                                   "Table 5's embedding average, the means only)",
+                                   paper="FedCB Table 5")
+        covariance: str = param("diagonal", choice(*COVARIANCES), "FedCB: the class "
+                                "distributions' covariance: diagonal (the authors' code) or "
+                                "full (Eq. 2 as written)", paper="FedCB Eq. 2")
+        prompt_fraction: float = param(1.0, unit_interval, "FedCB: use the first fraction of "
+                                       "the 20 prompt templates (Table 4: 0.25, 0.5, 1)",
+                                       paper="FedCB Table 4")
+        concept_encoder: str = param(None, optional(existing_folder), "FedCB: a local Hugging "
+                                     "Face text encoder folder for the prompts (default "
+                                     "all-MiniLM-L6-v2; the paper: BiomedCLIP's text tower)")
 
     needs_features = True
 
-    def __init__(self, hparams):
-        super().__init__(hparams)
-        if not self.hparams.get("temperature", 1.0) > 0:
-            raise ValueError(f"{type(self).__name__}: temperature must be > 0, got "
-                             f"{self.hparams['temperature']}")
-        if "covariance" in self.hparams and self.hparams["covariance"] not in COVARIANCES:
-            raise ValueError(f"covariance must be one of {', '.join(COVARIANCES)}, got "
-                             f"{self.hparams['covariance']!r}")
-        if "prompts" in self.hparams:
-            prompt_templates(self.hparams["prompts"], self.hparams["prompt_fraction"])
+    def __init__(self, hparams, context=None):
+        super().__init__(hparams, context)
+        if self.context.prompts not in PROMPT_SETS:
+            raise ValueError(f"prompts must be one of {', '.join(PROMPT_SETS)}, got "
+                             f"{self.context.prompts!r}")
 
     def class_vectors(self, num_classes):
         """(μ [K, D], Σ) of the frozen classifier (Eq. 2 from the concepts' prompts)."""
-        concepts = list(self.hparams["concepts"])
+        concepts = list(self.context.concepts)
         if len(concepts) != num_classes:
             raise ValueError(f"{len(concepts)} class concepts for a model of {num_classes} "
                              f"classes; give one concept per label, in label order")
-        templates = prompt_templates(self.hparams["prompts"], self.hparams["prompt_fraction"])
-        return concept_distributions(concepts, templates, self.hparams["concept_encoder"],
-                                     self.hparams["covariance"])
+        templates = prompt_templates(self.context.prompts, self.hparams.prompt_fraction)
+        return concept_distributions(concepts, templates, self.hparams.concept_encoder,
+                                     self.hparams.covariance)
 
     def model_fn(self, model_fn):
-        if self.hparams.get("concepts") is None and type(self) is FedCB:
+        from tffre.models.heads import frozen_classifier_model, task_features, task_num_classes
+        if self.context.concepts is None and type(self) is FedCB:
             return model_fn   # a model of build_fedcb_model, built by the caller
         probe = model_fn()
         mu, var = self.class_vectors(task_num_classes(probe))
-        tau = self.hparams["temperature"]
-        use_variance = self.hparams.get("use_variance", True)
+        tau = self.hparams.classifier_temperature
+        use_variance = getattr(self.hparams, "use_variance", True)
         name = type(self).__name__.lower()
 
         def make():
@@ -313,13 +237,14 @@ class FedCB(Definition):
         return make
 
     def objective(self, ctx):
+        from tffre.models.heads import quadratic
         classifier = ctx.model.keras_model.get_layer("classifier")
         h = ctx.outputs["features"]
         var = classifier.effective_var()
         y = tf.cast(tf.reshape(ctx.y, [-1]), tf.int32)
-        quadratic = tf.gather(_quadratic(h, var), y, axis=1, batch_dims=1)
+        quadratic_y = tf.gather(quadratic(h, var), y, axis=1, batch_dims=1)
         # Plus the model's own regularization losses, as the model's loss would add them.
-        return tf.add_n([alignment_loss(y, ctx.outputs["logits"], quadratic, classifier.tau)]
+        return tf.add_n([alignment_loss(y, ctx.outputs["logits"], quadratic_y, classifier.tau)]
                         + list(ctx.model.keras_model.losses))
 
 
@@ -330,11 +255,17 @@ class FedETF(FedCB):
     τ·hᵀw_k (Σ = 0, so FedCB's objective is the plain cross-entropy).
 
     Deviations, documented: FedETF learns τ and fine-tunes locally after training; here
-    τ is the ``temperature`` hyperparameter and the global model is evaluated as it is.
-    Hyperparameters: ``temperature``, ``etf_dim`` (the projection's width D ≥ K),
-    ``etf_seed``.
+    τ is the ``classifier_temperature`` hyperparameter and the global model is evaluated as
+    it is.
     """
 
+    @dataclasses.dataclass(frozen=True)
+    class Hparams(definition.Hparams):
+        classifier_temperature: float = param(12.5, **CLASSIFIER_TEMPERATURE)
+        etf_dim: int = param(128, positive_int, "FedETF: the projection's width (>= the number "
+                             "of classes)", paper="FedETF")
+        etf_seed: int = param(0, seed, "FedETF: the seed of the simplex ETF's random basis")
+
     def class_vectors(self, num_classes):
-        mu = simplex_etf(num_classes, int(self.hparams["etf_dim"]), int(self.hparams["etf_seed"]))
+        mu = simplex_etf(num_classes, self.hparams.etf_dim, self.hparams.etf_seed)
         return mu, np.zeros_like(mu)

@@ -64,11 +64,13 @@ counterpart of the major vectors. With "random" no scores are uploaded.
 """
 
 import collections
+import dataclasses
 
-import numpy as np
-import tensorflow as tf
 
+from tffre import definition
 from tffre.definition import Definition
+from tffre.hparams import choice, non_negative_float, param, positive_float
+from tffre.lazy import np, tf
 
 VECTORS = ("major", "minor", "random")
 REDUCTIONS = ("mean", "sum")
@@ -241,23 +243,34 @@ class FedCMC(Definition):
     ``"classifier"`` (a ``Dense`` on the features whose kernel [D', C] has
     the class vectors as columns), as :func:`tffre.models.relations.build_re_model`'s.
 
-    Hyperparameters: ``mu`` (weight of L_con, Eq. 15; default 1.0),
-    ``temperature`` (tau, default 1.0 = the paper's), ``con_reduction``
-    ("mean" or "sum" over the batch), ``vectors`` ("major", "minor" or "random").
-
     Extras: ``vectors``, Θ̂ [C, D'].
     """
 
-    def __init__(self, hparams):
-        super().__init__(hparams)
-        if self.hparams["vectors"] not in VECTORS:
-            raise ValueError(f"FedCMC: vectors must be one of {', '.join(VECTORS)}, "
-                             f"got {self.hparams['vectors']!r}")
-        if self.hparams["con_reduction"] not in REDUCTIONS:
-            raise ValueError(f"FedCMC: con_reduction must be one of {', '.join(REDUCTIONS)}, "
-                             f"got {self.hparams['con_reduction']!r}")
-        if not float(self.hparams["temperature"]) > 0:
-            raise ValueError(f"FedCMC: temperature must be > 0, got {self.hparams['temperature']}")
+    @dataclasses.dataclass(frozen=True)
+    class Hparams(definition.Hparams):
+        contrastive_weight: float = param(
+            1.0, non_negative_float, "weight mu of the contrastive term", aliases=("mu",),
+            paper="FedCMC Eq. 15: mu")
+        contrastive_temperature: float = param(
+            1.0, positive_float, "temperature tau of the contrastive term (FedCMC: 1, the "
+            "paper's plain dot product)", aliases=("temperature",), paper="FedCMC Eq. 14")
+        con_reduction: str = param("mean", choice(*REDUCTIONS), "FedCMC: reduce L_con over the "
+                                   "batch by mean or sum (Eq. 14 as printed)",
+                                   paper="FedCMC Eq. 14")
+        vectors: str = param("major", choice(*VECTORS), "FedCMC classifier vectors: major "
+                             "(Eq. 12) or the ablations minor (Eq. 18) and random",
+                             paper="FedCMC Eq. 12, Sect. 4.3")
+
+    @classmethod
+    def dp_refusal(cls, hparams):
+        if hparams.vectors == "random":
+            return None   # fixed random vectors: only the model delta leaves a client
+        return ("its server picks, for each class, one client's classifier vector (the "
+                "arg-min of the uploaded scores, Eq. 12): the release is a single client's "
+                "vector, which noise on a sum does not cover")
+
+    def __init__(self, hparams, context=None):
+        super().__init__(hparams, context)
         #: The classifier kernel's index in ``model.trainable_variables`` (found by initial_extras).
         self.kernel_index = None
         self.num_classes = self.dim = None
@@ -321,7 +334,7 @@ class FedCMC(Definition):
     def initial_extras(self, model):
         """Θ̂^0: the built model's classifier rows (Algorithm 1, line 2), or the random vectors."""
         kernel = self._locate(model)
-        if self.hparams["vectors"] == "random":
+        if self.hparams.vectors == "random":
             # Glorot-uniform, as a fresh classifier of this shape, drawn once (stateless seed).
             limit = float(np.sqrt(6.0 / (self.num_classes + self.dim)))
             vectors = tf.random.stateless_uniform([self.num_classes, self.dim],
@@ -336,15 +349,15 @@ class FedCMC(Definition):
     def objective(self, ctx):
         """Eq. 15: L_ce + mu L_con (Eq. 14 on the ``features`` output and the broadcast Θ̂)."""
         con = contrastive_loss(ctx.outputs["features"], ctx.y, ctx.extras["vectors"],
-                               temperature=float(self.hparams["temperature"]),
-                               reduction=self.hparams["con_reduction"])
-        return ctx.model_loss() + float(self.hparams["mu"]) * con
+                               temperature=self.hparams.contrastive_temperature,
+                               reduction=self.hparams.con_reduction)
+        return ctx.model_loss() + self.hparams.contrastive_weight * con
 
     # --- part 4: uploads ---
 
     def client_upload(self, ctx):
         """Eq. 10 on the trained local classifier: the C scores d_{k,c} (none for "random")."""
-        if self.hparams["vectors"] == "random":
+        if self.hparams.vectors == "random":
             return collections.OrderedDict()
         if self.kernel_index is None:
             self._locate(ctx.model)
@@ -356,7 +369,7 @@ class FedCMC(Definition):
         """Eq. 12 (Eq. 18 for "minor") as a mergeable argmin over the clients."""
         num_classes = int(spec["scores"].shape[0])
         return MajorVectorSelection(self, num_classes, self.dim,
-                                    minor=self.hparams["vectors"] == "minor")
+                                    minor=self.hparams.vectors == "minor")
 
     # --- part 5: server work ---
 

@@ -13,7 +13,7 @@ of that minimum). The server keeps h (a server extra, zeros at first):
     h^t = h^{t−1} − α·(1/m)·Σ_{k∈P_t} (θ_k^t − θ^{t−1})
     θ^t = (1/|P_t|)·Σ_{k∈P_t} θ_k^t − h^t / α
 
-with m the number of clients (``num_clients``; the runner passes the run's)
+with m the number of clients (the task context's ``num_clients``: the runner passes the run's)
 and P_t the round's counted clients (each uploads a 1 besides its delta; an
 excluded client uploads 0 and keeps its g_k). The mean over P_t is the row's
 model mean with ``client_weighting="uniform"``, FedDyn's. α = ``dyn_alpha``,
@@ -21,22 +21,34 @@ model mean with ``client_weighting="uniform"``, FedDyn's. α = ``dyn_alpha``,
 """
 
 import collections
+import dataclasses
 
-import tensorflow as tf
-
+from tffre import definition
 from tffre.definition import Definition, StructSum, finite_or_previous
+from tffre.hparams import param, positive_float, redefault
+from tffre.lazy import tf
 
 
 class FedDyn(Definition):
     """FedDyn's objective, per-client linear term and server correction (module docstring)."""
 
-    def __init__(self, hparams):
-        super().__init__(hparams)
-        if not self.hparams["dyn_alpha"] > 0:
-            raise ValueError(f"FedDyn: dyn_alpha must be > 0, got {self.hparams['dyn_alpha']}")
-        if self.hparams["num_clients"] is not None and self.hparams["num_clients"] < 1:
+    @dataclasses.dataclass(frozen=True)
+    class Hparams(definition.Hparams):
+        dyn_alpha: float = param(0.01, positive_float, "FedDyn: the dynamic regulariser's "
+                                 "alpha (FedCB runs it at 0.01)", paper="FedDyn Algorithm 1")
+        # FedDyn averages the counted clients uniformly (the mean over P_t).
+        client_weighting: str = redefault(definition.Hparams, "client_weighting", "uniform")
+
+    @classmethod
+    def dp_refusal(cls, hparams):
+        # Its extra upload is a constant 1 per counted client: the count, not the data.
+        return None
+
+    def __init__(self, hparams, context=None):
+        super().__init__(hparams, context)
+        if self.context.num_clients is not None and self.context.num_clients < 1:
             raise ValueError(f"FedDyn: num_clients must be >= 1, got "
-                             f"{self.hparams['num_clients']}")
+                             f"{self.context.num_clients}")
 
     # --- part 6: the client's linear term g_k ---
 
@@ -45,7 +57,7 @@ class FedDyn(Definition):
             grad=[tf.zeros_like(v) for v in model.trainable_variables])
 
     def next_client_state(self, ctx):
-        alpha = self.hparams["dyn_alpha"]
+        alpha = self.hparams.dyn_alpha
         trained = list(ctx.model.trainable_variables)
         # A diverged client (excluded from the mean) keeps its old term.
         return finite_or_previous(collections.OrderedDict(
@@ -56,7 +68,7 @@ class FedDyn(Definition):
     # --- part 3: the dynamic regulariser ---
 
     def objective(self, ctx):
-        alpha = self.hparams["dyn_alpha"]
+        alpha = self.hparams.dyn_alpha
         theta = list(ctx.model.trainable_variables)
         linear = tf.add_n([tf.reduce_sum(g * w) for g, w in zip(ctx.client_state["grad"], theta)])
         prox = tf.add_n([tf.reduce_sum(tf.square(w - w0))
@@ -77,9 +89,9 @@ class FedDyn(Definition):
         return collections.OrderedDict(h=[tf.zeros_like(v) for v in model.trainable_variables])
 
     def server_update(self, model_weights, extras, aggregate, previous_weights, objects=None):
-        alpha = self.hparams["dyn_alpha"]
+        alpha = self.hparams.dyn_alpha
         counted = aggregate["counted"]
-        m = float(self.hparams["num_clients"]) if self.hparams["num_clients"] else counted
+        m = float(self.context.num_clients) if self.context.num_clients else counted
         mean = list(model_weights.trainable)          # (1/|P_t|) Σ θ_k (uniform weighting)
         share = tf.math.divide_no_nan(counted, tf.cast(m, tf.float32))
         h = [h_old - alpha * share * (w - w0)

@@ -1,6 +1,6 @@
 """FedED (FedED section 3.3, Algorithm 1): clients upload only predictions; the server distils.
 
-The server holds a labelled set D_v (``server_data``). Each round:
+The server holds a labelled set D_v (the task context's ``server_data``). Each round:
 
 1. **Clients** start from Θ_t, train E epochs with cross-entropy (Eq. 3; the
    default objective) and upload **only their class probabilities on D_v**,
@@ -17,7 +17,7 @@ The server holds a labelled set D_v (``server_data``). Each round:
 
 Choices the paper leaves open (hyperparameters):
 
-* ``temperature`` τ: the paper gives none. Eq. 4-5 apply the softmax to the
+* ``teacher_temperature`` τ (alias ``temperature``): the paper gives none. Eq. 4-5 apply the softmax to the
   *averaged probabilities*, which lie in [0, 1]: with τ = 1 the teacher is
   nearly uniform (its largest and smallest entries differ by at most a factor
   e). The default τ = 0.25 keeps it about as sharp as the averaged
@@ -40,12 +40,14 @@ so FedED lowers the traffic, not the need for care.
 """
 
 import collections
+import dataclasses
 
-import numpy as np
-import tensorflow as tf
 
+from tffre import definition
 from tffre.definition import Definition, WeightedStructMean
-from tffre.client_work import carried_optimizer_variables
+from tffre.hparams import choice, non_negative_float, param, positive_float
+from tffre.lazy import np, tf
+
 
 TEACHERS = ("probabilities", "logits")
 PRECISIONS = ("float32", "float16")
@@ -85,6 +87,25 @@ class TeacherMean(WeightedStructMean):
         return collections.OrderedDict(mean=super().report(acc), clients=acc["weight"])
 
 
+class PrivateTeacherMean:
+    """Eq. 5's mean under client-level DP: the clients' prediction matrices clipped and summed,
+    noised and divided by the expected clients per round (a :class:`DPStructMean`), reported as
+    :class:`TeacherMean` reports, {mean, clients}."""
+
+    def __init__(self, dp):
+        self.dp = dp
+        # The protocol's other parts are DP's own.
+        self.initial_state, self.client_params, self.client = \
+            dp.initial_state, dp.client_params, dp.client
+        self.zero, self.accumulate, self.merge, self.report = \
+            dp.zero, dp.accumulate, dp.merge, dp.report
+
+    def finalize(self, state, reported):
+        mean, new_state, metrics = self.dp.finalize(state, reported)
+        return collections.OrderedDict(mean=mean, clients=metrics["dp_clients"]), new_state, \
+            metrics
+
+
 def log_probabilities(model, outputs):
     """log p(y|s) from a ClientModel's outputs: log-softmax of logits, or the log of a
     probability output (a model whose loss has ``from_logits=False``)."""
@@ -117,32 +138,36 @@ def _server_arrays(server_data):
 class FedED(Definition):
     """FedED's parts: no model upload, predictions on D_v up, distillation at the server.
 
-    Hyperparameters: ``server_data`` (required), ``temperature`` (τ, 0.25),
-    ``kl_weight`` (1), ``teacher`` ("probabilities" | "logits"),
-    ``upload_precision`` ("float32" | "float16").
+    Needs the task context's ``server_data`` (D_v).
     """
 
-    uploads_model = False
+    @dataclasses.dataclass(frozen=True)
+    class Hparams(definition.Hparams):
+        teacher_temperature: float = param(
+            0.25, positive_float, "FedED: the teacher's temperature tau (the paper gives none; "
+            "see tffre.algorithms.feded)", aliases=("temperature",), paper="FedED Eq. 4")
+        kl_weight: float = param(1.0, non_negative_float, "FedED: weight of KL(q || p) in the "
+                                 "server's loss", paper="FedED Eq. 6")
+        teacher: str = param("probabilities", choice(*TEACHERS), "FedED: average the clients' "
+                             "probabilities (Eq. 4-5 as printed) or their log-probabilities",
+                             paper="FedED Eq. 4-5")
+        upload_precision: str = param("float32", choice(*PRECISIONS), "FedED: the predictions' "
+                                      "upload type")
 
-    def __init__(self, hparams):
-        super().__init__(hparams)
-        hp = self.hparams
-        if hp["teacher"] not in TEACHERS:
-            raise ValueError(f"teacher must be one of {', '.join(TEACHERS)}, "
-                             f"got {hp['teacher']!r}")
-        if hp["upload_precision"] not in PRECISIONS:
-            raise ValueError(f"upload_precision must be one of {', '.join(PRECISIONS)}, "
-                             f"got {hp['upload_precision']!r}")
-        if not float(hp["temperature"]) > 0:
-            raise ValueError(f"temperature must be > 0, got {hp['temperature']}")
-        if not float(hp["kl_weight"]) >= 0:
-            raise ValueError(f"kl_weight must be >= 0, got {hp['kl_weight']}")
-        self.server_x, self.server_y, self.server_batch_size = _server_arrays(hp["server_data"])
+    uploads_model = False
+    needs_server_data = True
+
+    @classmethod
+    def dp_refusal(cls, hparams):
+        return None   # the predictions on D_v are clipped and noised (upload_aggregator)
+
+    def __init__(self, hparams, context=None):
+        super().__init__(hparams, context)
+        self.server_x, self.server_y, self.server_batch_size = _server_arrays(
+            self.context.server_data)
         if len(self.server_x) != len(self.server_y) or not len(self.server_y):
             raise ValueError(f"FedED: server_data has {len(self.server_x)} inputs and "
                              f"{len(self.server_y)} labels")
-        # The description replaces the dataset in the resolved hyperparameters (summaries).
-        self.hparams["server_data"] = f"{len(self.server_y)} examples"
 
     # --- part 2: server extras: D_v's inputs, broadcast so that clients can predict on them ---
 
@@ -163,27 +188,31 @@ class FedED(Definition):
             lambda c: log_probabilities(model, model.outputs(c, training=False)),
             chunks, fn_output_signature=tf.float32)
         log_p = tf.reshape(log_p, [n + pad, -1])[:n]
-        out = log_p if self.hparams["teacher"] == "logits" else tf.exp(log_p)
-        return tf.cast(out, self.hparams["upload_precision"])
+        out = log_p if self.hparams.teacher == "logits" else tf.exp(log_p)
+        return tf.cast(out, self.hparams.upload_precision)
 
     def client_upload(self, ctx):
         return self.predict(ctx.model, ctx.extras["server_x"])
 
     def upload_aggregator(self, spec):
+        if getattr(self.hparams, "dp_on", False):
+            from tffre.privacy.aggregator import DPStructMean
+            return PrivateTeacherMean(DPStructMean(spec, **self.dp_settings()))
         return TeacherMean(spec)
 
     # --- part 5: the server distils the ensemble into Θ_t ---
 
     def server_objects(self, make_model, make_optimizer):
+        import optimizers   # imports TensorFlow: not at module import (see tffre.lazy)
         model = make_model()
         optimizer = make_optimizer()
         optimizer.build(model.trainable_variables)
         return collections.OrderedDict(model=model, optimizer=optimizer,
-                                       carried=carried_optimizer_variables(optimizer))
+                                       carried=optimizers.training_state(optimizer))
 
     def server_update(self, model_weights, extras, aggregate, previous_weights, objects=None):
         model, optimizer = objects["model"], objects["optimizer"]
-        q = teacher_distribution(aggregate["mean"], self.hparams["temperature"])
+        q = teacher_distribution(aggregate["mean"], self.hparams.teacher_temperature)
 
         @tf.function
         def distil():
@@ -199,7 +228,7 @@ class FedED(Definition):
                 trainable = model.trainable_variables
                 with tf.GradientTape() as tape:
                     log_p = log_probabilities(model, model.outputs(x, training=True))
-                    loss = distillation_loss(y, log_p, q_batch, self.hparams["kl_weight"])
+                    loss = distillation_loss(y, log_p, q_batch, self.hparams.kl_weight)
                 optimizer.apply_gradients(zip(tape.gradient(loss, trainable), trainable))
                 return n + 1
             steps = data.reduce(tf.constant(0), step)

@@ -28,10 +28,13 @@ before training (``uses_label_counts``). At test time the model is used as
 it is, without calibration: the margins exist only in local training.
 """
 
-import tensorflow as tf
+import dataclasses
 
-from tffre.definition import Definition
+from tffre import definition
 from tffre.algorithms.fedrs import cross_entropy_on, model_logits
+from tffre.definition import Definition
+from tffre.hparams import non_negative_float, param
+from tffre.lazy import tf
 
 
 def calibrated_logits(logits, label_counts, calibration):
@@ -41,21 +44,16 @@ def calibrated_logits(logits, label_counts, calibration):
 
 
 class FedLC(Definition):
-    """FedLC's calibrated cross-entropy as the client objective (see the module docstring).
+    """FedLC's calibrated cross-entropy as the client objective (see the module docstring)."""
 
-    Hyperparameters: ``calibration`` (tau >= 0, default 1.0; 0 gives FedAvg's
-    cross-entropy).
-    """
+    @dataclasses.dataclass(frozen=True)
+    class Hparams(definition.Hparams):
+        calibration: float = param(1.0, non_negative_float, "FedLC: the calibration tau "
+                                   "(0 gives FedAvg's cross-entropy)", paper="FedLC, L_cal")
 
     uses_label_counts = True
-
-    def __init__(self, hparams):
-        super().__init__(hparams)
-        tau = self.hparams["calibration"]
-        if not (tau >= 0 and tau != float("inf")):
-            raise ValueError(f"FedLC: calibration must be a finite number >= 0, got {tau}")
 
     def objective(self, ctx):
         logits = model_logits(ctx, "FedLC")
         return cross_entropy_on(ctx, calibrated_logits(logits, ctx.label_counts,
-                                                       self.hparams["calibration"]))
+                                                       self.hparams.calibration))

@@ -25,10 +25,12 @@ main output (e.g. the class probabilities of a single-output model).
 """
 
 import collections
+import dataclasses
 
-import tensorflow as tf
-
+from tffre import definition
 from tffre.definition import Definition, StructSum
+from tffre.hparams import non_negative_float, param
+from tffre.lazy import tf
 
 
 def _features(model, outputs):
@@ -36,10 +38,12 @@ def _features(model, outputs):
 
 
 class FedProtoAvg(Definition):
-    """FedAvg with FedProto's prototype regularizer (see the module docstring).
+    """FedAvg with FedProto's prototype regularizer (see the module docstring)."""
 
-    Hyperparameters: ``proto_weight`` (lambda, default 1.0).
-    """
+    @dataclasses.dataclass(frozen=True)
+    class Hparams(definition.Hparams):
+        proto_weight: float = param(1.0, non_negative_float, "FedProtoAvg: the prototype "
+                                    "term's weight lambda", paper="FedProto, lambda")
 
     def _dims(self, model):
         shapes = model.output_shapes()
@@ -59,7 +63,7 @@ class FedProtoAvg(Definition):
         target = tf.gather(ctx.extras["prototypes"], y)
         present = tf.gather(ctx.extras["present"], y)
         distance = tf.reduce_sum(tf.square(features - target), axis=-1)
-        return ctx.model_loss() + self.hparams["proto_weight"] * tf.reduce_mean(
+        return ctx.model_loss() + self.hparams.proto_weight * tf.reduce_mean(
             present * distance)
 
     def client_upload(self, ctx):

@@ -2,7 +2,7 @@
 baseline.
 
 The body (every trainable weight but the head's) is averaged by the server as in
-FedAvg; the head (the Keras layer ``personal_layer``, "classifier" by default)
+FedAvg; the head (the Keras layer ``personal_layer``, "classifier")
 is each client's own: it starts from the client's last head (the broadcast one
 before its first round), is trained locally and never uploaded
 (:class:`~tffre.definition.PersonalLayerMixin`). The server's copy
@@ -20,7 +20,7 @@ from tffre.definition import Definition, PersonalLayerMixin
 
 
 class FedRep(PersonalLayerMixin, Definition):
-    """Personal head, averaged body (see the module docstring). Hyperparameter ``personal_layer``.
+    """Personal head, averaged body (see the module docstring).
 
     Evaluated as personal models: the mean, over the clients trained so far, of the
     shared body with each client's head on the common test set.

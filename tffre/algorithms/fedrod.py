@@ -24,10 +24,8 @@ The global model evaluated and saved is the body with g (FedRoD's generic
 model, G-FL), the figure FedCB Table 2 reports beside FedAvg's.
 """
 
-import tensorflow as tf
-
 from tffre.definition import Definition, PersonalLayerMixin
-from tffre.algorithms.fedcb import task_features, task_num_classes
+from tffre.lazy import tf
 
 MISSING_CLASS_COUNT = 1e-8
 
@@ -41,20 +39,15 @@ def balanced_softmax_loss(y, logits, label_counts):
 
 
 class FedRoD(PersonalLayerMixin, Definition):
-    """Generic head with BSM, personal head kept per client (see the module docstring).
-
-    Hyperparameter ``personal_layer`` (default "personal_head").
-    """
+    """Generic head with BSM, personal head kept per client (see the module docstring)."""
 
     needs_features = True
-
     uses_label_counts = True
-
-    def _personal_layer(self):
-        return self.hparams.get("personal_layer") or "personal_head"
+    personal_layer = "personal_head"
 
     def model_fn(self, model_fn):
-        name = self._personal_layer()
+        from tffre.models.heads import task_features, task_num_classes
+        name = self.personal_layer
 
         def make():
             task = model_fn()

@@ -32,10 +32,12 @@ from one pass over the client's data before training
 any scaling: the restriction exists only in local training.
 """
 
-import tensorflow as tf
+import dataclasses
 
+from tffre import definition
 from tffre.definition import Definition
-from tffre.registry import check_choice
+from tffre.hparams import choice, param, probability
+from tffre.lazy import tf
 
 FEDRS_FORMS = ("binary", "proportional")
 
@@ -69,24 +71,20 @@ def restriction_scales(label_counts, restriction, form="binary"):
 
 
 class FedRS(Definition):
-    """FedRS's restricted softmax as the client objective (see the module docstring).
+    """FedRS's restricted softmax as the client objective (see the module docstring)."""
 
-    Hyperparameters: ``restriction`` (alpha in [0, 1], default 0.5; grid
-    0.9/0.5/0.1) and ``fedrs_form`` ("binary", the paper's, by default, or
-    "proportional", the authors' code's).
-    """
+    @dataclasses.dataclass(frozen=True)
+    class Hparams(definition.Hparams):
+        restriction: float = param(0.5, probability, "FedRS: the logit scale alpha of the "
+                                   "classes a client lacks (grid 0.9/0.5/0.1)",
+                                   paper="FedRS, restricted softmax")
+        fedrs_form: str = param("binary", choice(*FEDRS_FORMS), "FedRS: binary (the paper) or "
+                                "proportional (the authors' FedRepo code)")
 
     uses_label_counts = True
 
-    def __init__(self, hparams):
-        super().__init__(hparams)
-        check_choice("fedrs_form", self.hparams["fedrs_form"], FEDRS_FORMS)
-        if not 0.0 <= self.hparams["restriction"] <= 1.0:
-            raise ValueError(f"FedRS: restriction must be in [0, 1], "
-                             f"got {self.hparams['restriction']}")
-
     def objective(self, ctx):
         logits = model_logits(ctx, "FedRS")
-        scales = restriction_scales(ctx.label_counts, self.hparams["restriction"],
-                                    self.hparams["fedrs_form"])
+        scales = restriction_scales(ctx.label_counts, self.hparams.restriction,
+                                    self.hparams.fedrs_form)
         return cross_entropy_on(ctx, scales * tf.cast(logits, tf.float32))

@@ -50,10 +50,18 @@ objective.
 """
 
 import collections
+import dataclasses
 
-import tensorflow as tf
-
+from tffre import definition
 from tffre.definition import Definition, GlobalModelMixin, finite_or_previous
+from tffre.hparams import boolean, non_negative_float, param, positive_float
+from tffre.lazy import tf
+
+#: The contrastive term's weight and temperature, as MOON and FedLCC (Eq. 12-13) declare them.
+CONTRASTIVE_WEIGHT = dict(parse=non_negative_float, aliases=("mu",),
+                          help="weight mu of the model-contrastive term")
+CONTRASTIVE_TEMPERATURE = dict(parse=positive_float, aliases=("temperature",),
+                               help="temperature tau of the model-contrastive term")
 
 
 def cosine_similarity(a, b):
@@ -92,9 +100,6 @@ def contrastive_loss(z, z_glob, z_prev, temperature):
 class MOON(GlobalModelMixin, Definition):
     """MOON's client objective and per-client previous model (see the module docstring).
 
-    Hyperparameters: ``mu`` (weight of the contrastive term, default 1.0),
-    ``temperature`` (tau, default 0.5), ``projection_head`` (contrast the
-    model's ``projection`` output instead of its ``features``, default False).
     A subclass contrasts another output by setting :attr:`representation_output`
     (FedLCC: ``"context"``) and may replace :meth:`contrast`.
 
@@ -103,15 +108,21 @@ class MOON(GlobalModelMixin, Definition):
     once the client has trained a round, else 0.0).
     """
 
+    @dataclasses.dataclass(frozen=True)
+    class Hparams(definition.Hparams):
+        contrastive_weight: float = param(1.0, paper="MOON Sect. 3.3: mu", **CONTRASTIVE_WEIGHT)
+        contrastive_temperature: float = param(0.5, paper="MOON Sect. 3.3: tau",
+                                               **CONTRASTIVE_TEMPERATURE)
+        projection_head: bool = param(False, boolean, "MOON: contrast the model's "
+                                      "'projection' output (a 2-layer head) instead of its "
+                                      "'features'", flag=True)
+
     #: The named model output contrasted (z); ``projection_head=True`` reads "projection".
     representation_output = "features"
 
-    def __init__(self, hparams):
-        super().__init__(hparams)
-        name = type(self).__name__
-        if not self.hparams["temperature"] > 0:
-            raise ValueError(f"{name}: temperature must be > 0, got {self.hparams['temperature']}")
-        self.representation = "projection" if self.hparams.get("projection_head") \
+    def __init__(self, hparams, context=None):
+        super().__init__(hparams, context)
+        self.representation = "projection" if getattr(self.hparams, "projection_head", False) \
             else self.representation_output
 
     def _z(self, outputs):
@@ -139,13 +150,14 @@ class MOON(GlobalModelMixin, Definition):
         """The batch's contrastive term: the mean l_con over its examples (over the valid pairs
         when the model's loss masks rows, :meth:`ObjectiveContext.row_mask`)."""
         con = contrastive_loss(self._z(ctx.outputs), self._z(ctx.frozen["global"]),
-                               self._z(ctx.frozen["previous"]), self.hparams["temperature"])
+                               self._z(ctx.frozen["previous"]),
+                               self.hparams.contrastive_temperature)
         return masked_mean(con, ctx.row_mask())
 
     def objective(self, ctx):
         # seen = 0 in a client's first round: the term, and its gradient, are exactly 0 (it is
         # finite: the previous copy holds the global model then).
-        return ctx.model_loss() + self.hparams["mu"] * ctx.client_state["seen"] * \
+        return ctx.model_loss() + self.hparams.contrastive_weight * ctx.client_state["seen"] * \
             self.contrast(ctx)
 
     def initial_client_state(self, model):

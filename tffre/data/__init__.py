@@ -1,5 +1,16 @@
-"""Datasets as :class:`FederatedData`: per-client numpy splits that convert to ``tf.data``."""
+"""Datasets as :class:`FederatedData`: per-client numpy splits that convert to ``tf.data``.
 
-from tffre.data.federated import FederatedData
+``FederatedData`` (TensorFlow) is imported on first use, so the loaders and
+``tffre.data.check`` run without TensorFlow.
+"""
 
 __all__ = ["FederatedData"]
+
+
+def __getattr__(name):
+    # PEP 562: importing tffre.data.<loader> must not import TensorFlow.
+    if name == "FederatedData":
+        from tffre.data.federated import FederatedData
+        globals()[name] = FederatedData
+        return FederatedData
+    raise AttributeError(f"module 'tffre.data' has no attribute {name!r}")

@@ -1,44 +1,66 @@
-"""Document-level relation-extraction (DocRE) loaders: PubTator (CDR, GDA, CHR), DocRED JSON, EoG.
+"""Document-level relation extraction (DocRE) data: the document type and its loaders.
 
-Every loader returns a list of :class:`tffre.data.document.Document` (see that module for the
-fields): the document id, its text, its mentions (character offsets into the text, end
-exclusive, ``text[start:end] == mention.text``, the mention's sentence index), its relations and
-its sentence spans.
+Every loader returns :class:`Document` objects, one shape for all formats, so the graph,
+the split and the model read one thing:
+
+* :class:`Document` -- ``pmid`` (the document id; DocRED's title when it has no PMID),
+  ``text`` (PubTator: title, a space, abstract), ``mentions``, ``relations``,
+  ``sentences`` (character spans into ``text``, in order, covering every mention) and
+  ``excluded_pairs`` (entity pairs the source leaves out of training and scoring: EoG's
+  ``not_include``; empty elsewhere).
+* :class:`Mention` -- character offsets into ``text`` (end exclusive,
+  ``text[start:end] == mention.text``), the mention text, its type, its entity ids (a
+  tuple: PubTator's composite ``D1|D2`` gives two; ``-1``, an unnormalised mention,
+  gives ``("-1",)``) and the index of its sentence.
+* :class:`Relation` -- the relation type and the two entity ids.
+
+Formats:
 
 * :func:`load_pubtator` -- CDR, GDA and CHR as distributed in PubTator format (BioCreative V
-  CDR ``CDR_*Set.PubTator.txt``; GDA after EoG's ``gda2pubtator.py``), parsed with the ``bioc``
+  CDR ``CDR_*Set.PubTator.txt``; GDA after EoG's ``gda2pubtator.py``), parsed by the ``bioc``
   library's :mod:`bioc.pubtator`. Sentences come from :func:`split_sentences`.
 * :func:`load_docred` -- DocRED-style JSON (``title``, ``sents``, ``vertexSet``, ``labels``);
   :func:`fact_keys` gives the training facts for DocRED's Ign F1.
 * :func:`load_eog` -- the ``.data`` files of the edge-oriented graph model (Christopoulou et al.
   2019, GitHub fenchri/edge-oriented-graph), which FedLCC-style CDR/GDA code reads.
-* :func:`load_docre` -- any of these from a file or a folder of train/dev/test splits.
+* :func:`load_documents` -- any of these from a file or a folder of train/dev/test splits;
+  :func:`load_document_splits` -- the train/dev/test documents a run uses, gaps filled by
+  :func:`tffre.data.splits.complete_splits`.
 * :func:`sample_path`, :func:`load_sample` -- the embedded, invented CDR-style sample
   (``tffre/resources/docre_sample/``, written by ``data/docre_sample/generate.py``).
 
 Bad input raises :class:`DocREFormatError` with a one-line message naming the file, the 1-based
 line (PubTator, EoG, a JSON syntax error) or record (DocRED), and the field or document at fault;
 a missing path raises :class:`DocREFileNotFoundError`, which is both a ``DocREFormatError`` and
-a ``FileNotFoundError``.
+a ``FileNotFoundError``. Given a list as ``problems``, the loaders are lenient instead: each
+bad line, mention, relation or document is skipped and its message appended there
+(:class:`tffre.errors.collect`); errors about a whole file or folder still raise. Given a list
+as ``notes``, they append what a user should know about what was read (an empty split file
+read as no split, the EoG variant chosen).
 """
 
 import bisect
+import contextlib
+import dataclasses
+import io
 import json
+import operator
 import os
 import re
+from typing import List, Tuple
 
 import bioc.pubtator
 import bioc.pubtator.decoder
 
 from tffre import resources
-from tffre.data.document import UNNORMALISED_ID, Document, Mention, Relation
-from tffre.errors import MessageFileNotFoundError, one_line, read_utf8, show, text_lines
+from tffre.data.splits import DEV_FRACTION, SPLITS, complete_splits
+from tffre.errors import MessageFileNotFoundError, collect, one_line, read_utf8, show, text_lines
 
 FORMATS = ("pubtator", "docred", "eog")
-SPLITS = ("train", "dev", "test")
 # A split file's name holds one of these words (lower-cased, not preceded by a letter).
 SPLIT_WORDS = {"train": ("train",), "dev": ("dev",), "test": ("test",)}
 EXTENSIONS = {".pubtator": "pubtator", ".txt": "pubtator", ".json": "docred", ".data": "eog"}
+UNNORMALISED_ID = "-1"
 
 # EoG .data: after ``pmid<TAB>text``, 17 tab-separated fields per candidate pair, as written by
 # data_processing/process.py and read by src/reader.py (``chunks(line[2:], 17)``).
@@ -49,9 +71,17 @@ EOG_ARG_FIELDS = ("id", "names", "type", "starts", "ends", "sentences")
 EOG_ARGS = (("arg1", 5), ("arg2", 11))  # where each argument's six fields start
 EOG_DIRECTIONS = ("L2R", "R2L")
 EOG_CROSS_VALUES = ("CROSS", "NON-CROSS")
-# Pair types that are not relations: "1:NR:2" (no relation) and "not_include" (EoG's marker
-# for pairs left out of evaluation).
-EOG_NO_RELATION = ("NR", "not_include")
+# Pair types that are not relations: "1:NR:2" (no relation) and "not_include", which EoG's
+# filter_hypernyms.py writes for a negative pair whose entity is a MeSH hypernym of a positive
+# pair's (same other entity): such pairs are left out of training and scoring.
+EOG_NO_RELATION = "NR"
+EOG_EXCLUDED = "not_include"
+# EoG's data_processing writes each split twice: train.data and, after filter_hypernyms.py,
+# train_filter.data. Its configs (configs/parameters_cdr.yaml: train_filter.data,
+# dev_filter.data) train and evaluate on the filtered files, so that is the default.
+EOG_VARIANTS = ("filter", "plain")
+EOG_VARIANT = "filter"
+EOG_FILTER_SUFFIX = "_filter"
 
 SAMPLE_FOLDER = "docre_sample"
 
@@ -63,7 +93,55 @@ _SENTENCE_END_RE = re.compile(r"""[.?!]["')\]]*\s+(?=["'(\[]?[A-Z0-9])""")
 # Words that end in a period without ending a sentence ("e.g. Ca", "et al. Further").
 ABBREVIATIONS = frozenset({"e.g.", "i.e.", "al.", "vs.", "cf.", "fig.", "figs.", "dr.", "no.",
                            "approx.", "ca.", "ref.", "refs."})
-_LAST_WORD_RE = re.compile(r"\S*$")
+
+
+# --------------------------------------------------------------------------- the document
+
+
+@dataclasses.dataclass(frozen=True)
+class Mention:
+    """One entity mention: ``text == document.text[start:end]``."""
+
+    start: int
+    end: int
+    text: str
+    type: str
+    ids: Tuple[str, ...]
+    sentence: int = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class Relation:
+    """One annotated relation between entities ``id1`` and ``id2`` (e.g. CDR's CID)."""
+
+    type: str
+    id1: str
+    id2: str
+
+
+@dataclasses.dataclass
+class Document:
+    """A document with its mentions, relations and sentence spans (see the module docstring)."""
+
+    pmid: str
+    text: str
+    mentions: List[Mention]
+    relations: List[Relation]
+    sentences: List[Tuple[int, int]]
+    excluded_pairs: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def entities(self):
+        """{entity id: [mention indices]} in first-mention order; ``-1`` ids are not entities."""
+        out = {}
+        for i, m in enumerate(self.mentions):
+            for eid in m.ids:
+                if eid != UNNORMALISED_ID:
+                    out.setdefault(eid, []).append(i)
+        return out
+
+    def entity_types(self):
+        """{entity id: the type of its first mention}."""
+        return {eid: self.mentions[idx[0]].type for eid, idx in self.entities().items()}
 
 
 class DocREFormatError(ValueError):
@@ -72,7 +150,6 @@ class DocREFormatError(ValueError):
 
 class DocREFileNotFoundError(DocREFormatError, MessageFileNotFoundError):
     """A file or folder a DocRE loader needs does not exist; the message names the path."""
-
 
 # --------------------------------------------------------------------------- shared helpers
 
@@ -127,13 +204,21 @@ def split_sentences(text, protected=(), breaks=()):
     """
     cuts = set(b for b in breaks if 0 < b < len(text))
     for m in _SENTENCE_END_RE.finditer(text):
-        word = _LAST_WORD_RE.search(text, max(0, m.start() - 30), m.start() + 1).group()
+        end = m.start() + 1  # the word that ends in the punctuation: up to 30 characters back
+        word = text[max(0, end - 30):end].rsplit(None, 1)[-1]
         if word.lower() not in ABBREVIATIONS:
             cuts.add(m.end())
-    # A cut inside a mention would put the mention in two sentences.
-    for start, end in protected:
-        cuts.difference_update([c for c in cuts if start < c < end])
-    bounds = [0] + sorted(cuts) + [len(text)]
+    cuts = sorted(cuts)
+    if cuts and protected:
+        # A cut inside a mention would put the mention in two sentences: drop cuts with
+        # some mention starting before and ending after them (the running maximum of ends).
+        spans = sorted(protected)
+        starts, reach, furthest = [s for s, _ in spans], [], 0
+        for _, end in spans:
+            furthest = max(furthest, end)
+            reach.append(furthest)
+        cuts = [c for c in cuts if not (k := bisect.bisect_left(starts, c)) or reach[k - 1] <= c]
+    bounds = [0] + cuts + [len(text)]
     spans = []
     for start, end in zip(bounds, bounds[1:]):
         piece = text[start:end]
@@ -145,153 +230,213 @@ def split_sentences(text, protected=(), breaks=()):
 
 
 def _assign_sentences(spans, mentions):
-    """(spans, mentions with their sentence index): each mention goes to the sentence it
-    starts in; a span is widened to the mentions in it (a mention starting or ending in
+    """(spans, Mentions) from sentence spans and ``(start, end, text, type, ids)`` tuples:
+    each mention goes to the sentence it starts in (its ``sentence`` index; -1 without
+    sentences); a span is widened to the mentions in it (a mention starting or ending in
     whitespace that the sentence's stripping cut off)."""
     if not spans:
-        return spans, mentions
+        return spans, [Mention(*m) for m in mentions]
     starts = [s for s, _ in spans]
     spans = [list(span) for span in spans]
     out = []
-    for m in mentions:
-        k = max(0, bisect.bisect_right(starts, m.start) - 1)
-        spans[k][0] = min(spans[k][0], m.start)
-        spans[k][1] = max(spans[k][1], m.end)
-        out.append(Mention(m.start, m.end, m.text, m.type, m.ids, k))
+    for start, end, text, kind, ids in mentions:
+        k = max(0, bisect.bisect_right(starts, start) - 1)
+        span = spans[k]
+        if start < span[0]:
+            span[0] = start
+        if end > span[1]:
+            span[1] = end
+        out.append(Mention(start, end, text, kind, ids, k))
     return [tuple(span) for span in spans], out
+
 
 
 # --------------------------------------------------------------------------- PubTator
 
-
-class _Block:
-    """Line numbers of one PubTator document (a run of non-blank lines)."""
-
-    def __init__(self, first):
-        self.first = first
-        self.title = self.abstract = None  # (line, pmid, text)
-        self.mentions = []                 # line numbers, in file order
-        self.relations = []
+_TITLE_RE = bioc.pubtator.decoder.TITLE_PATTERN
+_ABSTRACT_RE = bioc.pubtator.decoder.ABSTRACT_PATTERN
+_INTEGER_RE = re.compile(r"-?\d+")
+_PUBTATOR_LINES = ("expected 'PMID|t|title', 'PMID|a|abstract', a mention (PMID, start, end, "
+                   "text, type, id [, texts]) or a relation (PMID, type, id1, id2), "
+                   "tab-separated")
 
 
-class _Feeder:
-    """Feeds a file's lines to bioc's PubTator parser, noting what each line is and where.
+class _Line(str):
+    """A line of a PubTator file that keeps its 1-based ``number`` through bioc's parse.
 
-    bioc's parser keeps no line numbers, prints (rather than raises on) lines it cannot
-    read and silently merges two documents with no blank line between them; this checks
-    those cases first and records, per document, the line of each mention and relation,
-    so errors found after parsing can name the line.
+    bioc's parser (:func:`bioc.pubtator.iterparse_s`) keeps no line numbers. It strips each
+    line and splits mention and relation lines on tabs; a ``_Line`` keeps its number through
+    ``strip()``, and the first field its ``split()`` gives (the pmid) keeps it too. So every
+    mention and relation bioc builds carries, in its ``pmid``, the line it was read from.
     """
 
-    def __init__(self, path, lines):
-        self.path, self.lines = path, lines
-        self.lineno = 0
-        self.blocks = []
+    def __new__(cls, text, number):
+        line = str.__new__(cls, text)
+        line.number = number
+        return line
 
-    def __iter__(self):
-        block = None
-        for self.lineno, raw in enumerate(self.lines, 1):
-            line = raw.strip()  # bioc strips each line the same way
-            if not line:
-                self._close(block)
-                block = None
-            else:
-                block = block or _Block(self.lineno)
-                self._classify(block, raw, line)
-            yield raw
-        self._close(block)
+    def strip(self, chars=None):
+        text = str.strip(self, chars)
+        return self if len(text) == len(self) else _Line(text, self.number)
 
-    def _fail(self, where, message, lineno=None):
-        return _error(self.path, f"line {lineno or self.lineno}", where, message)
+    def split(self, sep=None, maxsplit=-1):
+        parts = str.split(self, sep, maxsplit)
+        parts[0] = _Line(parts[0], self.number)
+        return parts
 
-    def _classify(self, block, raw, line):
-        for kind, pattern in (("title", bioc.pubtator.decoder.TITLE_PATTERN),
-                              ("abstract", bioc.pubtator.decoder.ABSTRACT_PATTERN)):
-            m = pattern.match(line)
+
+def _blocks(lines):
+    """The documents of a PubTator file as lists of :class:`_Line`: runs of lines that do
+    not strip to nothing (bioc's rule: such a line ends a document)."""
+    block = []
+    for number, text in enumerate(lines, 1):
+        if text.strip():
+            block.append(_Line(text, number))
+        elif block:
+            yield block
+            block = []
+    if block:
+        yield block
+
+
+def _parse_error(path, line, error):
+    """The DocREFormatError for a line bioc raised ``error`` on (a bad offset, or bioc's own)."""
+    fields = str(line).strip().split("\t")
+    if len(fields) >= 6:
+        for column, name in ((1, "start"), (2, "end")):
+            if not _INTEGER_RE.fullmatch(fields[column]):
+                return _error(path, f"line {line.number}", f"field {name}",
+                              f"offset {show(fields[column])} is not an integer")
+    return _error(path, f"line {line.number}", None,
+                  f"cannot parse {show(str(line).strip())}: {error}")
+
+
+def _bioc_parse(path, block, problems):
+    """``(bioc document or None, lines)``: bioc's parse of one block.
+
+    A line bioc raises on is named in the error. In lenient mode it is recorded and
+    dropped, and the block parsed again; the lines returned are those bioc read.
+    """
+    while True:
+        lines = iter(block)
+        try:
+            docs = list(bioc.pubtator.iterparse_s(lines))
+        except (ValueError, IndexError, TypeError) as e:
+            # bioc raised on the last line it took from the iterator.
+            bad = block[len(block) - operator.length_hint(lines) - 1]
+            with collect(problems, DocREFormatError):
+                raise _parse_error(path, bad, e) from None
+            block = [line for line in block if line is not bad]
+            continue
+        return (docs[0] if docs else None), block
+
+
+def _block_problems(path, block, doc):
+    """``(error or None, errors)``: why a block is not one document, and its unread lines.
+
+    Lines that bioc made into no mention or relation must be one title and at most one
+    abstract line of the same pmid: bioc overwrites a second title (two documents without
+    a blank line between them), drops a document without a pmid or text, and prints and
+    skips a line it cannot read, all silently. The first error is about the document; the
+    others name the lines bioc could not read (the document stands without them).
+    """
+    used = set()
+    if doc is not None:
+        used = ({ann.pmid.number for ann in doc.annotations}
+                | {rel.pmid.number for rel in doc.relations})
+    titles, abstracts, unread = [], [], []
+    for line in block:
+        if line.number in used:
+            continue
+        text = str.strip(line)
+        for pattern, found in ((_TITLE_RE, titles), (_ABSTRACT_RE, abstracts)):
+            m = pattern.match(text)
             if m:
-                if getattr(block, kind) is not None:
-                    raise self._fail(None, f"a second {kind} line (first on line "
-                                     f"{getattr(block, kind)[0]}); separate documents with a "
-                                     "blank line")
-                setattr(block, kind, (self.lineno, m.group(1), m.group(2)))
-                return
-        fields = line.split("\t")
-        if len(fields) >= 6:
-            for column, name in ((1, "start"), (2, "end")):
-                if not re.fullmatch(r"-?\d+", fields[column]):
-                    raise self._fail(f"field {name}", f"offset {show(fields[column])} is not an "
-                                     "integer")
-            block.mentions.append(self.lineno)
-        elif len(fields) in (4, 5):
-            if len(raw.rstrip("\r\n").split("\t")) >= 6:
-                # Stripping dropped an empty last field; bioc would read a relation.
-                raise self._fail("field id", "empty entity id; use -1 for a mention without one")
-            block.relations.append(self.lineno)
+                found.append((line.number, m.group(1)))
+                break
         else:
-            raise self._fail(None, f"cannot read {show(line)}: expected 'PMID|t|title', "
-                             "'PMID|a|abstract', a mention (PMID, start, end, text, type, id "
-                             "[, texts]) or a relation (PMID, type, id1, id2), tab-separated")
+            unread.append((line.number, text))
 
-    def _close(self, block):
-        if block is None:
-            return
-        if block.title is None:
-            raise self._fail(None, "document without a 'PMID|t|title' line", block.first)
-        if not block.title[1]:
-            raise self._fail(None, "empty pmid", block.title[0])
-        if block.abstract is not None and block.abstract[1] != block.title[1]:
-            raise self._fail(None, f"abstract pmid {show(block.abstract[1])} differs from title "
-                             f"pmid {show(block.title[1])} on line {block.title[0]}",
-                             block.abstract[0])
-        if not block.title[2] and not (block.abstract and block.abstract[2]):
-            # bioc drops such a document without a word.
-            raise self._fail(None, "document with neither title nor abstract text", block.first)
-        self.blocks.append(block)
+    def fail(number, message):
+        return _error(path, f"line {number}", None, message), []
+
+    if not titles:
+        return fail(block[0].number, "document without a 'PMID|t|title' line")
+    for kind, found in (("title", titles), ("abstract", abstracts)):
+        if len(found) > 1:
+            return fail(found[1][0], f"a second {kind} line (first on line {found[0][0]}); "
+                        "separate documents with a blank line")
+    title_line, pmid = titles[0]
+    if not pmid:
+        return fail(title_line, "empty pmid")
+    if abstracts and abstracts[0][1] != pmid:
+        return fail(abstracts[0][0], f"abstract pmid {show(abstracts[0][1])} differs from title "
+                    f"pmid {show(pmid)} on line {title_line}")
+    if doc is None:  # bioc keeps a document only with a pmid and some text
+        return fail(block[0].number, "document with neither title nor abstract text")
+    return None, [_error(path, f"line {number}", None, f"cannot read {show(text)}: "
+                         f"{_PUBTATOR_LINES}") for number, text in unread]
 
 
-def _pubtator_ids(path, lineno, raw_id):
-    ids = tuple(raw_id.split("|"))
+def _pubtator_mention(path, pmid, text, ann):
+    """``(start, end, text, type, ids)`` of one of bioc's annotations, checked against the
+    document's text (the Mention is made once its sentence is known)."""
+    loc, where = f"line {ann.pmid.number}", f"pmid {pmid}"
+    if ann.pmid != pmid:
+        raise _error(path, loc, where, f"mention pmid {show(str(ann.pmid))} differs from the "
+                     "document's")
+    if not 0 <= ann.start < ann.end <= len(text):
+        raise _error(path, loc, where, f"mention {show(ann.text)} offsets [{ann.start}, "
+                     f"{ann.end}) are outside the text (length {len(text)}) or empty")
+    found = text[ann.start:ann.end]
+    if found != ann.text:
+        raise _error(path, loc, where, f"mention offsets [{ann.start}, {ann.end}) cover "
+                     f"{show(found)} but the mention text is {show(ann.text)}")
+    ids = tuple(ann.id.split("|"))
     if not all(ids):
-        raise _error(path, f"line {lineno}", "field id", f"empty entity id in {show(raw_id)}")
-    return ids
+        raise _error(path, loc, "field id", f"empty entity id in {show(ann.id)}")
+    return ann.start, ann.end, ann.text, ann.type, ids
 
 
-def _pubtator_document(path, doc, block):
-    """One Document from a parsed bioc PubTator and the line numbers of its block."""
+def _pubtator_relation(path, pmid, lines, rel):
+    """The Relation of one of bioc's relations."""
+    loc = f"line {rel.pmid.number}"
+    if len(lines[rel.pmid.number - 1].split("\t")) >= 6:
+        # bioc strips each line: a mention whose last field (the id) is empty reads as a relation.
+        raise _error(path, loc, "field id", "empty entity id; use -1 for a mention without one")
+    if rel.pmid != pmid:
+        raise _error(path, loc, f"pmid {pmid}", f"relation pmid {show(str(rel.pmid))} differs "
+                     "from the document's")
+    return Relation(rel.type, rel.id1, rel.id2)
+
+
+def _pubtator_document(path, lines, block, problems):
+    """The Document of one block of a PubTator file."""
+    doc, block = _bioc_parse(path, block, problems)
+    problem, unread = _block_problems(path, block, doc)
+    if problem is not None:
+        raise problem
+    for error in unread:
+        with collect(problems, DocREFormatError):
+            raise error
     pmid = doc.pmid
     title = doc.title or ""
     # PubTator offsets index the title, one character (a space), then the abstract.
     text = title if doc.abstract is None else title + " " + doc.abstract
-    mentions = []
-    for ann, lineno in zip(doc.annotations, block.mentions):
-        where = f"pmid {pmid}"
-        if ann.pmid != pmid:
-            raise _error(path, f"line {lineno}", where, f"mention pmid {show(ann.pmid)} differs "
-                         f"from the document's")
-        if not 0 <= ann.start < ann.end <= len(text):
-            raise _error(path, f"line {lineno}", where, f"mention {show(ann.text)} offsets "
-                         f"[{ann.start}, {ann.end}) are outside the text (length {len(text)}) "
-                         "or empty")
-        found = text[ann.start:ann.end]
-        if found != ann.text:
-            raise _error(path, f"line {lineno}", where, f"mention offsets [{ann.start}, "
-                         f"{ann.end}) cover {show(found)} but the mention text is "
-                         f"{show(ann.text)}")
-        mentions.append(Mention(ann.start, ann.end, ann.text, ann.type,
-                                _pubtator_ids(path, lineno, ann.id)))
-    relations = []
-    for rel, lineno in zip(doc.relations, block.relations):
-        if rel.pmid != pmid:
-            raise _error(path, f"line {lineno}", f"pmid {pmid}", f"relation pmid "
-                         f"{show(rel.pmid)} differs from the document's")
-        relations.append(Relation(rel.type, rel.id1, rel.id2))
+    mentions, relations = [], []
+    for ann in doc.annotations:
+        with collect(problems, DocREFormatError):
+            mentions.append(_pubtator_mention(path, pmid, text, ann))
+    for rel in doc.relations:
+        with collect(problems, DocREFormatError):
+            relations.append(_pubtator_relation(path, pmid, lines, rel))
     breaks = [len(title) + 1] if doc.abstract is not None else []
-    spans = split_sentences(text, [(m.start, m.end) for m in mentions], breaks)
+    spans = split_sentences(text, [m[:2] for m in mentions], breaks)
     sentences, mentions = _assign_sentences(spans, mentions)
     return Document(pmid, text, mentions, relations, sentences)
 
 
-def load_pubtator(path):
+def load_pubtator(path, problems=None):
     """Loads a PubTator file (CDR, GDA, CHR) as a list of :class:`Document`, in file order.
 
     Each document is a run of lines, documents separated by blank lines::
@@ -301,12 +446,14 @@ def load_pubtator(path):
         PMID<TAB>start<TAB>end<TAB>text<TAB>type<TAB>id[<TAB>texts]
         PMID<TAB>type<TAB>id1<TAB>id2
 
-    The lines are parsed by the ``bioc`` library (:func:`bioc.pubtator.iterparse_s`);
-    its errors become :class:`DocREFormatError` naming the line. A mention's id may be
-    composite, ``D1|D2`` (ids ``("D1", "D2")``; the optional seventh column holds the
-    individual texts and is not kept), or ``-1`` (``("-1",)``, no normalised entity). A
-    relation line's type is kept as written (``CID`` in CDR, ``GDA`` in GDA); a fifth
-    column, if any, is ignored. Relations are not checked against the mentions.
+    The lines are parsed by the ``bioc`` library (:func:`bioc.pubtator.iterparse_s`), one
+    document at a time; its errors become :class:`DocREFormatError` naming the line, and so
+    do the cases it passes over silently (a line it cannot read, a second title line, a
+    document without a title). A mention's id may be composite, ``D1|D2`` (ids ``("D1",
+    "D2")``; the optional seventh column holds the individual texts and is not kept), or
+    ``-1`` (``("-1",)``, no normalised entity). A relation line's type is kept as written
+    (``CID`` in CDR, ``GDA`` in GDA); a fifth column, if any, is ignored. Relations are
+    not checked against the mentions.
 
     ``text`` is the title, one space, then the abstract (the title alone without an
     abstract line); PubTator offsets index that string. Every mention must satisfy
@@ -314,24 +461,20 @@ def load_pubtator(path):
     offsets and both strings. Sentences come from :func:`split_sentences` with the
     title as a sentence of its own and no sentence break inside a mention; each
     mention's ``sentence`` is the index of the sentence it lies in.
+
+    ``problems``: a list for lenient loading (see the module docstring): a bad mention or
+    relation line is skipped, a bad document dropped.
     """
     lines = text_lines(_read_text(path))
-    feeder = _Feeder(path, lines)
-    try:
-        docs = list(bioc.pubtator.iterparse_s(iter(feeder)))
-    except DocREFormatError:
-        raise
-    except (ValueError, IndexError, TypeError) as e:
-        line = lines[feeder.lineno - 1] if feeder.lineno else ""
-        raise _error(path, f"line {feeder.lineno}", None,
-                     f"cannot parse {show(line.strip())}: {e}") from None
+    docs = []
+    # bioc prints each line it cannot read (numbered within the block); _block_problems names it.
+    with contextlib.redirect_stdout(io.StringIO()):
+        for block in _blocks(lines):
+            with collect(problems, DocREFormatError):
+                docs.append(_pubtator_document(path, lines, block, problems))
     if not docs:
         raise _error(path, None, None, "no documents")
-    if len(docs) != len(feeder.blocks):  # a safeguard: _Feeder mirrors bioc's rules
-        raise _error(path, None, None, f"bioc read {len(docs)} documents where "
-                     f"{len(feeder.blocks)} were expected")
-    return [_pubtator_document(path, doc, block) for doc, block in zip(docs, feeder.blocks)]
-
+    return docs
 
 # --------------------------------------------------------------------------- token documents
 
@@ -350,7 +493,6 @@ def _token_layout(sentences):
         sentence_spans.append((start, pos - 1))
     text = " ".join(" ".join(tokens) for tokens in sentences)
     return text, token_spans, sentence_spans
-
 
 # --------------------------------------------------------------------------- DocRED
 
@@ -435,7 +577,7 @@ def _docred_record(path, rec, record):
     return Document(title, text, mentions, relations, sentence_spans), names
 
 
-def _docred_records(path):
+def _docred_records(path, problems=None):
     """[(Document, names per entity)] of a DocRED JSON file."""
     text = _read_text(path)
     try:
@@ -446,10 +588,14 @@ def _docred_records(path):
     if not isinstance(data, list):
         raise _error(path, None, None, f"expected a JSON list of documents, got "
                      f"{type(data).__name__}")
-    return [_docred_record(path, rec, record) for rec, record in enumerate(data, 1)]
+    out = []
+    for rec, record in enumerate(data, 1):
+        with collect(problems, DocREFormatError):
+            out.append(_docred_record(path, rec, record))
+    return out
 
 
-def load_docred(path):
+def load_docred(path, problems=None):
     """Loads a DocRED-style JSON file as a list of :class:`Document`, in file order.
 
     The file is a JSON list of documents ``{"title", "sents", "vertexSet", "labels"}``:
@@ -466,9 +612,10 @@ def load_docred(path):
     its ``sentence`` ``sent_id``. Mentions are listed entity by entity in vertexSet order,
     so ``Document.entities()`` follows vertexSet order. Each label is
     ``Relation(r, str(h), str(t))``; ``evidence`` is not kept. ``pmid`` is the title.
-    Errors name the 1-based record and the field, e.g. ``vertexSet[2][0].pos``.
+    Errors name the 1-based record and the field, e.g. ``vertexSet[2][0].pos``;
+    ``problems`` (a list) makes the load lenient: a bad record is skipped.
     """
-    return [doc for doc, _ in _docred_records(path)]
+    return [doc for doc, _ in _docred_records(path, problems)]
 
 
 def fact_keys(documents):
@@ -502,7 +649,6 @@ def fact_keys(documents):
                     keys.add((n1, n2, rel.type))
     return keys
 
-
 # --------------------------------------------------------------------------- EoG .data
 
 
@@ -518,7 +664,7 @@ def _eog_relation_type(pair_type):
     """"1:CID:2" -> "CID"; None for a pair with no relation ("1:NR:2", "not_include")."""
     m = re.fullmatch(r"\d+:(.*):\d+", pair_type)
     name = m.group(1) if m else pair_type
-    return None if name in EOG_NO_RELATION else name
+    return None if name in (EOG_NO_RELATION, EOG_EXCLUDED) else name
 
 
 def _eog_line(path, lineno, line):
@@ -539,7 +685,7 @@ def _eog_line(path, lineno, line):
     first_token = [0]
     for spans in token_spans:
         first_token.append(first_token[-1] + len(spans))
-    seen, by_span, relations = set(), {}, []
+    seen, by_span, relations, excluded = set(), {}, [], []
     for p in range(len(rest) // EOG_PAIR_FIELDS):
         pair = rest[p * EOG_PAIR_FIELDS:(p + 1) * EOG_PAIR_FIELDS]
         where = f"pmid {pmid} pair {p + 1}"
@@ -572,6 +718,10 @@ def _eog_line(path, lineno, line):
                 ids, _ = by_span.setdefault(key, ([], sid))
                 if eid not in ids:
                     ids.append(eid)  # one span under two ids: a composite mention
+        if pair[EOG_TYPE] == EOG_EXCLUDED:
+            excluded_pair = (pair[EOG_ARGS[0][1]], pair[EOG_ARGS[1][1]])
+            if excluded_pair not in excluded:
+                excluded.append(excluded_pair)
         rtype = _eog_relation_type(pair[EOG_TYPE])
         if rtype is not None:
             relation = Relation(rtype, pair[EOG_ARGS[0][1]], pair[EOG_ARGS[1][1]])
@@ -580,10 +730,10 @@ def _eog_line(path, lineno, line):
     mentions = [Mention(start, end, text[start:end], etype, tuple(ids), sid)
                 for (start, end, etype), (ids, sid) in sorted(by_span.items(),
                                                               key=lambda kv: kv[0][:2])]
-    return Document(pmid, text, mentions, relations, sentence_spans)
+    return Document(pmid, text, mentions, relations, sentence_spans, excluded)
 
 
-def load_eog(path):
+def load_eog(path, problems=None):
     """Loads an EoG ``.data`` file (edge-oriented graph, Christopoulou et al. 2019).
 
     The layout is that of GitHub fenchri/edge-oriented-graph: written by
@@ -607,15 +757,20 @@ def load_eog(path):
     mentions of the same span and type are merged, their ids in order (EoG writes a
     composite mention once per id); mentions are sorted by offset. A relation is kept for
     each pair whose type is not ``NR``/``not_include``, typed by the middle of
-    ``1:TYPE:2``, ``id1`` the arg1 id; duplicates are dropped. The names field is not
-    used (EoG's names are normalised PubTator strings). Blank lines are skipped; a
-    document without pairs has no mentions.
+    ``1:TYPE:2``, ``id1`` the arg1 id; duplicates are dropped. A ``not_include`` pair
+    (written by EoG's ``filter_hypernyms.py`` into the ``_filter`` files) is kept as
+    ``(arg1 id, arg2 id)`` in ``excluded_pairs``. The names field is not used (EoG's names
+    are normalised PubTator strings). Blank lines are skipped; a document without pairs
+    has no mentions. ``problems`` (a list) makes the load lenient: a bad line is skipped.
     """
-    lines = text_lines(_read_text(path))
-    docs = [_eog_line(path, lineno, line) for lineno, line in enumerate(lines, 1)
-            if line.strip()]
+    docs = []
+    for lineno, line in enumerate(text_lines(_read_text(path)), 1):
+        if line.strip():
+            with collect(problems, DocREFormatError):
+                docs.append(_eog_line(path, lineno, line))
+    if not docs:
+        raise _error(path, None, None, "no documents")
     return docs
-
 
 # --------------------------------------------------------------------------- dispatcher
 
@@ -632,7 +787,7 @@ def guess_format(path):
     if ext in EXTENSIONS:
         return EXTENSIONS[ext]
     first = next((line for line in text_lines(_read_text(path)) if line.strip()), "")
-    if bioc.pubtator.decoder.TITLE_PATTERN.match(first.strip()):
+    if _TITLE_RE.match(first.strip()):
         return "pubtator"
     if first.lstrip().startswith("["):
         return "docred"
@@ -655,8 +810,33 @@ def _split_of(name):
     return found[0] if len(found) == 1 else None
 
 
-def split_files(folder):
-    """{split: path} of the split files in ``folder`` (see :func:`load_docre`)."""
+def _is_blank(path):
+    """True if the file holds nothing but whitespace (and perhaps a UTF-8 BOM)."""
+    with open(path, "rb") as f:
+        return not f.read().lstrip(b"\xef\xbb\xbf").strip()
+
+
+def _eog_pair(names):
+    """``{"filter": name, "plain": name}`` if ``names`` are one EoG split written twice
+    (``train.data`` and ``train_filter.data``), else None."""
+    if len(names) != 2:
+        return None
+    stems = sorted((os.path.splitext(n)[0].lower(), n) for n in names
+                   if os.path.splitext(n)[1].lower() == ".data")
+    if len(stems) == 2 and stems[1][0] == stems[0][0] + EOG_FILTER_SUFFIX:
+        return {"plain": stems[0][1], "filter": stems[1][1]}
+    return None
+
+
+def split_files(folder, *, eog_variant=EOG_VARIANT, notes=None):
+    """{split: path} of the split files in ``folder`` (see :func:`load_documents`).
+
+    An empty (or blank) file counts as absent, with a note in ``notes``. Where a split has
+    both EoG files, ``train.data`` and ``train_filter.data``, ``eog_variant`` picks one
+    ("filter", the default, or "plain"); which one is noted.
+    """
+    if eog_variant not in EOG_VARIANTS:
+        raise ValueError(f"unknown EoG variant {eog_variant!r}; valid: {', '.join(EOG_VARIANTS)}")
     if not os.path.isdir(folder):
         raise DocREFileNotFoundError(f"{folder}: no such folder")
     found = {}
@@ -669,18 +849,40 @@ def split_files(folder):
         split = _split_of(name)
         if split is None:
             continue
-        if split in found:
-            raise _error(folder, None, None, f"two {split} files, "
-                         f"{os.path.basename(found[split])} and {name}; load the one you "
-                         "mean with its path")
-        found[split] = path
-    if not found:
+        if _is_blank(path):
+            if notes is not None:
+                notes.append(f"{name}: empty file, read as no {split} split")
+            continue
+        found.setdefault(split, []).append(name)
+    chosen, eog = {}, False
+    for split, names in found.items():
+        pair = _eog_pair(names)
+        if pair is not None:
+            chosen[split], eog = pair[eog_variant], True
+        elif len(names) > 1:
+            raise _error(folder, None, None, f"two {split} files, {names[0]} and {names[1]}; "
+                         "load the one you mean with its path")
+        else:
+            chosen[split] = names[0]
+            stem, ext = os.path.splitext(names[0].lower())
+            variant = EOG_VARIANTS[0] if stem.endswith(EOG_FILTER_SUFFIX) else EOG_VARIANTS[1]
+            if ext == ".data" and variant != eog_variant and notes is not None:
+                notes.append(f"{names[0]}: the only {split} file, read although the EoG "
+                             f"variant asked for is {eog_variant!r}")
+    if not chosen:
         raise DocREFileNotFoundError(f"{folder}: no train, dev or test file "
                                      f"({', '.join(EXTENSIONS)})")
-    return {split: found[split] for split in SPLITS if split in found}
+    if eog and notes is not None:
+        other = EOG_VARIANTS[1 - EOG_VARIANTS.index(eog_variant)]
+        notes.append(f"EoG files: the {eog_variant!r} variant, "
+                     f"{', '.join(chosen[s] for s in SPLITS if s in chosen)} (variant {other!r} "
+                     f"reads the others; 'filter' marks negatives that are MeSH hypernyms of a "
+                     f"positive's entity not_include, as EoG's configs train and score)")
+    return {split: os.path.join(folder, chosen[split]) for split in SPLITS if split in chosen}
 
 
-def load_docre(path, format=None):  # noqa: A002  (the natural name for the argument)
+def load_documents(path, format=None, *, eog_variant=EOG_VARIANT, notes=None,  # noqa: A002
+                   problems=None):
     """Loads DocRE data from a file (a list of :class:`Document`) or a folder of splits.
 
     ``format`` is "pubtator", "docred" or "eog"; by default it is guessed per file by
@@ -693,17 +895,59 @@ def load_docre(path, format=None):  # noqa: A002  (the natural name for the argu
     ``CDR_TestSet.PubTator.txt``, GDA's ``training.txt``/``testing.txt`` and
     ``train.data``/``dev.data``/``test.data`` all match -- and its extension is one of
     ``.pubtator``, ``.txt``, ``.json``, ``.data``. A name matching several splits
-    (``train+dev.data``) or none (``rel_info.json``) is skipped; two files for one
-    split are an error.
+    (``train+dev.data``) or none (``rel_info.json``) is skipped, and so is an empty file
+    (noted). Two files for one split are an error, except EoG's two variants of a split
+    (``train.data``, ``train_filter.data``): ``eog_variant`` picks one, "filter" (the
+    default, :data:`EOG_VARIANT`) or "plain" (see :func:`split_files`).
+
+    ``notes`` and ``problems``: lists, see the module docstring. In lenient mode a split
+    whose file cannot be read at all is left out, its error in ``problems``.
     """
     if format is not None and format not in FORMATS:
         raise ValueError(f"unknown format {format!r}; valid: {', '.join(FORMATS)}")
     if not os.path.exists(path):
         raise DocREFileNotFoundError(f"{path}: no such file or folder")
-    if os.path.isdir(path):
-        return {split: _LOADERS[format or guess_format(file)](file)
-                for split, file in split_files(path).items()}
-    return _LOADERS[format or guess_format(path)](path)
+    if not os.path.isdir(path):
+        return _LOADERS[format or guess_format(path)](path, problems)
+    out = {}
+    for split, file in split_files(path, eog_variant=eog_variant, notes=notes).items():
+        with collect(problems, DocREFormatError):
+            out[split] = _LOADERS[format or guess_format(file)](file, problems)
+    return out
+
+
+def load_document_splits(path, *, seed, format=None, eog_variant=EOG_VARIANT,  # noqa: A002
+                         dev_fraction=DEV_FRACTION, dev_as_test=False, notes=None,
+                         problems=None):
+    """``{"train", "dev", "test": [Document]}``: the documents a run trains, selects and scores on.
+
+    Loads ``path`` with :func:`load_documents` (a single file is the train split). A test
+    split is required. With ``dev_as_test`` (DocRED, whose test labels are not public:
+    FedLCC Table 7 scores the dev split) the dev split becomes the test split. A missing
+    dev split is a seeded ``dev_fraction`` of train
+    (:func:`tffre.data.splits.complete_splits`; ``dev_fraction=None`` leaves it out). What
+    was done is appended to ``notes``.
+    """
+    loaded = load_documents(path, format, eog_variant=eog_variant, notes=notes,
+                            problems=problems)
+    splits = dict(loaded) if isinstance(loaded, dict) else {"train": loaded}
+    if not splits.get("train"):
+        raise ValueError(f"{path}: no training documents (a train file, or a file of training "
+                         "documents)")
+    if dev_as_test:
+        if "dev" not in splits:
+            raise ValueError(f"{path}: no dev split, which is scored as the test set here (the "
+                             "test labels are not public)")
+        if "test" in splits and notes is not None:
+            notes.append(f"the test split ({len(splits['test'])} documents) is not used")
+        splits["test"] = splits.pop("dev")
+        if notes is not None:
+            notes.append("the dev split is scored as the test set (its test labels are not "
+                         "public; FedLCC Table 7)")
+    elif "test" not in splits:
+        raise ValueError(f"{path}: no test split (a file whose name holds 'test')")
+    return complete_splits(splits, seed=seed, dev_fraction=dev_fraction, notes=notes,
+                           what="documents", source=path)
 
 
 # --------------------------------------------------------------------------- embedded sample
@@ -720,4 +964,4 @@ def sample_path():
 
 def load_sample():
     """The embedded sample as ``{"train": [...], "dev": [...], "test": [...]}`` Documents."""
-    return load_docre(sample_path(), format="pubtator")
+    return load_documents(sample_path(), format="pubtator")

@@ -21,14 +21,24 @@ Sources, read in the formats their authors publish:
 * :func:`load_i2b2` -- i2b2/n2c2 2010 relations: ``txt/``, ``concept/``, ``rel/``.
 * :func:`load_blue_tsv`, :func:`load_blue_folder` -- GAD, EU-ADR (BioBERT) and
   ChemProt (BLUE), entities blinded as ``@GENE$``-style placeholders.
+* :func:`load_scibert_chemprot` -- ChemProt as SciBERT ships it (GitHub allenai/scibert,
+  ``data/text_classification/chemprot/{train,dev,test}.txt``): JSON lines with ``<< >>``
+  and ``[[ ]]`` entity markers and ChemProt's raw relation types.
 * :func:`load_pgr` -- PGR, Phenotype-Gene Relations (Sousa et al. 2019, GitHub
   lasigeBioTM/PGR ``corpora/*/{train,test}.tsv``).
 * :func:`load_jsonl` -- this project's generic format, one example per JSON line.
+* :func:`load_re` -- any of these from a file or a folder of splits;
+  :func:`load_relation_splits` -- the train/dev/test examples a run uses, gaps filled by
+  :func:`tffre.data.splits.complete_splits`.
 
 Bad input raises :class:`REFormatError` with a one-line message that names the file,
 the 1-based line and the field or entity at fault; a missing path raises
 :class:`REFileNotFoundError`, which is both an ``REFormatError`` and a
-``FileNotFoundError``.
+``FileNotFoundError``. Given a list as ``problems``, the loaders are lenient instead:
+each bad line (record, row) is skipped and its message appended there
+(:class:`tffre.errors.collect`); errors about a whole file or folder still raise. Given a
+list as ``notes``, the folder loaders append what a user should know about what was read
+(an empty split file read as no split).
 """
 
 import html
@@ -40,12 +50,13 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from tffre.errors import MessageFileNotFoundError, one_line, read_utf8, show, text_lines
+from tffre.data.splits import DEV_FRACTION, SPLITS, TEST_FRACTION, complete_splits
+from tffre.errors import (MessageFileNotFoundError, collect, one_line, read_utf8, show,
+                          text_lines)
 
 COLUMNS = ("example_id", "text", "e1_start", "e1_end", "e2_start", "e2_end", "e1_type", "e2_type",
            "label")
 SPLIT_COLUMN = "split"
-SPLITS = ("train", "dev", "test")
 OFFSET_COLUMNS = ("e1_start", "e1_end", "e2_start", "e2_end")
 STRING_COLUMNS = ("example_id", "text", "e1_type", "e2_type", "label")
 DATASETS = ("i2b2", "gad", "euadr", "chemprot", "pgr", "jsonl")
@@ -54,6 +65,25 @@ I2B2_RELATIONS = ("TrIP", "TrWP", "TrCP", "TrAP", "TrNAP", "TeRP", "TeCP", "PIP"
 I2B2_LABELS = ("None",) + I2B2_RELATIONS
 I2B2_CONCEPT_TYPES = ("problem", "test", "treatment")
 CHEMPROT_LABELS = ("false", "CPR:3", "CPR:4", "CPR:5", "CPR:6", "CPR:9")
+# ChemProt's relation types and the group (CPR class) each belongs to, after the ChemProt
+# annotation guidelines (Krallinger et al. 2017, BioCreative VI Track 5, CHEMPROT guidelines
+# v6, Zenodo record 4957138). Only CPR:3, 4, 5, 6 and 9 are evaluated ("Overview of the
+# BioCreative VI chemical-protein interaction Track", Krallinger et al. 2017), and SciBERT's
+# copy holds exactly the 13 types of those groups.
+CHEMPROT_GROUPS = {
+    "UPREGULATOR": "CPR:3", "ACTIVATOR": "CPR:3", "INDIRECT-UPREGULATOR": "CPR:3",
+    "DOWNREGULATOR": "CPR:4", "INHIBITOR": "CPR:4", "INDIRECT-DOWNREGULATOR": "CPR:4",
+    "AGONIST": "CPR:5", "AGONIST-ACTIVATOR": "CPR:5", "AGONIST-INHIBITOR": "CPR:5",
+    "ANTAGONIST": "CPR:6",
+    "SUBSTRATE": "CPR:9", "PRODUCT-OF": "CPR:9", "SUBSTRATE_PRODUCT-OF": "CPR:9",
+}
+# raw_labels=True: the 13 types, after the negative label (SciBERT's copy has no negative).
+CHEMPROT_RAW_LABELS = ("false",) + tuple(CHEMPROT_GROUPS)
+# SciBERT's entity markers, "<< " ... " >>" (e1) and "[[ " ... " ]]" (e2), each with one space
+# inside; they mark the two entities in text order, not which is the chemical, so both are
+# typed SCIBERT_TYPE.
+SCIBERT_MARKERS = (("<< ", " >>"), ("[[ ", " ]]"))
+SCIBERT_TYPE = "ENTITY"
 BINARY_LABELS = ("0", "1")
 # Negative labels that load_jsonl puts first when it infers the label list, in this priority.
 NEGATIVE_LABELS = ("None", "false", "0")
@@ -68,6 +98,8 @@ BLUE_TASKS = {
     "chemprot": (CHEMPROT_LABELS, ("CHEMICAL", "GENE", CHEM_GENE)),
 }
 BLUE_SPLIT_FILES = {split: f"{split}.tsv" for split in SPLITS}
+# A ChemProt folder: BLUE's TSV files or SciBERT's JSON lines.
+CHEMPROT_SPLIT_FILES = {split: (f"{split}.tsv", f"{split}.txt") for split in SPLITS}
 
 # PGR column indices (0-based), as in lasigeBioTM/PGR corpora/*/{train,test}.tsv, whose header is
 # FILE_ID SENTENCE GENE PHENOTYPE GENE_ID PHENOTYPE_ID GENE_START_POSITION GENE_END_POSITION
@@ -94,7 +126,6 @@ PGR_SPLIT_FILES = BLUE_SPLIT_FILES
 
 JSONL_REQUIRED = COLUMNS[1:]
 JSONL_SPLIT_FILES = {split: f"{split}.jsonl" for split in SPLITS}
-
 
 
 class REFormatError(ValueError):
@@ -137,6 +168,12 @@ def _read_lines(path, allow_empty=False):
     return text_lines(content)
 
 
+def _is_blank(path):
+    """True if the file holds nothing but whitespace (and perhaps a UTF-8 BOM)."""
+    with open(path, "rb") as f:
+        return not f.read().lstrip(b"\xef\xbb\xbf").strip()
+
+
 def _label_error(path, line, label, labels, field="label"):
     return _error(path, line, f"field {field}",
                   f"unknown label {show(label)}; valid: {', '.join(labels)}")
@@ -176,7 +213,7 @@ def _is_int(value):
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-def check_examples(df, labels, source):
+def check_examples(df, labels, source, problems=None):
     """Validates a DataFrame of the RE schema and its label list; raises REFormatError.
 
     ``df`` must have exactly :data:`COLUMNS`, optionally followed by ``split``
@@ -185,6 +222,9 @@ def check_examples(df, labels, source):
     spans are allowed only when both types are ``CHEM-GENE``) and a label in ``labels``;
     example ids must be unique and ``labels`` a non-empty list of distinct strings.
     Messages read ``"{source} row {i} (example_id ...): field ...: ..."``, ``i`` 0-based.
+
+    Returns ``df``. With a list as ``problems`` (lenient), a bad row's message is appended
+    there instead and the rows without problems are returned (index reset).
     """
     if not isinstance(df, pd.DataFrame):
         raise REFormatError(f"{source}: examples must be a pandas DataFrame, got "
@@ -199,34 +239,43 @@ def check_examples(df, labels, source):
                             f"got {show(labels)}")
     known = set(labels)
     has_split = SPLIT_COLUMN in df.columns
-    seen = {}
+    seen, good = {}, []
     for i, row in enumerate(df.itertuples(index=False, name=None)):
-        values = dict(zip(df.columns, row))
-        eid = values["example_id"]
+        with collect(problems, REFormatError):
+            _check_row(dict(zip(df.columns, row)), i, known, labels, has_split, seen, source)
+            good.append(i)
+    if len(good) < len(df):
+        return df.iloc[good].reset_index(drop=True)
+    return df
 
-        def fail(field, message, i=i, eid=eid):
-            return REFormatError(one_line(
-                f"{source} row {i} (example_id {show(eid)}): field {field}: {message}"))
 
-        for name in STRING_COLUMNS:
-            if not isinstance(values[name], str):
-                raise fail(name, f"must be a string, got {type(values[name]).__name__}")
-        for name in OFFSET_COLUMNS:
-            if not _is_int(values[name]):
-                raise fail(name, f"must be an integer, got {show(values[name])}")
-        problem = _span_problem(values["text"], *(int(values[c]) for c in OFFSET_COLUMNS),
-                                values["e1_type"], values["e2_type"])
-        if problem:
-            raise fail(*problem)
-        if values["label"] not in known:
-            raise fail("label", f"unknown label {show(values['label'])}; "
-                       f"valid: {', '.join(labels)}")
-        if has_split and values[SPLIT_COLUMN] not in SPLITS:
-            raise fail(SPLIT_COLUMN, f"unknown split {show(values[SPLIT_COLUMN])}; "
-                       f"valid: {', '.join(SPLITS)}")
-        if eid in seen:
-            raise fail("example_id", f"duplicate example_id (also row {seen[eid]})")
-        seen[eid] = i
+def _check_row(values, i, known, labels, has_split, seen, source):
+    """Raises the first problem of row ``i`` of :func:`check_examples`; notes its id in ``seen``."""
+    eid = values["example_id"]
+
+    def fail(field, message):
+        return REFormatError(one_line(
+            f"{source} row {i} (example_id {show(eid)}): field {field}: {message}"))
+
+    for name in STRING_COLUMNS:
+        if not isinstance(values[name], str):
+            raise fail(name, f"must be a string, got {type(values[name]).__name__}")
+    for name in OFFSET_COLUMNS:
+        if not _is_int(values[name]):
+            raise fail(name, f"must be an integer, got {show(values[name])}")
+    problem = _span_problem(values["text"], *(int(values[c]) for c in OFFSET_COLUMNS),
+                            values["e1_type"], values["e2_type"])
+    if problem:
+        raise fail(*problem)
+    if values["label"] not in known:
+        raise fail("label", f"unknown label {show(values['label'])}; "
+                   f"valid: {', '.join(labels)}")
+    if has_split and values[SPLIT_COLUMN] not in SPLITS:
+        raise fail(SPLIT_COLUMN, f"unknown split {show(values[SPLIT_COLUMN])}; "
+                   f"valid: {', '.join(SPLITS)}")
+    if eid in seen:
+        raise fail("example_id", f"duplicate example_id (also row {seen[eid]})")
+    seen[eid] = i
 
 
 # --------------------------------------------------------------------------- i2b2 2010
@@ -290,7 +339,7 @@ class _I2b2Doc:
         return l1, spans[t1][0], spans[t2][1]
 
 
-def _matching_lines(path, pattern, what, expected, allow_empty=False):
+def _matching_lines(path, pattern, what, expected, problems, allow_empty=False):
     """Yields (line number, match) for each non-blank line of an i2b2 annotation file;
     a line ``pattern`` does not match is refused naming the file, line and field c."""
     for lineno, raw in enumerate(_read_lines(path, allow_empty=allow_empty), 1):
@@ -298,10 +347,12 @@ def _matching_lines(path, pattern, what, expected, allow_empty=False):
         if not line:
             continue
         m = pattern.match(line)
-        if not m:
+        if m:
+            yield lineno, m
+            continue
+        with collect(problems, REFormatError):
             raise _error(path, lineno, "field c", f"malformed {what} line {show(line)}; "
                          f"expected {expected}")
-        yield lineno, m
 
 
 def _parse_concept_ref(match, offset):
@@ -311,75 +362,87 @@ def _parse_concept_ref(match, offset):
     return text, l1, t1, l2, t2
 
 
-def _i2b2_concepts(doc, con_path):
+def _i2b2_concepts(doc, con_path, problems):
     """{(line, tok_start, tok_end): (type, start char, end char)} from a .con file."""
     concepts, where_defined = {}, {}
     for lineno, m in _matching_lines(con_path, _CON_RE, "concept",
-                                     'c="text" L:T L:T||t="type"'):
-        text, l1, t1, l2, t2 = _parse_concept_ref(m, 1)
-        ctype = m.group(6)
-        if ctype not in I2B2_CONCEPT_TYPES:
-            raise _error(con_path, lineno, "field t", f"unknown concept type {show(ctype)}; "
-                         f"valid: {', '.join(I2B2_CONCEPT_TYPES)}")
-        _, start, end = doc.resolve(con_path, lineno, "field c", text, l1, t1, l2, t2)
-        key = (l1, t1, t2)
-        if key in concepts and concepts[key][0] != ctype:
-            raise _error(con_path, lineno, "field t", f"concept {show(text)} {l1}:{t1} {l2}:{t2} "
-                         f"is typed {ctype!r} here and {concepts[key][0]!r} on line "
-                         f"{where_defined[key]}")
-        concepts.setdefault(key, (ctype, start, end))
-        where_defined.setdefault(key, lineno)
+                                     'c="text" L:T L:T||t="type"', problems):
+        with collect(problems, REFormatError):
+            _i2b2_concept(doc, con_path, lineno, m, concepts, where_defined)
     return concepts
 
 
-def _i2b2_relations(doc, rel_path, concepts):
+def _i2b2_concept(doc, con_path, lineno, m, concepts, where_defined):
+    """Checks one .con line and adds its concept to ``concepts``."""
+    text, l1, t1, l2, t2 = _parse_concept_ref(m, 1)
+    ctype = m.group(6)
+    if ctype not in I2B2_CONCEPT_TYPES:
+        raise _error(con_path, lineno, "field t", f"unknown concept type {show(ctype)}; "
+                     f"valid: {', '.join(I2B2_CONCEPT_TYPES)}")
+    _, start, end = doc.resolve(con_path, lineno, "field c", text, l1, t1, l2, t2)
+    key = (l1, t1, t2)
+    if key in concepts and concepts[key][0] != ctype:
+        raise _error(con_path, lineno, "field t", f"concept {show(text)} {l1}:{t1} {l2}:{t2} "
+                     f"is typed {ctype!r} here and {concepts[key][0]!r} on line "
+                     f"{where_defined[key]}")
+    concepts.setdefault(key, (ctype, start, end))
+    where_defined.setdefault(key, lineno)
+
+
+def _i2b2_relations(doc, rel_path, concepts, problems):
     """{frozenset of two concept keys: (relation, (e1 key, e2 key))} from a .rel file."""
     relations, where_defined = {}, {}
     if not os.path.isfile(rel_path):
         return relations  # a document without a .rel file has no relations
     for lineno, m in _matching_lines(rel_path, _REL_RE, "relation",
-                                     'c="text" L:T L:T||r="type"||c="text" L:T L:T',
+                                     'c="text" L:T L:T||r="type"||c="text" L:T L:T', problems,
                                      allow_empty=True):
-        relation = m.group(6)
-        if relation not in I2B2_RELATIONS:
-            raise _label_error(rel_path, lineno, relation, I2B2_LABELS, field="r")
-        keys = []
-        for entity, offset in (("e1", 1), ("e2", 7)):
-            text, l1, t1, l2, t2 = _parse_concept_ref(m, offset)
-            doc.resolve(rel_path, lineno, f"entity {entity}", text, l1, t1, l2, t2)
-            key = (l1, t1, t2)
-            if key not in concepts:
-                raise _error(rel_path, lineno, f"entity {entity}", f"concept {show(text)} "
-                             f"{l1}:{t1} {l2}:{t2} is not in {os.path.basename(doc.con_path)}")
-            keys.append(key)
-        (type_a, start_a, end_a), (type_b, start_b, end_b) = concepts[keys[0]], concepts[keys[1]]
-        kind = _i2b2_pair_kind(type_a, type_b)
-        if keys[0] == keys[1] or keys[0][0] != keys[1][0] or kind is None or (
-                max(start_a, start_b) < min(end_a, end_b)):
-            raise _error(rel_path, lineno, "field r", f"{relation} joins a {type_a} on line "
-                         f"{keys[0][0]} and a {type_b} on line {keys[1][0]}, which is not a "
-                         "candidate pair (treatment-problem, test-problem or problem-problem, "
-                         "two distinct non-overlapping concepts on one line)")
-        if kind != _i2b2_relation_kind(relation):
-            raise _error(rel_path, lineno, "field r", f"{relation} must join a "
-                         f"{' and a '.join(_i2b2_relation_kind(relation))}, not a {type_a} "
-                         f"and a {type_b}")
-        # Treatment/test is e1 whatever the line's order; problem-problem keeps the .rel order.
-        order = tuple(keys) if type_a == kind[0] else (keys[1], keys[0])
-        pair = frozenset(keys)
-        if pair in relations and relations[pair] != (relation, order):
-            raise _error(rel_path, lineno, "field r", f"{relation} contradicts the relation on "
-                         f"line {where_defined[pair]}")
-        relations[pair] = (relation, order)
-        where_defined.setdefault(pair, lineno)
+        with collect(problems, REFormatError):
+            _i2b2_relation(doc, rel_path, lineno, m, concepts, relations, where_defined)
     return relations
 
 
-def _i2b2_document(txt_path, con_path, rel_path, stem):
+def _i2b2_relation(doc, rel_path, lineno, m, concepts, relations, where_defined):
+    """Checks one .rel line and adds its relation to ``relations``."""
+    relation = m.group(6)
+    if relation not in I2B2_RELATIONS:
+        raise _label_error(rel_path, lineno, relation, I2B2_LABELS, field="r")
+    keys = []
+    for entity, offset in (("e1", 1), ("e2", 7)):
+        text, l1, t1, l2, t2 = _parse_concept_ref(m, offset)
+        doc.resolve(rel_path, lineno, f"entity {entity}", text, l1, t1, l2, t2)
+        key = (l1, t1, t2)
+        if key not in concepts:
+            raise _error(rel_path, lineno, f"entity {entity}", f"concept {show(text)} "
+                         f"{l1}:{t1} {l2}:{t2} is not in {os.path.basename(doc.con_path)}")
+        keys.append(key)
+    (type_a, start_a, end_a), (type_b, start_b, end_b) = concepts[keys[0]], concepts[keys[1]]
+    kind = _i2b2_pair_kind(type_a, type_b)
+    if keys[0] == keys[1] or keys[0][0] != keys[1][0] or kind is None or (
+            max(start_a, start_b) < min(end_a, end_b)):
+        raise _error(rel_path, lineno, "field r", f"{relation} joins a {type_a} on line "
+                     f"{keys[0][0]} and a {type_b} on line {keys[1][0]}, which is not a "
+                     "candidate pair (treatment-problem, test-problem or problem-problem, "
+                     "two distinct non-overlapping concepts on one line)")
+    if kind != _i2b2_relation_kind(relation):
+        raise _error(rel_path, lineno, "field r", f"{relation} must join a "
+                     f"{' and a '.join(_i2b2_relation_kind(relation))}, not a {type_a} "
+                     f"and a {type_b}")
+    # Treatment/test is e1 whatever the line's order; problem-problem keeps the .rel order.
+    order = tuple(keys) if type_a == kind[0] else (keys[1], keys[0])
+    pair = frozenset(keys)
+    if pair in relations and relations[pair] != (relation, order):
+        raise _error(rel_path, lineno, "field r", f"{relation} contradicts the relation on "
+                     f"line {where_defined[pair]}")
+    relations[pair] = (relation, order)
+    where_defined.setdefault(pair, lineno)
+
+
+def _i2b2_document(txt_path, con_path, rel_path, stem, problems):
     """The example rows of one i2b2 document."""
     doc = _I2b2Doc(txt_path, con_path)
-    concepts = _i2b2_concepts(doc, con_path)
-    relations = _i2b2_relations(doc, rel_path, concepts)
+    concepts = _i2b2_concepts(doc, con_path, problems)
+    relations = _i2b2_relations(doc, rel_path, concepts, problems)
     by_line = {}
     for key in sorted(concepts, key=lambda k: (k[0], concepts[k][1], concepts[k][2])):
         by_line.setdefault(key[0], []).append(key)
@@ -402,7 +465,7 @@ def _i2b2_document(txt_path, con_path, rel_path, stem):
     return rows
 
 
-def load_i2b2(folder):
+def load_i2b2(folder, problems=None):
     """Loads one split of the i2b2/n2c2 2010 relation data as ``(examples, labels)``.
 
     ``folder`` holds the release layout: ``txt/*.txt`` (one sentence per line, tokens
@@ -421,7 +484,8 @@ def load_i2b2(folder):
     ``.rel`` line are labelled "None"; nested (overlapping) concepts are never paired.
     ``text`` is the line, ``e*_type`` the concept types, ``example_id``
     ``"{stem}:{line}:{k}"`` (k counts the line's examples), in order of document, line,
-    then concept position. Labels: :data:`I2B2_LABELS`.
+    then concept position. Labels: :data:`I2B2_LABELS`. ``problems`` (a list) makes the
+    load lenient: a bad .con or .rel line, or a document without its .con, is skipped.
     """
     _require_dir(folder)
     txt_dir = os.path.join(folder, "txt")
@@ -438,16 +502,19 @@ def load_i2b2(folder):
         if os.path.isdir(sub):
             for name in sorted(os.listdir(sub)):
                 if name.endswith(ext) and name[:-len(ext)] not in stems:
-                    raise REFileNotFoundError(f"{os.path.join(sub, name)}: no matching "
-                                              f"{os.path.join(txt_dir, name[:-len(ext)] + '.txt')}")
+                    with collect(problems, REFormatError):
+                        raise REFileNotFoundError(
+                            f"{os.path.join(sub, name)}: no matching "
+                            f"{os.path.join(txt_dir, name[:-len(ext)] + '.txt')}")
     rows = []
     for stem in stems:
         con_path = os.path.join(con_dir, stem + ".con")
-        _require_file(con_path, "concept file")
-        rows.extend(_i2b2_document(os.path.join(txt_dir, stem + ".txt"), con_path,
-                                   os.path.join(rel_dir, stem + ".rel"), stem))
+        with collect(problems, REFormatError):
+            _require_file(con_path, "concept file")
+            rows.extend(_i2b2_document(os.path.join(txt_dir, stem + ".txt"), con_path,
+                                       os.path.join(rel_dir, stem + ".rel"), stem, problems))
     examples, labels = _frame(rows), list(I2B2_LABELS)
-    check_examples(examples, labels, folder)
+    examples = check_examples(examples, labels, folder, problems)
     return examples, labels
 
 
@@ -482,13 +549,59 @@ def _blue_entities(path, lineno, sentence, task):
     return a.start(), a.end(), a.group(1), b.start(), b.end(), b.group(1)
 
 
-def load_blue_tsv(path, task):
+def _blue_columns(lines):
+    """(has header, column names) of a BLUE/BioBERT TSV: the header if its first line is
+    :data:`BLUE_HEADER`, else two columns or, with an id first, three (by the first line)."""
+    if lines[0] == BLUE_HEADER:
+        return True, ("index", "sentence", "label")
+    first = next(line for line in lines if line.strip())
+    if len(first.split("\t")) == 3:
+        return False, ("id", "sentence", "label")
+    return False, ("sentence", "label")
+
+
+def _blue_row(path, lineno, line, stem, task, labels, has_header, expected, ids):
+    """The example row of one line of a BLUE/BioBERT TSV; ``ids`` holds the ids seen."""
+    parts = line.split("\t")
+    if len(parts) != len(expected):
+        note = "" if has_header else f" (no {BLUE_HEADER!r} header)"
+        raise _error(path, lineno, "columns", f"expected {len(expected)} tab-separated "
+                     f"columns ({', '.join(expected)}){note}, got {len(parts)}")
+    fields = dict(zip(expected, parts))
+    label = fields["label"].strip()
+    if label not in labels:
+        raise _label_error(path, lineno, label, labels)
+    if len(expected) == 3:
+        column = expected[0]
+        index = fields[column].strip()
+        if not index:
+            raise _error(path, lineno, f"field {column}", f"empty {column}")
+        if index in ids:
+            raise _error(path, lineno, f"field {column}",
+                         f"duplicate {column} {show(index)} (also line {ids[index]})")
+        ids[index] = lineno
+        eid = f"{stem}:{index}"
+    else:
+        eid = f"{stem}:{lineno}"
+    s1, e1, t1, s2, e2, t2 = _blue_entities(path, lineno, fields["sentence"], task)
+    return eid, fields["sentence"], s1, e1, s2, e2, t1, t2, label
+
+
+def load_blue_tsv(path, task, problems=None):
     """Loads one GAD, EU-ADR or ChemProt TSV file, as BioBERT/BLUE distribute them.
 
-    ``task`` is "gad", "euadr" or "chemprot". A file whose first line is exactly
-    ``index<TAB>sentence<TAB>label`` has that header and three columns (BLUE ChemProt,
-    BioBERT ``test.tsv``); any other file has two, ``sentence<TAB>label`` (BioBERT GAD and
-    EU-ADR ``train.tsv``/``dev.tsv``), whatever its name. Blank lines are skipped.
+    ``task`` is "gad", "euadr" or "chemprot". Three layouts are read, told apart by the
+    content, whatever the file's name:
+
+    * a first line exactly ``index<TAB>sentence<TAB>label``: that header, then three
+      columns (BLUE ChemProt, BioBERT ``test.tsv``);
+    * no header, three columns: an id, the sentence, the label (ChemProt as some BLUE and
+      BioBERT copies ship it, e.g. ``10064839.T49.T56<TAB>...<TAB>false``);
+    * no header, two columns: ``sentence<TAB>label`` (BioBERT GAD and EU-ADR
+      ``train.tsv``).
+
+    Without a header the first non-blank line's column count decides. Blank lines are
+    skipped.
 
     The entities are blinded placeholders: ``@GENE$`` and ``@DISEASE$`` (GAD, EU-ADR),
     ``@CHEMICAL$``, ``@GENE$`` and ``@CHEM-GENE$`` (ChemProt). The two placeholders are
@@ -496,68 +609,182 @@ def load_blue_tsv(path, task):
     with a lone ``@CHEM-GENE$`` (one mention that is both chemical and gene) gives e1 and
     e2 the same span, both typed CHEM-GENE; any other count of placeholders is an error.
 
-    ``example_id`` is ``"{file stem}:{index}"`` with a header (indices must be unique),
-    ``"{file stem}:{line}"`` without. Labels: ["0", "1"] for GAD and EU-ADR,
-    :data:`CHEMPROT_LABELS` for ChemProt; anything else is refused.
+    ``example_id`` is ``"{file stem}:{index or id}"`` with three columns (the indices or
+    ids must be unique), ``"{file stem}:{line}"`` with two. Labels: ["0", "1"] for GAD and
+    EU-ADR, :data:`CHEMPROT_LABELS` for ChemProt; anything else is refused.
+    ``problems`` (a list) makes the load lenient: a bad line is skipped.
     """
     labels, _ = _blue_task(task)
     lines = _read_lines(path)
     stem = os.path.splitext(os.path.basename(path))[0]
-    has_header = lines[0] == BLUE_HEADER
-    expected = ("index", "sentence", "label") if has_header else ("sentence", "label")
-    rows, indices = [], {}
+    has_header, expected = _blue_columns(lines)
+    rows, ids = [], {}
     for lineno, line in enumerate(lines, 1):
         if (has_header and lineno == 1) or not line.strip():
             continue
-        parts = line.split("\t")
-        if len(parts) != len(expected):
-            header_note = "" if has_header else f" (no {BLUE_HEADER!r} header)"
-            raise _error(path, lineno, "columns", f"expected {len(expected)} tab-separated "
-                         f"columns ({', '.join(expected)}){header_note}, got {len(parts)}")
-        fields = dict(zip(expected, parts))
-        label = fields["label"].strip()
-        if label not in labels:
-            raise _label_error(path, lineno, label, labels)
-        if has_header:
-            index = fields["index"].strip()
-            if not index:
-                raise _error(path, lineno, "field index", "empty index")
-            if index in indices:
-                raise _error(path, lineno, "field index",
-                             f"duplicate index {show(index)} (also line {indices[index]})")
-            indices[index] = lineno
-            eid = f"{stem}:{index}"
-        else:
-            eid = f"{stem}:{lineno}"
-        s1, e1, t1, s2, e2, t2 = _blue_entities(path, lineno, fields["sentence"], task)
-        rows.append((eid, fields["sentence"], s1, e1, s2, e2, t1, t2, label))
+        with collect(problems, REFormatError):
+            rows.append(_blue_row(path, lineno, line, stem, task, labels, has_header,
+                                  expected, ids))
     if not rows:
         raise _error(path, None, None, "no examples (empty file or header only)")
-    examples = _frame(rows)
-    check_examples(examples, list(labels), os.path.basename(path))
+    examples = check_examples(_frame(rows), list(labels), os.path.basename(path), problems)
     return examples, list(labels)
 
 
-def load_blue_folder(folder, task):
+def load_blue_folder(folder, task, notes=None, problems=None):
     """Loads the splits of a BLUE/BioBERT folder as ``({split: examples}, labels)``.
 
     Reads whichever of ``train.tsv``, ``dev.tsv`` and ``test.tsv`` the folder holds (at
-    least one), each with :func:`load_blue_tsv`. BioBERT's GAD and EU-ADR ship ten folds
-    (``GAD/1`` ... ``GAD/10``): pass one fold's folder.
+    least one), each with :func:`load_blue_tsv`. An empty file counts as absent, with a
+    note in ``notes``: BioBERT's GAD and EU-ADR ship ten folds (``GAD/1`` ...
+    ``GAD/10``), each with an empty ``dev.tsv``; pass one fold's folder.
     """
     labels, _ = _blue_task(task)
-    frames = _load_splits(folder, BLUE_SPLIT_FILES, lambda p: load_blue_tsv(p, task)[0])
+    frames = _load_splits(folder, BLUE_SPLIT_FILES,
+                          lambda p: load_blue_tsv(p, task, problems)[0], notes, problems)
     return frames, list(labels)
 
 
-def _load_splits(folder, files, load):
-    """{split: examples} for the split files present in ``folder``; at least one is required."""
+def _load_splits(folder, files, load, notes=None, problems=None):
+    """{split: examples} for the split files present in ``folder``; at least one is required.
+
+    ``files`` maps each split to its file name or a tuple of names it may have (one of
+    them at most may be present). An empty or blank file counts as absent: a note in
+    ``notes``. In lenient mode a file that cannot be read at all is left out, its error in
+    ``problems``.
+    """
     _require_dir(folder)
-    frames = {split: load(os.path.join(folder, name)) for split, name in files.items()
-              if os.path.isfile(os.path.join(folder, name))}
-    if not frames:
-        raise REFileNotFoundError(f"{folder}: none of {', '.join(files.values())}")
+    frames, wanted, failed = {}, [], False
+    for split, names in files.items():
+        names = (names,) if isinstance(names, str) else tuple(names)
+        wanted += names
+        present = []
+        for name in names:
+            path = os.path.join(folder, name)
+            if not os.path.isfile(path):
+                continue
+            if _is_blank(path):
+                if notes is not None:
+                    notes.append(f"{name}: empty file, read as no {split} split")
+            else:
+                present.append(name)
+        if len(present) > 1:
+            raise _error(folder, None, None, f"two {split} files, {' and '.join(present)}; "
+                         "keep one")
+        if present:
+            with collect(problems, REFormatError):
+                frames[split] = load(os.path.join(folder, present[0]))
+            failed = failed or split not in frames
+    if not frames and not failed:
+        raise REFileNotFoundError(f"{folder}: none of {', '.join(wanted)} (or only empty ones)")
     return frames
+
+
+# --------------------------------------------------------------------------- SciBERT ChemProt
+
+
+def _json_object(path, lineno, line):
+    """The JSON object on one line of a JSON-lines file."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise _error(path, lineno, None, f"not valid JSON ({e.msg} at column {e.colno})") \
+            from None
+    if not isinstance(record, dict):
+        raise _error(path, lineno, None, f"expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+def _scibert_row(path, lineno, line, stem, raw_labels):
+    """The example row of one line of SciBERT's ChemProt JSON lines."""
+    record = _json_object(path, lineno, line)
+    for field in ("text", "label"):
+        if field not in record:
+            raise _error(path, lineno, f"field {field}", "missing field")
+        if not isinstance(record[field], str):
+            raise _error(path, lineno, f"field {field}",
+                         f"must be a string, got {show(record[field])}")
+    marked, label = record["text"], record["label"]
+    if label != CHEMPROT_LABELS[0] and label not in CHEMPROT_GROUPS:
+        raise _label_error(path, lineno, label, CHEMPROT_RAW_LABELS)
+    # Each entity is "<< name >>" or "[[ name ]]": the marker, the name, the closing marker.
+    spans = []
+    for k, (opening, closing) in enumerate(SCIBERT_MARKERS, 1):
+        count = marked.count(opening)
+        if count != 1:
+            raise _error(path, lineno, "field text", f"expected one {opening.strip()!r} "
+                         f"marker (e{k}), found {count}")
+        start = marked.index(opening) + len(opening)
+        end = marked.find(closing, start)
+        if end < 0:
+            raise _error(path, lineno, "field text", f"no {closing.strip()!r} after the "
+                         f"{opening.strip()!r} marker (e{k})")
+        if end == start:
+            raise _error(path, lineno, "field text", f"empty entity e{k}")
+        spans.append((start - len(opening), start, end, end + len(closing)))
+    (a0, _, _, a1), (b0, _, _, b1) = spans
+    if max(a0, b0) < min(a1, b1):
+        raise _error(path, lineno, "field text", "the << >> and [[ ]] markers overlap")
+    # The text without the markers; an offset moves left by the marker characters before it.
+    cuts = sorted(c for s0, s1, e0, e1 in spans for c in ((s0, s1), (e0, e1)))
+    text = "".join(marked[last:begin] for last, begin in
+                   zip([0] + [c[1] for c in cuts], [c[0] for c in cuts] + [len(marked)]))
+
+    def moved(pos):
+        return pos - sum(b - a for a, b in cuts if b <= pos)
+
+    (_, s1, e1, _), (_, s2, e2, _) = spans
+    if not raw_labels:
+        label = CHEMPROT_GROUPS.get(label, label)
+    return (f"{stem}:{lineno}", text, moved(s1), moved(e1), moved(s2), moved(e2),
+            SCIBERT_TYPE, SCIBERT_TYPE, label)
+
+
+def load_scibert_chemprot(path, raw_labels=False, problems=None):
+    """Loads ChemProt as SciBERT ships it (JSON lines) as ``(examples, labels)``.
+
+    GitHub allenai/scibert, ``data/text_classification/chemprot/{train,dev,test}.txt``:
+    one JSON object per line, ``{"text": ..., "label": ..., "metadata": [...]}``. The
+    text marks one entity ``<< name >>`` and the other ``[[ name ]]`` (with those spaces);
+    the markers are removed and become character offsets: e1 is the ``<< >>`` entity, e2
+    the ``[[ ]]`` one. The markers do not say which entity is the chemical, so both are
+    typed :data:`SCIBERT_TYPE`. ``metadata`` is ignored; ``example_id`` is
+    ``"{file stem}:{line}"``.
+
+    The labels are ChemProt's 13 relation types of the evaluated groups (``INHIBITOR``,
+    ``AGONIST-ACTIVATOR``...); SciBERT's copy holds only related pairs, no negatives.
+    By default each type becomes its group, CPR:3, 4, 5, 6 or 9 (:data:`CHEMPROT_GROUPS`,
+    after ChemProt's guidelines), and the labels are :data:`CHEMPROT_LABELS`, as BLUE's
+    copy; with ``raw_labels=True`` the types are kept and the labels are
+    :data:`CHEMPROT_RAW_LABELS`. A label ``false`` is read as the negative either way.
+    ``problems`` (a list) makes the load lenient: a bad line is skipped.
+    """
+    lines = _read_lines(path)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    rows = []
+    for lineno, line in enumerate(lines, 1):
+        if line.strip():
+            with collect(problems, REFormatError):
+                rows.append(_scibert_row(path, lineno, line, stem, raw_labels))
+    if not rows:
+        raise _error(path, None, None, "no examples")
+    labels = list(CHEMPROT_RAW_LABELS if raw_labels else CHEMPROT_LABELS)
+    return check_examples(_frame(rows), labels, os.path.basename(path), problems), labels
+
+
+def _is_json_lines(path):
+    """True if the first non-blank line of a file starts with "{" (SciBERT's ChemProt)."""
+    return next((line for line in _read_lines(path) if line.strip()), "").lstrip()[:1] == "{"
+
+
+def _load_chemprot(path, raw_labels=False, problems=None):
+    """One ChemProt file, BLUE's TSV or SciBERT's JSON lines (told apart by the content)."""
+    if _is_json_lines(path):
+        return load_scibert_chemprot(path, raw_labels, problems)
+    if raw_labels:
+        raise _error(path, None, None, "raw_labels: BLUE's ChemProt TSV holds only the CPR "
+                     "groups; the raw relation types are in SciBERT's JSON lines")
+    return load_blue_tsv(path, "chemprot", problems)
 
 
 # --------------------------------------------------------------------------- PGR
@@ -622,7 +849,37 @@ def _pgr_entity(path, lineno, entity, raw, text, pos, start, end, expected, colu
     return new_start, new_end
 
 
-def load_pgr(path, skip_invalid=False):
+def _pgr_row(path, lineno, parts, stem, skip_invalid, skipped):
+    """The example row of one PGR line, or None for a row skipped by ``skip_invalid``."""
+    if len(parts) not in PGR_COLUMN_COUNTS:
+        raise _error(path, lineno, "columns", f"expected {len(PGR_HEADER)} tab-separated "
+                     f"columns ({' '.join(PGR_HEADER)} [CONFIRMATION]), got {len(parts)}")
+    relation = parts[PGR_RELATION].strip()
+    label = PGR_RELATIONS.get(relation.lower())
+    if label is None:
+        raise _error(path, lineno, f"field {PGR_HEADER[PGR_RELATION]}",
+                     f"unknown label {show(relation)}; valid: True, False (any case)")
+    offsets = [_pgr_int(path, lineno, parts, c) for c in
+               (PGR_GENE_START, PGR_GENE_END, PGR_PHENOTYPE_START, PGR_PHENOTYPE_END)]
+    raw = parts[PGR_SENTENCE]
+    text, pos = unescape_with_offsets(raw)
+    try:
+        s1, e1 = _pgr_entity(path, lineno, "e1", raw, text, pos, offsets[0], offsets[1],
+                             parts[PGR_GENE], PGR_GENE)
+        s2, e2 = _pgr_entity(path, lineno, "e2", raw, text, pos, offsets[2], offsets[3],
+                             parts[PGR_PHENOTYPE], PGR_PHENOTYPE)
+        problem = _span_problem(text, s1, e1, s2, e2, "GENE", "PHENOTYPE")
+        if problem:
+            raise _error(path, lineno, "entity e2", problem[1])
+    except REFormatError as e:
+        if not skip_invalid:
+            raise
+        skipped.append(str(e))
+        return None
+    return f"{stem}:{lineno}", text, s1, e1, s2, e2, "GENE", "PHENOTYPE", label
+
+
+def load_pgr(path, skip_invalid=False, problems=None):
     """Loads a PGR (Phenotype-Gene Relations) TSV file as ``(examples, labels)``.
 
     The published layout (GitHub lasigeBioTM/PGR, ``corpora/*/{train,test}.tsv``) is
@@ -645,7 +902,8 @@ def load_pgr(path, skip_invalid=False):
     The published train files hold a few rows whose gene is not at its offsets (gene
     "AA" in 10_12_2018 train.tsv lines 1126-1127). ``skip_invalid=True`` drops rows whose
     offsets or entity strings are wrong or whose spans overlap, with one warning;
-    malformed lines and unknown labels still raise.
+    malformed lines and unknown labels still raise. ``problems`` (a list) makes the load
+    lenient: a bad line is skipped.
     """
     lines = _read_lines(path)
     stem = os.path.splitext(os.path.basename(path))[0]
@@ -656,39 +914,16 @@ def load_pgr(path, skip_invalid=False):
         parts = line.split("\t")
         if lineno == 1 and parts[0].strip() == PGR_HEADER[PGR_FILE_ID]:
             continue
-        if len(parts) not in PGR_COLUMN_COUNTS:
-            raise _error(path, lineno, "columns", f"expected {len(PGR_HEADER)} tab-separated "
-                         f"columns ({' '.join(PGR_HEADER)} [CONFIRMATION]), got {len(parts)}")
-        relation = parts[PGR_RELATION].strip()
-        label = PGR_RELATIONS.get(relation.lower())
-        if label is None:
-            raise _error(path, lineno, f"field {PGR_HEADER[PGR_RELATION]}",
-                         f"unknown label {show(relation)}; valid: True, False (any case)")
-        offsets = [_pgr_int(path, lineno, parts, c) for c in
-                   (PGR_GENE_START, PGR_GENE_END, PGR_PHENOTYPE_START, PGR_PHENOTYPE_END)]
-        raw = parts[PGR_SENTENCE]
-        text, pos = unescape_with_offsets(raw)
-        try:
-            s1, e1 = _pgr_entity(path, lineno, "e1", raw, text, pos, offsets[0], offsets[1],
-                                 parts[PGR_GENE], PGR_GENE)
-            s2, e2 = _pgr_entity(path, lineno, "e2", raw, text, pos, offsets[2], offsets[3],
-                                 parts[PGR_PHENOTYPE], PGR_PHENOTYPE)
-            problem = _span_problem(text, s1, e1, s2, e2, "GENE", "PHENOTYPE")
-            if problem:
-                raise _error(path, lineno, "entity e2", problem[1])
-        except REFormatError as e:
-            if not skip_invalid:
-                raise
-            skipped.append(str(e))
-            continue
-        rows.append((f"{stem}:{lineno}", text, s1, e1, s2, e2, "GENE", "PHENOTYPE", label))
+        with collect(problems, REFormatError):
+            row = _pgr_row(path, lineno, parts, stem, skip_invalid, skipped)
+            if row is not None:
+                rows.append(row)
     if skipped:
         warnings.warn(f"load_pgr skipped {len(skipped)} invalid row(s) of {path}; first: "
                       f"{skipped[0]}", stacklevel=2)
     if not rows:
         raise _error(path, None, None, "no examples (empty file or header only)")
-    examples = _frame(rows)
-    check_examples(examples, list(PGR_LABELS), os.path.basename(path))
+    examples = check_examples(_frame(rows), list(PGR_LABELS), os.path.basename(path), problems)
     return examples, list(PGR_LABELS)
 
 
@@ -709,61 +944,59 @@ def infer_labels(found):
     return labels
 
 
-def _jsonl_rows(path, labels):
+def _jsonl_row(path, lineno, line, stem, labels, known, ids):
+    """The example row of one line of a JSON-lines file; ``ids`` holds the ids seen."""
+    record = _json_object(path, lineno, line)
+    for field in JSONL_REQUIRED:
+        if field not in record:
+            raise _error(path, lineno, f"field {field}", "missing field")
+    for field in ("text", "e1_type", "e2_type"):
+        if not isinstance(record[field], str):
+            raise _error(path, lineno, f"field {field}",
+                         f"must be a string, got {show(record[field])}")
+    for field in OFFSET_COLUMNS:
+        if not _is_int(record[field]):
+            raise _error(path, lineno, f"field {field}",
+                         f"must be an integer, got {show(record[field])}")
+    label = record["label"]
+    if _is_int(label):
+        label = str(label)  # {"label": 0} is the natural spelling of label "0"
+    if not isinstance(label, str):
+        raise _error(path, lineno, "field label", f"must be a string, got {show(label)}")
+    if known is not None and label not in known:
+        raise _label_error(path, lineno, label, labels)
+    eid = record.get("example_id", f"{stem}:{lineno}")
+    if _is_int(eid):
+        eid = str(eid)
+    if not isinstance(eid, str):
+        raise _error(path, lineno, "field example_id", f"must be a string, got {show(eid)}")
+    if eid in ids:
+        raise _error(path, lineno, "field example_id",
+                     f"duplicate example_id {show(eid)} (also line {ids[eid]})")
+    ids[eid] = lineno
+    offsets = [record[c] for c in OFFSET_COLUMNS]
+    problem = _span_problem(record["text"], *offsets, record["e1_type"], record["e2_type"])
+    if problem:
+        raise _error(path, lineno, f"field {problem[0]}", problem[1])
+    return (eid, record["text"], *offsets, record["e1_type"], record["e2_type"], label)
+
+
+def _jsonl_rows(path, labels, problems=None):
     """Example rows of a JSON-lines file; labels are checked only when given."""
     lines = _read_lines(path)
     stem = os.path.splitext(os.path.basename(path))[0]
     known = None if labels is None else set(labels)
     rows, ids = [], {}
     for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise _error(path, lineno, None, f"not valid JSON ({e.msg} at column {e.colno})") \
-                from None
-        if not isinstance(record, dict):
-            raise _error(path, lineno, None, f"expected a JSON object, got "
-                         f"{type(record).__name__}")
-        for field in JSONL_REQUIRED:
-            if field not in record:
-                raise _error(path, lineno, f"field {field}", "missing field")
-        for field in ("text", "e1_type", "e2_type"):
-            if not isinstance(record[field], str):
-                raise _error(path, lineno, f"field {field}",
-                             f"must be a string, got {show(record[field])}")
-        for field in OFFSET_COLUMNS:
-            if not _is_int(record[field]):
-                raise _error(path, lineno, f"field {field}",
-                             f"must be an integer, got {show(record[field])}")
-        label = record["label"]
-        if _is_int(label):
-            label = str(label)  # {"label": 0} is the natural spelling of label "0"
-        if not isinstance(label, str):
-            raise _error(path, lineno, "field label", f"must be a string, got {show(label)}")
-        if known is not None and label not in known:
-            raise _label_error(path, lineno, label, labels)
-        eid = record.get("example_id", f"{stem}:{lineno}")
-        if _is_int(eid):
-            eid = str(eid)
-        if not isinstance(eid, str):
-            raise _error(path, lineno, "field example_id", f"must be a string, got {show(eid)}")
-        if eid in ids:
-            raise _error(path, lineno, "field example_id",
-                         f"duplicate example_id {show(eid)} (also line {ids[eid]})")
-        ids[eid] = lineno
-        offsets = [record[c] for c in OFFSET_COLUMNS]
-        problem = _span_problem(record["text"], *offsets, record["e1_type"], record["e2_type"])
-        if problem:
-            raise _error(path, lineno, f"field {problem[0]}", problem[1])
-        rows.append((eid, record["text"], *offsets, record["e1_type"], record["e2_type"], label))
+        if line.strip():
+            with collect(problems, REFormatError):
+                rows.append(_jsonl_row(path, lineno, line, stem, labels, known, ids))
     if not rows:
         raise _error(path, None, None, "no examples (empty file)")
     return rows
 
 
-def load_jsonl(path, labels=None):
+def load_jsonl(path, labels=None, problems=None):
     """Loads this project's JSON-lines RE format as ``(examples, labels)``.
 
     One JSON object per line with the fields of :data:`COLUMNS`; ``example_id`` is
@@ -773,80 +1006,127 @@ def load_jsonl(path, labels=None):
 
     With ``labels=None`` the label list is inferred by :func:`infer_labels` (sorted,
     with "None", "false" or "0" moved first); given ``labels`` (negative first) are
-    returned as a list, and a label outside them is an error.
+    returned as a list, and a label outside them is an error. ``problems`` (a list) makes
+    the load lenient: a bad line is skipped.
     """
     if labels is not None:
         labels = [labels] if isinstance(labels, str) else list(labels)
-    rows = _jsonl_rows(path, labels)
+    rows = _jsonl_rows(path, labels, problems)
     if labels is None:
         labels = infer_labels(row[-1] for row in rows)
-    examples = _frame(rows)
-    check_examples(examples, labels, os.path.basename(path))
-    return examples, labels
+    return check_examples(_frame(rows), labels, os.path.basename(path), problems), labels
 
 
 # --------------------------------------------------------------------------- dispatcher
 
 
-def _concat_splits(frames, labels, source):
+def _concat_splits(frames, labels, source, problems=None):
     """One DataFrame of the splits in SPLITS order, with a ``split`` column; checked."""
-    parts = []
-    for split in SPLITS:
-        if split in frames:
-            parts.append(frames[split].assign(**{SPLIT_COLUMN: split}))
-    examples = pd.concat(parts, ignore_index=True)
-    check_examples(examples, labels, source)
-    return examples
+    parts = [frames[split].assign(**{SPLIT_COLUMN: split}) for split in SPLITS if split in frames]
+    if not parts:  # lenient mode, where no split could be read
+        return _frame([]).assign(**{SPLIT_COLUMN: pd.Series([], dtype=object)})
+    return check_examples(pd.concat(parts, ignore_index=True), labels, source, problems)
 
 
-def load_re(dataset, path, **options):
+def load_re(dataset, path, *, notes=None, problems=None, **options):
     """Loads any supported RE dataset from a file or folder as ``(examples, labels)``.
 
     ``dataset`` is one of :data:`DATASETS`; ``options`` go to the underlying loader
-    (``skip_invalid`` for "pgr", ``labels`` for "jsonl").
+    (``skip_invalid`` for "pgr", ``labels`` for "jsonl", ``raw_labels`` for "chemprot":
+    SciBERT's relation types instead of the CPR groups).
 
-    * A file is loaded as one split, without a ``split`` column (not for "i2b2").
+    * A file is loaded as one split, without a ``split`` column (not for "i2b2"). A
+      "chemprot" file is BLUE's TSV or, when its first line is a JSON object, SciBERT's
+      JSON lines (:func:`load_scibert_chemprot`).
     * A folder of split files -- ``train``/``dev``/``test`` with ``.tsv`` ("gad",
-      "euadr", "chemprot", "pgr") or ``.jsonl`` ("jsonl") -- gives the splits present,
-      concatenated in that order, with an extra ``split`` column.
+      "euadr", "chemprot", "pgr"), ``.txt`` (SciBERT's "chemprot") or ``.jsonl``
+      ("jsonl") -- gives the splits present, concatenated in that order, with an extra
+      ``split`` column. An empty file counts as absent (BioBERT's ``dev.tsv``), with a
+      note in ``notes``.
     * "i2b2" takes a folder: one with ``txt/`` directly is a single split, "train"; one
       with ``train/``, ``dev/`` and/or ``test/`` sub-folders (each in the txt/concept/rel
       layout) gives those splits. Both carry the ``split`` column.
 
     For "jsonl" folders without given labels, the label list is inferred over all splits.
+    ``notes`` and ``problems``: lists, see the module docstring.
     """
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; valid: {', '.join(DATASETS)}")
     if not os.path.exists(path):
         raise REFileNotFoundError(f"{path}: no such file or folder")
+    lenient = {"problems": problems}
     if dataset == "i2b2":
         _require_dir(path)
         if os.path.isdir(os.path.join(path, "txt")):
-            frames = {"train": load_i2b2(path, **options)[0]}
+            frames = {"train": load_i2b2(path, **options, **lenient)[0]}
         else:
-            frames = {split: load_i2b2(os.path.join(path, split), **options)[0]
-                      for split in SPLITS if os.path.isdir(os.path.join(path, split))}
-            if not frames:
+            frames = {}
+            for split in SPLITS:
+                if os.path.isdir(os.path.join(path, split)):
+                    with collect(problems, REFormatError):
+                        frames[split] = load_i2b2(os.path.join(path, split), **options,
+                                                  **lenient)[0]
+            if not frames and not problems:
                 raise REFileNotFoundError(f"{path}: neither txt/ nor train/, dev/ or test/ "
                                           "sub-folders")
-        return _concat_splits(frames, list(I2B2_LABELS), path), list(I2B2_LABELS)
+        return _concat_splits(frames, list(I2B2_LABELS), path, problems), list(I2B2_LABELS)
+    if dataset == "chemprot":
+        if os.path.isfile(path):
+            return _load_chemprot(path, **options, **lenient)
+        frames = _load_splits(path, CHEMPROT_SPLIT_FILES,
+                              lambda p: _load_chemprot(p, **options, **lenient)[0], notes,
+                              problems)
+        labels = list(CHEMPROT_RAW_LABELS if options.get("raw_labels") else CHEMPROT_LABELS)
+        return _concat_splits(frames, labels, path, problems), labels
     if dataset in BLUE_TASKS:
         if os.path.isfile(path):
-            return load_blue_tsv(path, dataset, **options)
-        frames, labels = load_blue_folder(path, dataset, **options)
-        return _concat_splits(frames, labels, path), labels
+            return load_blue_tsv(path, dataset, **options, **lenient)
+        frames, labels = load_blue_folder(path, dataset, notes, problems, **options)
+        return _concat_splits(frames, labels, path, problems), labels
     if dataset == "pgr":
         if os.path.isfile(path):
-            return load_pgr(path, **options)
-        frames = _load_splits(path, PGR_SPLIT_FILES, lambda p: load_pgr(p, **options)[0])
-        return _concat_splits(frames, list(PGR_LABELS), path), list(PGR_LABELS)
+            return load_pgr(path, **options, **lenient)
+        frames = _load_splits(path, PGR_SPLIT_FILES,
+                              lambda p: load_pgr(p, **options, **lenient)[0], notes, problems)
+        return _concat_splits(frames, list(PGR_LABELS), path, problems), list(PGR_LABELS)
     # jsonl
     if os.path.isfile(path):
-        return load_jsonl(path, **options)
+        return load_jsonl(path, **options, **lenient)
     labels = options.get("labels")
     frames = _load_splits(path, JSONL_SPLIT_FILES,
                           lambda p: _frame(_jsonl_rows(p, None if labels is None else
-                                                       list(labels))))
+                                                       list(labels), problems)),
+                          notes, problems)
     if labels is None:
         labels = infer_labels(label for df in frames.values() for label in df["label"])
-    return _concat_splits(frames, list(labels), path), list(labels)
+    return _concat_splits(frames, list(labels), path, problems), list(labels)
+
+
+def by_split(examples):
+    """``{split: DataFrame}`` of :func:`load_re`'s examples: by their ``split`` column (which
+    is dropped), in train/dev/test order; examples without one are all "train"."""
+    if SPLIT_COLUMN not in examples:
+        return {"train": examples.reset_index(drop=True)}
+    return {split: examples[examples[SPLIT_COLUMN] == split].drop(columns=SPLIT_COLUMN)
+            .reset_index(drop=True) for split in SPLITS if (examples[SPLIT_COLUMN] == split).any()}
+
+
+def load_relation_splits(dataset, path, *, seed, dev_fraction=DEV_FRACTION,
+                         test_fraction=TEST_FRACTION, notes=None, problems=None, **options):
+    """``({"train", "dev", "test": DataFrame}, labels)``: the examples a run trains, selects
+    and scores on.
+
+    Loads ``path`` with :func:`load_re` (``options`` go there), splits it by the ``split``
+    column (a file is all "train") and fills the gaps with
+    :func:`tffre.data.splits.complete_splits`: a missing test split is a seeded
+    ``test_fraction`` of train, then a missing dev split a seeded ``dev_fraction`` of what is
+    left (``None`` leaves either out; a missing test is then an error). What was done is
+    appended to ``notes``: for a BioBERT GAD fold, that ``dev.tsv`` is empty and which share
+    of ``train.tsv`` became dev.
+    """
+    examples, labels = load_re(dataset, path, notes=notes, problems=problems, **options)
+    if problems is not None and not len(examples):
+        return {}, labels  # lenient, and nothing could be read: the problems say why
+    splits = complete_splits(by_split(examples), seed=seed, dev_fraction=dev_fraction,
+                             test_fraction=test_fraction, notes=notes, source=path)
+    return splits, labels

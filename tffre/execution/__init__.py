@@ -28,14 +28,18 @@ def resolve_executor(executor):
     return "local" if tf.config.list_physical_devices("GPU") else "tff"
 
 
-def build_process(round_, *, executor="auto", max_parallel_clients=1, loop="while",
-                  client_workers="threads", name, hparams):
-    """The learning process of ``round_`` on ``executor`` (see the module docstring)."""
+def build_process(factory, *, executor="auto", max_parallel_clients=1, loop="while",
+                  client_workers="threads", **info):
+    """The learning process of the round ``factory`` makes (a
+    :class:`tffre.mapreduce.RoundFactory`) on ``executor`` (see the module docstring).
+
+    ``info``: what the process carries for the runner: ``name``, ``hparams``,
+    ``model_fn`` and ``evaluation`` (see :class:`tffre.process.MeasuredLearningProcess`).
+    """
     executor = resolve_executor(executor)
     if executor == "tff":
         from tffre.execution.tff import build_tff_process
-        return build_tff_process(round_, name=name, hparams=hparams)
+        return build_tff_process(factory, **info)
     from tffre.execution.local import build_local_process
-    return build_local_process(round_, name=name, hparams=hparams,
-                               max_parallel_clients=max_parallel_clients, loop=loop,
-                               client_workers=client_workers)
+    return build_local_process(factory, max_parallel_clients=max_parallel_clients, loop=loop,
+                               client_workers=client_workers, **info)

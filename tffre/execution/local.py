@@ -61,17 +61,20 @@ def keras_v2_again(model):
 
 
 class LocalExecutor:
-    """Runs rounds of ``round_`` in-process (see the module docstring).
+    """Runs rounds of an algorithm's round in-process (see the module docstring).
 
     Args:
-      round_: the :class:`tffre.mapreduce.Round`.
+      factory: the :class:`tffre.mapreduce.RoundFactory`; the round is read off this
+        executor's first slot (eager: building a Keras model in a graph would break the
+        eager models made before it).
       max_parallel_clients: clients trained at once (one slot each).
       loop: "while", "steps" or "reduce".
       client_workers: "threads" (slots in this process) or "processes" (one
         worker process per slot; this process keeps one slot for the specs).
     """
 
-    def __init__(self, round_, *, max_parallel_clients=1, loop="while", client_workers="threads"):
+    def __init__(self, factory, *, max_parallel_clients=1, loop="while",
+                 client_workers="threads"):
         if loop not in LOOPS:
             raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
         if max_parallel_clients < 1:
@@ -79,21 +82,18 @@ class LocalExecutor:
         if client_workers not in CLIENT_WORKERS:
             raise ValueError(f"client_workers must be one of {', '.join(CLIENT_WORKERS)}, "
                              f"got {client_workers!r}")
-        self.round = round_
         devices = _devices()
-        self.slots = []
+        with tf.device(devices[0]):
+            probe = factory.probe()
+        self.round = round_ = factory.build(probe)
         processes = client_workers == "processes" and max_parallel_clients > 1
         # With worker processes this process keeps one slot (specs, initial weights).
+        self.slots = []
         for i in range(1 if processes else max_parallel_clients):
             device = devices[i % len(devices)]
             with tf.device(device):
-                slot = round_.trainer.slot()
-            slot.device = device
-            # The client loop in the chosen form (all run the same TrainerSlot.step).
-            slot.run = slot.train_steps if loop == "steps" else tf.function(
-                slot.train_while if loop == "while" else slot.train)
-            self.slots.append(slot)
-        round_.describe(self.slots[0])
+                slot = round_.trainer.slot(reuse=probe if i == 0 else None)
+            self.slots.append(_Slot(slot, device, loop))
         self._free = queue.Queue()
         for slot in self.slots:
             self._free.put(slot)
@@ -111,15 +111,16 @@ class LocalExecutor:
 
     def initialize(self):
         """The server state: the first slot's freshly built model weights."""
-        slot = self.slots[0]
+        slot = self.slots[0].slot
         weights = ModelWeights(trainable=[v.numpy() for v in slot.weights.trainable],
                                non_trainable=[v.numpy() for v in slot.weights.non_trainable])
-        return self.round.initial_state(
-            weights, numpy_structure(self.round.definition.initial_extras(slot.model)))
+        return numpy_structure(self.round.initial_state(
+            weights, numpy_structure(self.round.definition.initial_extras(slot.model))))
 
     def initial_client_state(self):
         """A client's state before its first round (stateful algorithms)."""
-        return numpy_structure(self.round.definition.initial_client_state(self.slots[0].model))
+        return numpy_structure(
+            self.round.definition.initial_client_state(self.slots[0].slot.model))
 
     def _work(self, broadcast, dataset, client_state=None):
         slot = self._free.get()
@@ -138,8 +139,8 @@ class LocalExecutor:
         the output and the clients' next states.
         """
         for slot in self.slots:
-            keras_v2_again(slot.model)
-            for frozen in slot.frozen.values():
+            keras_v2_again(slot.slot.model)
+            for frozen in slot.slot.frozen.values():
                 keras_v2_again(frozen)
         state = tf.nest.map_structure(tf.convert_to_tensor, state)
         broadcast = self._prepare(state)
@@ -178,7 +179,7 @@ class LocalExecutor:
 
     def upload_spec(self):
         """The TensorSpecs of one client's upload (traced, not run)."""
-        slot = self.slots[0]
+        slot = self.slots[0].slot
         element = tf.nest.map_structure(lambda s: tf.TensorSpec(s.shape, s.dtype),
                                         self.round.input_spec)
         args = [self.round.broadcast_spec(), tf.data.DatasetSpec(element)]
@@ -188,14 +189,28 @@ class LocalExecutor:
         return spec_of(outputs[0] if self.round.stateful else outputs)
 
 
-def build_local_process(round_, *, name, hparams, max_parallel_clients=1, loop="while",
-                        client_workers="threads"):
-    """Builds ``round_`` on the local executor, measured (bytes from the round's specs)."""
-    executor = LocalExecutor(round_, max_parallel_clients=max_parallel_clients, loop=loop,
+class _Slot:
+    """A trainer slot with the device it lives on and its client loop in the chosen form (all
+    forms run the same ``TrainerSlot.step``)."""
+
+    def __init__(self, slot, device, loop):
+        self.slot = slot
+        self.device = device
+        self.run = slot.train_steps if loop == "steps" else tf.function(
+            slot.train_while if loop == "while" else slot.train)
+
+
+def build_local_process(factory, *, max_parallel_clients=1, loop="while",
+                        client_workers="threads", **info):
+    """Builds the round of ``factory`` on the local executor, measured (bytes from the round's
+    specs). ``info``: the process's name, hparams, model_fn and evaluation."""
+    executor = LocalExecutor(factory, max_parallel_clients=max_parallel_clients, loop=loop,
                              client_workers=client_workers)
+    round_ = executor.round
     return MeasuredLearningProcess(
         executor.initialize, executor.next, executor.get_model_weights,
-        executor.set_model_weights, name=name, hparams=hparams, executor="local",
+        executor.set_model_weights, executor="local", personal_indices=round_.personal,
+        **info,
         initial_client_state=executor.initial_client_state if round_.stateful else None,
         input_spec=round_.input_spec,
         broadcast_bytes_per_client=spec_nbytes(round_.broadcast_spec()),

@@ -17,10 +17,13 @@ from tffre.process import MeasuredLearningProcess
 from tffre.types_util import type_nbytes
 
 
-def build_tff_process(round_, *, name, hparams):
-    """Builds ``round_`` as a ``tff.learning.templates.LearningProcess``, measured."""
+def build_tff_process(factory, **info):
+    """Builds the round of ``factory`` as a ``tff.learning.templates.LearningProcess``,
+    measured. ``info``: the process's name, hparams, model_fn and evaluation."""
+    # The round's types are read off a slot built in a throwaway graph: TFF traces the model
+    # in graphs anyway, and an eager slot would be broken by those traces.
     with tf.Graph().as_default():
-        round_.describe(round_.trainer.slot())
+        round_ = factory.build(factory.probe())
 
     @tff.tensorflow.computation
     def initial_state():
@@ -104,7 +107,8 @@ def build_tff_process(round_, *, name, hparams):
     def set_model_weights(state, weights):
         return round_.with_model(state, weights)
 
-    common = dict(name=name, hparams=hparams, executor="tff", input_spec=round_.input_spec,
+    common = dict(info, executor="tff", input_spec=round_.input_spec,
+                  personal_indices=round_.personal,
                   broadcast_bytes_per_client=type_nbytes(broadcast_type),
                   constant_bytes_per_client=round_.constant_broadcast_bytes(),
                   upload_bytes_per_client=type_nbytes(upload_type))

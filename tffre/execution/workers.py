@@ -7,13 +7,19 @@ instead, as Flower's Ray workers do, with the cores divided among them
 0.57x the sequential loop's time in worker processes and 0.59x in threads
 (Flower's best: 0.65x; ``benchmarks/round_time.py``); for small logistic
 clients the trip to a worker costs more than it gains (0.68x, threads 0.61x).
-Each worker is started with ``spawn`` (TensorFlow is not fork-safe), rebuilds the round's
-:class:`~tffre.client_work.ClientTrainer` from a cloudpickle of it, and runs
-the very same ``TrainerSlot`` loop as a thread would. Per client, the
-broadcast, the client's dataset (its serialized graph, as TFF ships datasets,
-or its batches as numpy) and its state go out; the upload (and next state)
-comes back as numpy. The parent accumulates the uploads in client order, so a
-round equals the sequential one. With GPUs, the workers take them round-robin.
+
+The pool is a ``concurrent.futures.ProcessPoolExecutor`` with the ``spawn``
+start method (TensorFlow is not fork-safe). Its initializer runs once per
+worker: it rebuilds the round's :class:`~tffre.client_work.ClientTrainer` from
+a cloudpickle of it (pickled once, in the parent), builds one slot and the very
+same ``TrainerSlot`` loop as a thread would, sets the worker's TensorFlow
+threads and, with GPUs, takes one GPU round-robin (a worker index from a
+shared counter). Each client is one task: the broadcast, the client's dataset
+(its serialized graph, as TFF ships datasets, or its batches as numpy) and its
+state go out; the upload (and next state) comes back as numpy. A worker that
+finishes early takes the next client; only ``size + 1`` clients are packed and
+queued at a time. The parent accumulates the uploads in client order, so a
+round equals the sequential one.
 
 As with any ``spawn`` pool, a script that uses it must guard its entry point
 with ``if __name__ == "__main__":``, and a ``model_fn`` defined in an
@@ -21,22 +27,23 @@ importable module is pickled by reference (closures and ``__main__``
 functions by value).
 
 Workers start on the first round and stop with the pool (``close``, at
-garbage collection or at exit). A worker's error is raised in the parent with
-the worker's traceback (:class:`WorkerError`), and the next round starts
-fresh workers.
+garbage collection or at exit), or when the parent process dies. A worker's
+error is raised in the parent with the worker's traceback (:class:`WorkerError`;
+a worker that cannot build its slot reports its traceback with its first
+client), as is a worker's death (``BrokenProcessPool``); either way the pool is
+shut down and the next round starts fresh workers.
 """
 
-import collections
+import concurrent.futures
 import multiprocessing
 import multiprocessing.connection
 import os
 import threading
 import traceback
 import weakref
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
-
-TASK, STOP = "task", "stop"
 
 
 def batches_of(dataset):
@@ -108,12 +115,38 @@ def numpy_structure(structure):
                                  structure)
 
 
-def _serve(payload, loop, threads, index, conn):
-    """A worker's main: build a slot from the pickled trainer, then train clients on request."""
+# In a worker process: its loop function, or the traceback of a failed start.
+_worker = {}
+
+
+def _exit_with_parent():
+    """Ends this worker when the parent process dies, however it dies.
+
+    The pool's queues never report EOF to a worker (each worker holds both ends), so a
+    thread waits on the parent's sentinel, which the kernel closes when the parent ends.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+    sentinel = parent.sentinel
+
+    def watch():
+        multiprocessing.connection.wait([sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _start_worker(payload, loop, threads, counter):
+    """The pool's initializer: build a slot from the pickled trainer (once per worker)."""
+    _exit_with_parent()
     try:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         import cloudpickle
         import tensorflow as tf
+        with counter.get_lock():
+            index = counter.value
+            counter.value += 1
         gpus = tf.config.list_physical_devices("GPU")
         if gpus:   # one GPU per worker, round-robin, grown as needed (not all of its memory)
             gpu = gpus[index % len(gpus)]
@@ -125,29 +158,22 @@ def _serve(payload, loop, threads, index, conn):
             # 0.99 s with two inter-op threads.
             tf.config.threading.set_intra_op_parallelism_threads(threads)
             tf.config.threading.set_inter_op_parallelism_threads(threads)
-        trainer = cloudpickle.loads(payload)
-        slot = trainer.slot()
-        run = slot.train_steps if loop == "steps" else tf.function(
+        slot = cloudpickle.loads(payload).slot()
+        _worker["run"] = slot.train_steps if loop == "steps" else tf.function(
             slot.train_while if loop == "while" else slot.train)
-        conn.send(("ready", None))
-    except BaseException:   # noqa: B902 - reported to the parent, which raises it
-        conn.send(("error", traceback.format_exc()))
-        return
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:   # the parent is gone
-            return
-        if message[0] == STOP:
-            return
-        _, client, broadcast, packed, client_state = message
-        try:
-            dataset = unpack_dataset(packed)
-            args = (broadcast, dataset) if client_state is None else (
-                broadcast, dataset, client_state)
-            conn.send(("done", (client, numpy_structure(run(*args)))))
-        except BaseException:   # noqa: B902
-            conn.send(("error", traceback.format_exc()))
+    except BaseException:   # noqa: B902 - raised with the first client (module docstring)
+        # An initializer's exception only reaches the worker's log: the parent would see a
+        # broken pool without the reason.
+        _worker["error"] = traceback.format_exc()
+
+
+def _train(broadcast, packed, client_state):
+    """A task: one client's training on this worker's slot, its result as numpy."""
+    if "error" in _worker:
+        raise RuntimeError(f"the worker could not start:\n{_worker['error']}")
+    dataset = unpack_dataset(packed)
+    args = (broadcast, dataset) if client_state is None else (broadcast, dataset, client_state)
+    return numpy_structure(_worker["run"](*args))
 
 
 class WorkerError(RuntimeError):
@@ -172,101 +198,73 @@ class WorkerPool:
         self.loop = loop
         self.threads = max(1, (os.cpu_count() or 1) // size) if threads is None else threads
         self._payload = cloudpickle.dumps(trainer)
-        self._conns = []
-        self._procs = []
-        self._lock = threading.Lock()
+        self._executor = None
         self._finalizer = None
+        self._lock = threading.Lock()
 
     def start(self):
-        """Starts the workers (once) and waits until each has built its slot."""
-        if self._procs:
-            return
-        ctx = multiprocessing.get_context("spawn")
-        for index in range(self.size):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_serve, daemon=True,
-                               args=(self._payload, self.loop, self.threads, index, child))
-            proc.start()
-            child.close()
-            self._conns.append(parent)
-            self._procs.append(proc)
-        self._finalizer = weakref.finalize(self, _stop, list(self._conns), list(self._procs))
-        try:
-            for conn, proc in zip(self._conns, self._procs):
-                self._receive(conn, proc)
-        except WorkerError:
-            self.close()   # a later round tries fresh workers again
-            raise
-
-    @staticmethod
-    def _receive(conn, proc):
-        try:
-            kind, value = conn.recv()
-        except EOFError:
-            proc.join(5)
-            raise WorkerError(f"client worker process {proc.pid} died "
-                              f"(exit code {proc.exitcode})") from None
-        if kind == "error":
-            raise WorkerError(f"client worker process {proc.pid} failed:\n{value}")
-        return value
+        """The running executor (its workers start with their first clients)."""
+        if self._executor is None:
+            ctx = multiprocessing.get_context("spawn")
+            self._executor = concurrent.futures.ProcessPoolExecutor(
+                max_workers=self.size, mp_context=ctx, initializer=_start_worker,
+                initargs=(self._payload, self.loop, self.threads, ctx.Value("i", 0)))
+            self._finalizer = weakref.finalize(self, self._executor.shutdown, wait=True,
+                                               cancel_futures=True)
+        return self._executor
 
     def map(self, broadcast, datasets, client_states):
         """Trains each client (``datasets[i]``, ``client_states[i]`` or None) on the next free
         worker; returns their results in client order.
 
-        One client per worker at a time: a worker that finishes early takes the next
-        client, so one slow client does not hold a queue behind it.
+        One client per task: a worker that finishes early takes the next client, so one
+        slow client does not hold a queue behind it.
         """
         with self._lock:
-            self.start()
-            broadcast = numpy_structure(broadcast)
-            pending = collections.deque(enumerate(zip(datasets, client_states)))
-            results = [None] * len(pending)
-            busy = set()
+            try:
+                return self._map(numpy_structure(broadcast), list(zip(datasets, client_states)))
+            except BrokenProcessPool as error:
+                self.close()
+                cause = f":\n{error.__cause__}" if error.__cause__ is not None else ""
+                raise WorkerError(f"a client worker process died ({error}){cause}") from None
+            except BaseException:
+                self.close()   # cancels the rest; the next round starts fresh workers
+                raise
 
-            def send(conn):
-                index, (dataset, state) = pending.popleft()
-                conn.send((TASK, index, broadcast, pack_dataset(dataset),
-                           None if state is None else numpy_structure(state)))
-                busy.add(conn)
+    def _map(self, broadcast, clients):
+        executor = self.start()
+        results = [None] * len(clients)
+        running = {}
+        waiting = iter(enumerate(clients))
 
-            for conn in self._conns:
-                if pending:
-                    send(conn)
-            failure = None
-            while busy:
-                for conn in multiprocessing.connection.wait(list(busy)):
-                    busy.discard(conn)
-                    try:
-                        index, value = self._receive(conn, self._procs[self._conns.index(conn)])
-                    except WorkerError as error:
-                        # Read the other replies first, so that none is left for the next
-                        # round, then start fresh workers.
-                        failure = failure or error
-                        pending.clear()
-                        continue
-                    results[index] = value
-                    if pending:
-                        send(conn)
-            if failure is not None:
-                self.close()    # the next round starts fresh workers
-                raise failure
-            return results
+        def submit_next():
+            for index, (dataset, state) in waiting:
+                state = None if state is None else numpy_structure(state)
+                running[executor.submit(_train, broadcast, pack_dataset(dataset), state)] = index
+                return
+
+        # One more than the workers in flight (as the executor's own call queue holds), so a
+        # worker that finishes finds its next client queued; the others are packed later.
+        for _ in range(self.size + 1):
+            submit_next()
+        while running:
+            done, _ = concurrent.futures.wait(running,
+                                              return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                index = running.pop(future)
+                try:
+                    results[index] = future.result()
+                except BrokenProcessPool:
+                    raise
+                except Exception as error:  # noqa: BLE001 - the worker's, with its traceback
+                    # concurrent.futures gives the worker's traceback as the cause.
+                    remote = error.__cause__ or "".join(traceback.format_exception(error))
+                    raise WorkerError(f"client worker process failed:\n{remote}") from None
+                submit_next()
+        return results
 
     def close(self):
-        """Stops the workers."""
+        """Stops the workers: cancels the clients not started and joins the processes."""
         if self._finalizer is not None:
             self._finalizer()
-        self._conns, self._procs = [], []
-
-
-def _stop(conns, procs):
-    for conn in conns:
-        try:
-            conn.send((STOP,))
-        except (OSError, ValueError):
-            pass
-    for proc in procs:
-        proc.join(5)
-        if proc.is_alive():
-            proc.terminate()
+        self._executor, self._finalizer = None, None

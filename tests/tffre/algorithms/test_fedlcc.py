@@ -10,7 +10,8 @@ import tensorflow as tf
 
 from tffre import build_algorithm, registry
 from tffre.definition import ObjectiveContext
-from tffre.algorithms.fedlcc import FedLCC
+from tffre.registry import resolve_hparams
+from tffre.algorithms.fedlcc import FedLCC, lcc_loss
 from tffre.algorithms.moon import MOON
 from tffre.client_model import ClientModel
 from tffre.data import FederatedData
@@ -21,6 +22,35 @@ from tiny import assert_weights_close
 P, R, F, D = 4, 2, 3, 5          # pairs per document, relation types, pair features, context
 HP = dict(mu=0.1, temperature=0.5)
 TRAIN = dict(learning_rate=0.05, num_epochs=2, num_iters=None)
+
+
+RNG = np.random.RandomState(0)
+
+
+def fedlcc(hp):
+    """FedLCC with the hyperparameters ``hp`` (names or aliases)."""
+    return FedLCC(resolve_hparams("FedLCC", hp))
+
+
+def test_lcc_loss_is_eq_12():
+    c, c_glob, c_prev = (RNG.randn(2, 4, 5).astype(np.float32) for _ in range(3))
+    mask = np.array([[1, 1, 0, 0], [1, 1, 1, 0]], np.float32)
+
+    def cos(a, b):
+        return (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+
+    for tau in (0.5, 1.0):
+        pos, neg = np.exp(cos(c, c_glob) / tau), np.exp(cos(c, c_prev) / tau)
+        want = (-np.log(pos / (pos + neg)) * mask).sum() / mask.sum()
+        np.testing.assert_allclose(lcc_loss(c, c_glob, c_prev, mask, tau=tau), want, rtol=1e-5)
+    np.testing.assert_allclose(lcc_loss(c, c_glob, c_glob, mask), np.log(2.0), rtol=1e-6)
+    c_var, glob_var = tf.Variable(c), tf.Variable(c_glob)
+    with tf.GradientTape() as tape:
+        loss = lcc_loss(c_var, glob_var, c_prev, mask)
+    grad_c, grad_glob = tape.gradient(loss, [c_var, glob_var])
+    assert np.isfinite(grad_c.numpy()).all() and grad_glob is None   # targets: no gradient
+    zero = np.zeros_like(c)
+    assert np.isfinite(float(lcc_loss(zero, zero, c_prev, mask)))
 
 
 def tiny_docre_model():
@@ -91,7 +121,7 @@ def test_objective_is_eq_13_over_hand_built_contexts():
         want = np_bce(labels * mask[..., None], local["logits"].numpy().astype(np.float64),
                       mask) + mu * np_lcc(*(o["context"].numpy().astype(np.float64)
                                             for o in (local, glob, prev)), mask, tau)
-        got = FedLCC(dict(mu=mu, temperature=tau)).objective(context(local, frozen, 1.0, y))
+        got = fedlcc(dict(mu=mu, temperature=tau)).objective(context(local, frozen, 1.0, y))
         np.testing.assert_allclose(got, want, rtol=1e-5)
     # Hand-built contexts: c = c_glob and c_prev orthogonal to it on the valid pairs give
     # log(1 + e^{-1/tau}) per pair, whatever the padded pairs hold.
@@ -101,23 +131,23 @@ def test_objective_is_eq_13_over_hand_built_contexts():
     orth[..., 1] = 1.0
     orth[0, 3] = c[0, 3]                                  # a padded pair: ignored
     hand = {"logits": local["logits"], "context": tf.constant(c)}
-    got = FedLCC(HP).objective(context(hand, {"global": {"context": tf.constant(c)},
+    got = fedlcc(HP).objective(context(hand, {"global": {"context": tf.constant(c)},
                                               "previous": {"context": tf.constant(orth)}},
                                        1.0, y))
     np.testing.assert_allclose(got, want_bce + 0.1 * np.log1p(np.exp(-2.0)), rtol=1e-5)
     # A client's first round (seen = 0): exactly the model's loss, DocRELoss on packed y.
     first = context(local, frozen, 0.0, y)
-    np.testing.assert_array_equal(FedLCC(HP).objective(first), first.model_loss())
+    np.testing.assert_array_equal(fedlcc(HP).objective(first), first.model_loss())
     np.testing.assert_allclose(first.model_loss(), want_bce, rtol=1e-5)
     assert want_lcc > 0
 
 
 def test_registry_row_and_moon_masks_padded_pairs_too():
-    assert registry.resolve_hparams("FedLCC")["mu"] == 0.1
-    assert registry.resolve_hparams("FedLCC")["temperature"] == 0.5
+    assert registry.resolve_hparams("FedLCC").contrastive_weight == 0.1
+    assert registry.resolve_hparams("FedLCC").contrastive_temperature == 0.5
     assert registry.get_spec("fedlcc").local_optimizer == "tf_adam"
-    with pytest.raises(ValueError, match="FedLCC: temperature"):
-        FedLCC(dict(mu=0.1, temperature=0.0))
+    with pytest.raises(ValueError, match="FedLCC: contrastive_temperature"):
+        fedlcc(dict(mu=0.1, temperature=0.0))
     # MOON on a pair-shaped "features" output averages l_con over the valid pairs only.
     rng = np.random.RandomState(4)
     mask = np.array([[1, 1, 0, 0], [1, 1, 1, 1]], np.float32)
@@ -125,7 +155,7 @@ def test_registry_row_and_moon_masks_padded_pairs_too():
     feats = [rng.randn(2, P, D).astype(np.float32) for _ in range(3)]
     outs = [{"logits": tf.zeros((2, P, R)), "features": tf.constant(f)} for f in feats]
     ctx = context(outs[0], {"global": outs[1], "previous": outs[2]}, 1.0, y)
-    got = MOON(dict(mu=1.0, temperature=0.5, projection_head=False)).contrast(ctx)
+    got = MOON(resolve_hparams("MOON", mu=1.0, temperature=0.5)).contrast(ctx)
     np.testing.assert_allclose(got, np_lcc(*feats, mask, 0.5), rtol=1e-5)
 
 

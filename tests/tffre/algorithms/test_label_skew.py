@@ -9,6 +9,7 @@ from tffre import build_algorithm
 from tffre.definition import ObjectiveContext
 from tffre.algorithms.fedlc import FedLC, calibrated_logits
 from tffre.algorithms.fedrs import FedRS, restriction_scales
+from tffre.registry import resolve_hparams
 from tffre.client_model import ClientModel
 from tffre.mapreduce import ModelWeights
 from tiny import (INPUT_SPEC, NAMED_LOSS, client_arrays, initial_weights, tiny_model,
@@ -28,8 +29,12 @@ def context(logits=LOGITS, y=Y, counts=(3.0, 0.0, 1.0), outputs=None):
         client_state=None, initial_weights=None, hparams={})
 
 
+def fedlc(calibration=1.0):
+    return FedLC(resolve_hparams("FedLC", calibration=calibration))
+
+
 def fedrs(restriction=0.5, form="binary"):
-    return FedRS({"restriction": restriction, "fedrs_form": form})
+    return FedRS(resolve_hparams("FedRS", restriction=restriction, fedrs_form=form))
 
 
 def numpy_ce(logits, y):
@@ -99,21 +104,21 @@ def test_fedlc_calibrated_logits_and_loss_by_hand():
     # Full softmax including y, labels [2, 0]:
     #   row 0: log(e^0.5 + e^1 + e^2) - 2         = 0.4643688
     #   row 1: log(e^-0.5 + e^-2 + e^1) + 0.5     = 1.7413113
-    loss = FedLC({"calibration": 1.0}).objective(context(counts=(16.0, 0.0, 1.0)))
+    loss = fedlc(1.0).objective(context(counts=(16.0, 0.0, 1.0)))
     np.testing.assert_allclose(loss, (0.4643688 + 1.7413113) / 2, rtol=1e-6)
     # tau = 2 doubles the margins.
     np.testing.assert_allclose(
-        FedLC({"calibration": 2.0}).objective(context(counts=(16.0, 0.0, 1.0))),
+        fedlc(2.0).objective(context(counts=(16.0, 0.0, 1.0))),
         numpy_ce([[0.0, 0.0, 1.0], [-1.0, -3.0, 0.0]], Y), rtol=1e-6)
     # tau = 0: the model's cross-entropy.
     ctx = context()
-    np.testing.assert_allclose(FedLC({"calibration": 0.0}).objective(ctx), ctx.model_loss(),
+    np.testing.assert_allclose(fedlc(0.0).objective(ctx), ctx.model_loss(),
                                rtol=1e-6)
     with pytest.raises(ValueError, match="calibration"):
-        FedLC({"calibration": -1.0})
+        fedlc(-1.0)
 
 
-@pytest.mark.parametrize("definition", [fedrs(), FedLC({"calibration": 1.0})])
+@pytest.mark.parametrize("definition", [fedrs(), fedlc(1.0)])
 def test_a_model_without_logits_is_refused(definition):
     ctx = context(outputs={"predictions": tf.constant(LOGITS)})
     with pytest.raises(ValueError, match="'logits' output"):

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from tffre import build_algorithm
 from tffre.definition import ObjectiveContext
+from tffre.registry import resolve_hparams
 from tffre.algorithms.moon import MOON, contrastive_loss
 from tffre.client_model import ClientModel
 from tffre.mapreduce import ModelWeights
@@ -17,6 +18,11 @@ from tiny import (INPUT_SPEC, NAMED_LOSS, assert_weights_close, client_arrays, i
 
 HP = dict(mu=1.0, temperature=0.5, projection_head=False)
 TRAIN = dict(learning_rate=0.05, num_epochs=2, num_iters=None)
+
+
+def moon(hp):
+    """MOON with the hyperparameters ``hp`` (names or aliases)."""
+    return MOON(resolve_hparams("MOON", hp))
 
 
 def numpy_con(z, zg, zp, tau):
@@ -80,11 +86,11 @@ def test_objective_is_cross_entropy_plus_mu_times_the_mean_contrastive_term():
     con = numpy_con(*(m["features"].numpy() for m in (outputs, frozen["global"],
                                                       frozen["previous"])), 0.5)
     for mu in (1.0, 5.0):
-        got = MOON(dict(HP, mu=mu)).objective(context(outputs, frozen, 1.0, y))
+        got = moon(dict(HP, mu=mu)).objective(context(outputs, frozen, 1.0, y))
         np.testing.assert_allclose(got, ce + mu * con.mean(), rtol=1e-5)
     # A client's first round (seen = 0): exactly the model's loss.
     ctx = context(outputs, frozen, 0.0, y)
-    np.testing.assert_array_equal(MOON(HP).objective(ctx), ctx.model_loss())
+    np.testing.assert_array_equal(moon(HP).objective(ctx), ctx.model_loss())
 
 
 def test_projection_head_option_contrasts_the_projection_output():
@@ -94,13 +100,13 @@ def test_projection_head_option_contrasts_the_projection_output():
     ce = numpy_ce(outputs["logits"].numpy().astype(np.float64), y)
     con = numpy_con(*(m["projection"].numpy() for m in (outputs, frozen["global"],
                                                         frozen["previous"])), 0.5)
-    got = MOON(dict(HP, projection_head=True)).objective(context(outputs, frozen, 1.0, y))
+    got = moon(dict(HP, projection_head=True)).objective(context(outputs, frozen, 1.0, y))
     np.testing.assert_allclose(got, ce + con.mean(), rtol=1e-5)
     outputs, frozen = crafted(rng)
     with pytest.raises(ValueError, match="'projection'"):
-        MOON(dict(HP, projection_head=True)).objective(context(outputs, frozen, 1.0, y))
+        moon(dict(HP, projection_head=True)).objective(context(outputs, frozen, 1.0, y))
     with pytest.raises(ValueError, match="temperature"):
-        MOON(dict(HP, temperature=0.0))
+        moon(dict(HP, temperature=0.0))
 
 
 # --- rounds ---

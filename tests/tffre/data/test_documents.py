@@ -1,9 +1,11 @@
 """The document-level RE loaders (PubTator, DocRED JSON, EoG .data), their errors and the sample.
 
 Fixtures under fixtures/docre/ are hand-written, invented documents in the published formats
-(``cdr/`` named as BioCreative names CDR's files, ``gda/`` as EoG's gda2pubtator writes GDA);
-bad inputs are written into tmp_path by each test. Expected offsets, spans and counts are
-written out by hand, and the strings they cut out of the text are checked too.
+(``cdr/`` named as BioCreative names CDR's files, ``gda/`` as EoG's gda2pubtator writes GDA;
+``problems.pubtator`` holds four problems for the lenient mode); other bad inputs are written
+into tmp_path by each test. The published variants' folders are under tests/fixtures/.
+Expected offsets, spans and counts are written out by hand, and the strings they cut out of
+the text are checked too.
 """
 
 import importlib.util
@@ -12,11 +14,12 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tffre.data import documents as docre
-from tffre.data.documents import DocREFileNotFoundError, DocREFormatError
-from tffre.data.document import Document, Mention, Relation
+from tffre.data.documents import (DocREFileNotFoundError, DocREFormatError, Document, Mention,
+                                  Relation)
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "docre")
 CDR = os.path.join(FIXTURES, "cdr")
@@ -198,7 +201,7 @@ def test_pubtator_errors_name_file_and_line(tmp_path, lines, expected):
 
 def test_missing_paths_raise_a_file_not_found_error(tmp_path):
     missing = str(tmp_path / "nope.pubtator")
-    for load in (docre.load_pubtator, docre.load_docred, docre.load_eog, docre.load_docre):
+    for load in (docre.load_pubtator, docre.load_docred, docre.load_eog, docre.load_documents):
         with pytest.raises(DocREFileNotFoundError) as excinfo:
             load(missing)
         assert isinstance(excinfo.value, FileNotFoundError)
@@ -372,19 +375,19 @@ def test_guess_format_by_extension_then_content(tmp_path):
         copy = tmp_path / f"{fmt}.unknown"
         shutil.copy(source, copy)
         assert docre.guess_format(str(copy)) == fmt
-        assert docre.load_docre(str(copy)) == docre.load_docre(source)
+        assert docre.load_documents(str(copy)) == docre.load_documents(source)
     odd = write(tmp_path / "odd.unknown", ["hello"])
     with pytest.raises(DocREFormatError, match="cannot tell the format"):
-        docre.load_docre(odd)
+        docre.load_documents(odd)
     with pytest.raises(ValueError, match="unknown format 'bioc'"):
-        docre.load_docre(CDR_TRAIN, format="bioc")
+        docre.load_documents(CDR_TRAIN, format="bioc")
     # A given format wins over the extension.
     with pytest.raises(DocREFormatError):
-        docre.load_docre(CDR_TRAIN, format="docred")
+        docre.load_documents(CDR_TRAIN, format="docred")
 
 
-def test_load_docre_folder_of_cdr_splits():
-    splits = docre.load_docre(CDR)
+def test_load_documents_folder_of_cdr_splits():
+    splits = docre.load_documents(CDR)
     # CDR_TrainingSet/DevelopmentSet/TestSet.PubTator.txt; the .xml and readme.txt are skipped.
     assert list(splits) == ["train", "dev", "test"]
     assert {s: [d.pmid for d in docs] for s, docs in splits.items()} == {
@@ -393,13 +396,13 @@ def test_load_docre_folder_of_cdr_splits():
     assert splits["test"][0].relations == [Relation("CID", "C9000006", "D9000040")]
 
 
-def test_load_docre_folder_of_gda_and_docred_splits():
-    gda = docre.load_docre(GDA)  # training.txt / testing.txt
+def test_load_documents_folder_of_gda_and_docred_splits():
+    gda = docre.load_documents(GDA)  # training.txt / testing.txt
     assert {s: [d.pmid for d in docs] for s, docs in gda.items()} == {
         "train": ["90000005"], "test": ["90000006"]}
     # The fixtures folder itself: docred_train.json and docred_test.json; cdr.data and
     # bad_offsets.pubtator name no split, cdr/ and gda/ are folders.
-    mixed = docre.load_docre(FIXTURES)
+    mixed = docre.load_documents(FIXTURES)
     assert {s: [d.pmid for d in docs] for s, docs in mixed.items()} == {
         "train": ["Skai TV", "Lark Force"], "test": ["Skai Radio"]}
 
@@ -410,14 +413,15 @@ def test_split_file_names(tmp_path):
     # train+dev.data (EoG's GDA) names two splits and "latest" no split: both skipped.
     assert docre.split_files(str(tmp_path)) == {
         split: str(tmp_path / f"{split}.data") for split in ("train", "dev", "test")}
-    shutil.copy(EOG, tmp_path / "Train_filter.data")
-    with pytest.raises(DocREFormatError, match="two train files, Train_filter.data and "
-                                               "train.data"):
-        docre.load_docre(str(tmp_path))
+    # Two train files that are not EoG's two variants of one split.
+    shutil.copy(EOG, tmp_path / "training.data")
+    with pytest.raises(DocREFormatError, match="two train files, train.data and "
+                                               "training.data"):
+        docre.load_documents(str(tmp_path))
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(DocREFileNotFoundError, match="no train, dev or test file"):
-        docre.load_docre(str(empty))
+        docre.load_documents(str(empty))
 
 
 # --------------------------------------------------------------------------- embedded sample
@@ -488,3 +492,143 @@ def test_sample_relation_is_not_co_occurrence(sample):
                 fn += actual and not predicted
     f1 = 2 * tp / (2 * tp + fp + fn)
     assert 0.45 < f1 < 0.7
+
+
+# --------------------------------------------------------------------------- published variants
+
+EOG_FOLDER = str(_REPO / "tests" / "fixtures" / "eog_cdr")
+EOG_TEXT = "Drug A caused hepatitis and liver disease ."
+EOG_MENTIONS = [Mention(0, 6, "Drug A", "Chemical", ("C1",), 0),
+                Mention(14, 23, "hepatitis", "Disease", ("D1",), 0),
+                Mention(28, 41, "liver disease", "Disease", ("D2",), 0)]
+
+
+def test_eog_folder_reads_the_filter_variant_by_default():
+    assert docre.EOG_VARIANT == "filter"
+    notes = []
+    splits = docre.load_documents(EOG_FOLDER, notes=notes)
+    assert {s: [d.pmid for d in docs] for s, docs in splits.items()} == {
+        "train": ["1001"], "dev": ["1002"], "test": ["1003"]}
+    # The hypernym negative (liver disease, a hypernym of hepatitis) is excluded, not negative.
+    assert splits["train"][0] == Document("1001", EOG_TEXT, EOG_MENTIONS,
+                                          [Relation("CID", "C1", "D1")], [(0, 43)],
+                                          [("C1", "D2")])
+    check_mentions(splits["train"][0])
+    assert len(notes) == 1 and notes[0].startswith(
+        "EoG files: the 'filter' variant, train_filter.data, dev_filter.data, "
+        "test_filter.data (variant 'plain' reads the others;")
+    notes = []
+    plain = docre.load_documents(EOG_FOLDER, eog_variant="plain", notes=notes)
+    assert plain["test"][0] == Document("1003", EOG_TEXT, EOG_MENTIONS,
+                                        [Relation("CID", "C1", "D1")], [(0, 43)], [])
+    assert notes[0].startswith("EoG files: the 'plain' variant, train.data, dev.data, test.data")
+    with pytest.raises(ValueError, match="unknown EoG variant 'filtered'"):
+        docre.load_documents(EOG_FOLDER, eog_variant="filtered")
+
+
+def test_eog_folder_with_one_variant_notes_it(tmp_path):
+    for name in ("train.data", "test_filter.data"):
+        shutil.copy(os.path.join(EOG_FOLDER, name), tmp_path / name)
+    notes = []
+    splits = docre.load_documents(str(tmp_path), notes=notes)
+    assert [d.excluded_pairs for d in splits["train"] + splits["test"]] == [[], [("C1", "D2")]]
+    assert notes == ["train.data: the only train file, read although the EoG variant asked "
+                     "for is 'filter'"]
+
+
+def test_empty_split_file_counts_as_absent(tmp_path):
+    shutil.copy(CDR_TRAIN, tmp_path / "CDR_TrainingSet.PubTator.txt")
+    (tmp_path / "CDR_DevelopmentSet.PubTator.txt").write_text("\n \n", encoding="utf-8")
+    shutil.copy(os.path.join(CDR, "CDR_TestSet.PubTator.txt"), tmp_path / "test.pubtator")
+    notes = []
+    assert list(docre.load_documents(str(tmp_path), notes=notes)) == ["train", "test"]
+    assert notes == ["CDR_DevelopmentSet.PubTator.txt: empty file, read as no dev split"]
+
+
+def test_document_splits_hold_out_a_seeded_dev_slice(tmp_path, sample):
+    shutil.copy(os.path.join(docre.sample_path(), "train.pubtator"), tmp_path / "train.pubtator")
+    shutil.copy(os.path.join(docre.sample_path(), "test.pubtator"), tmp_path / "test.pubtator")
+    notes = []
+    splits = docre.load_document_splits(str(tmp_path), seed=2, notes=notes)
+    dev = set(np.random.RandomState([2, 13]).permutation(300)[:60].tolist())
+    assert [d.pmid for d in splits["dev"]] == [d.pmid for i, d in enumerate(sample["train"])
+                                               if i in dev]
+    assert [d.pmid for d in splits["train"]] == [d.pmid for i, d in enumerate(sample["train"])
+                                                 if i not in dev]
+    assert splits["test"] == sample["test"]
+    assert notes == ["no dev split: held out 60 of 300 training documents (20%, seeded) as dev"]
+    # The sample's own dev split is used as it is.
+    assert docre.load_document_splits(docre.sample_path(), seed=2) == sample
+
+
+def test_document_splits_dev_as_test_and_a_missing_test(tmp_path):
+    shutil.copy(DOCRED_TRAIN, tmp_path / "train.json")
+    shutil.copy(DOCRED_TEST, tmp_path / "dev.json")
+    notes = []
+    splits = docre.load_document_splits(str(tmp_path), seed=0, dev_as_test=True,
+                                        dev_fraction=None, notes=notes)
+    assert [d.pmid for d in splits["test"]] == ["Skai Radio"] and list(splits) == ["train",
+                                                                                    "test"]
+    assert notes == ["the dev split is scored as the test set (its test labels are not public; "
+                     "FedLCC Table 7)"]
+    with pytest.raises(ValueError, match="no dev split, which is scored as the test set"):
+        docre.load_document_splits(FIXTURES, seed=0, dev_as_test=True)
+    with pytest.raises(ValueError, match=r"no test split \(a file whose name holds 'test'\)"):
+        docre.load_document_splits(os.path.join(GDA, "training.txt"), seed=0)
+
+
+# --------------------------------------------------------------------------- lenient loading
+
+PROBLEMS = os.path.join(FIXTURES, "problems.pubtator")
+PROBLEMS_FOUND = [
+    "problems.pubtator line 3: pmid 1: mention offsets [12, 16) cover 'rash' but the mention "
+    "text is 'rasx'",
+    "problems.pubtator line 4: field id: empty entity id in 'D1|'",
+    "problems.pubtator line 7: document without a 'PMID|t|title' line",
+    "problems.pubtator line 10: field end: offset 'x' is not an integer",
+]
+
+
+def test_lenient_pubtator_collects_every_problem(capsys):
+    path = PROBLEMS
+    with pytest.raises(DocREFormatError) as excinfo:
+        docre.load_pubtator(path)
+    assert message(excinfo) == PROBLEMS_FOUND[0]
+    problems = []
+    docs = docre.load_pubtator(path, problems=problems)
+    assert problems == PROBLEMS_FOUND
+    # What is left of documents 1 and 3; document 2 (no title) is dropped.
+    assert docs == [
+        Document("1", "Aspirin and rash.", [Mention(0, 7, "Aspirin", "Chemical", ("C1",), 0)],
+                 [Relation("CID", "C1", "D1")], [(0, 17)]),
+        Document("3", "Drug X and fever.", [Mention(11, 16, "fever", "Disease", ("D3",), 0)],
+                 [], [(0, 17)])]
+    assert capsys.readouterr().out == ""  # bioc's own printing is kept off stdout
+
+
+def test_lenient_eog_and_docred(tmp_path):
+    with open(EOG, encoding="utf-8") as f:
+        good = f.readline().rstrip("\n")
+    problems = []
+    docs = docre.load_eog(write(tmp_path / "x.data", ["1\tA .\textra", good]), problems)
+    assert [d.pmid for d in docs] == ["90000001"]
+    assert problems == ["x.data line 1: pmid 1: 1 fields after the text, not a multiple of 17 "
+                        "(one group per pair)"]
+    problems = []
+    docs = docre.load_docred(_docred(tmp_path, lambda d: d[1]["labels"][0].update(t=5)),
+                             problems)
+    assert [d.pmid for d in docs] == ["Skai TV"]
+    assert problems == ["bad.json record 2: field labels[0].t: 5 is not a vertexSet index (0..1)"]
+
+
+def test_a_git_lfs_pointer_is_named_as_such(tmp_path):
+    # Public copies hold some corpus files as Git LFS pointers (e.g. a 132-byte
+    # CDR_Training+TestSet.PubTator.txt): say so rather than "no title line".
+    path = write(tmp_path / "CDR_TrainingSet.PubTator.txt", [
+        "version https://git-lfs.github.com/spec/v1",
+        "oid sha256:279b20fc787927646b93e80782d7bc835129e57354db4d80100d3f303a13cf43",
+        "size 3426674"])
+    with pytest.raises(DocREFormatError) as excinfo:
+        docre.load_pubtator(path)
+    assert message(excinfo) == ("CDR_TrainingSet.PubTator.txt line 1: a Git LFS pointer, not "
+                                "the data: fetch the file itself (git lfs pull)")

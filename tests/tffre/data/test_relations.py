@@ -541,3 +541,229 @@ def test_module_does_not_import_tensorflow():
     out = subprocess.run([sys.executable, "-c", code, rel.__file__], capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# --------------------------------------------------------------------------- published variants
+# Invented files in the layouts of the public copies (tests/fixtures/README.md).
+
+PUBLISHED = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "fixtures")
+GAD_FOLD = os.path.join(PUBLISHED, "gad_fold")
+CHEMPROT_IDS = os.path.join(PUBLISHED, "chemprot_ids")
+SCIBERT = os.path.join(PUBLISHED, "scibert_chemprot")
+
+GAD_FOLD_TRAIN = [
+    ("train:1", "@GENE$ variants raise @DISEASE$ risk .", 0, 6, 22, 31, "GENE", "DISEASE", "1"),
+    ("train:2", "No link between @DISEASE$ and @GENE$ .", 16, 25, 30, 36, "DISEASE", "GENE", "0"),
+    ("train:3", "@GENE$ was not associated with @DISEASE$ .", 0, 6, 31, 40, "GENE", "DISEASE",
+     "0"),
+    ("train:4", "The @GENE$ allele predisposes to @DISEASE$ .", 4, 10, 33, 42, "GENE", "DISEASE",
+     "1"),
+    ("train:5", "@DISEASE$ patients carry @GENE$ mutations .", 0, 9, 25, 31, "DISEASE", "GENE",
+     "1"),
+]
+GAD_FOLD_TEST = [
+    ("test:0", "@GENE$ expression in @DISEASE$ .", 0, 6, 21, 30, "GENE", "DISEASE", "1"),
+    ("test:1", "@DISEASE$ and @GENE$ were unrelated .", 0, 9, 14, 20, "DISEASE", "GENE", "0"),
+]
+
+
+def placeholders(rows):
+    return [(t[s1:e1], t[s2:e2]) for _, t, s1, e1, s2, e2, *_ in rows]
+
+
+def test_biobert_fold_with_an_empty_dev_file():
+    notes = []
+    examples, labels = rel.load_re("gad", GAD_FOLD, notes=notes)
+    rows = GAD_FOLD_TRAIN + GAD_FOLD_TEST
+    assert_rows(examples, rows, placeholders(rows), split=["train"] * 5 + ["test"] * 2)
+    assert labels == ["0", "1"]
+    assert notes == ["dev.tsv: empty file, read as no dev split"]
+    # The empty file itself, named directly, is still refused.
+    with pytest.raises(rel.REFormatError, match=r"^dev.tsv: empty file$"):
+        rel.load_blue_tsv(os.path.join(GAD_FOLD, "dev.tsv"), "gad")
+
+
+def test_relation_splits_hold_out_a_seeded_dev_slice():
+    notes = []
+    splits, labels = rel.load_relation_splits("gad", GAD_FOLD, seed=3, notes=notes)
+    dev = np.sort(np.random.RandomState([3, 13]).permutation(5)[:1]).tolist()  # 20% of 5
+    assert list(splits) == ["train", "dev", "test"]
+    assert list(splits["dev"].example_id) == [GAD_FOLD_TRAIN[i][0] for i in dev]
+    assert list(splits["train"].example_id) == [r[0] for i, r in enumerate(GAD_FOLD_TRAIN)
+                                                if i not in dev]
+    pd.testing.assert_frame_equal(splits["test"], frame(GAD_FOLD_TEST))
+    assert notes == ["dev.tsv: empty file, read as no dev split",
+                     "no dev split: held out 1 of 5 training examples (20%, seeded) as dev"]
+    # A single file: test, then dev, come out of it.
+    splits, _ = rel.load_relation_splits("gad", os.path.join(GAD_FOLD, "train.tsv"), seed=0)
+    assert [len(splits[s]) for s in ("train", "dev", "test")] == [3, 1, 1]
+
+
+CHEMPROT_ID_ROWS = [
+    ("train:10064839.T49.T56", "Binding of @CHEMICAL$ to @GENE$ sites .", 11, 21, 25, 31,
+     "CHEMICAL", "GENE", "false"),
+    ("train:10064839.T7.T56", "@CHEMICAL$ is an agonist of @GENE$ .", 0, 10, 28, 34,
+     "CHEMICAL", "GENE", "CPR:5"),
+    ("train:23017395.T1.T2", "The @CHEM-GENE$ level fell .", 4, 15, 4, 15, "CHEM-GENE",
+     "CHEM-GENE", "false"),
+]
+
+
+def test_chemprot_with_an_id_column_and_no_header():
+    examples, labels = rel.load_blue_tsv(os.path.join(CHEMPROT_IDS, "train.tsv"), "chemprot")
+    assert_rows(examples, CHEMPROT_ID_ROWS, placeholders(CHEMPROT_ID_ROWS))
+    assert labels == list(rel.CHEMPROT_LABELS)
+    examples, _ = rel.load_re("chemprot", CHEMPROT_IDS)
+    assert list(examples.example_id) == [r[0] for r in CHEMPROT_ID_ROWS] + [
+        "test:10082498.T3.T9"]
+    assert (examples.e2_start[3], examples.e2_end[3]) == (23, 33)  # "@GENE$ is inhibited by "
+
+
+@pytest.mark.parametrize("lines, match", [
+    (["a\t@CHEMICAL$ x @GENE$\tfalse", "a\t@CHEMICAL$ y @GENE$\tfalse"],
+     "train.tsv line 2: field id: duplicate id 'a' \\(also line 1\\)"),
+    (["a\t@CHEMICAL$ x @GENE$\tfalse", "@CHEMICAL$ y @GENE$\tfalse"],
+     r"train.tsv line 2: columns: expected 3 tab-separated columns \(id, sentence, label\)"),
+    (["\t@CHEMICAL$ x @GENE$\tfalse"], "train.tsv line 1: field id: empty id"),
+])
+def test_id_column_errors(tmp_path, lines, match):
+    with pytest.raises(rel.REFormatError, match=match):
+        rel.load_blue_tsv(write(tmp_path / "train.tsv", lines), "chemprot")
+
+
+SCIBERT_ROWS = [
+    ("train:1", "Aspirin inhibits COX-1 activity .", 0, 7, 17, 22, "INHIBITOR"),
+    # [[ ]] first in the text: e1 is still the << >> entity.
+    ("train:2", "The beta(1)-adrenoceptor antagonist CGP-20712A was used .", 36, 46, 4, 24,
+     "ANTAGONIST"),
+    ("train:3", "L-DOPA is both substrate and product of DDC .", 0, 6, 40, 43,
+     "SUBSTRATE_PRODUCT-OF"),
+    # "[[(" and "]]-" without the marker's space are text.
+    ("dev:1", "IB-MECA ( 1-[[(3-iodo)methyl]]-x ) activates A3 receptor .", 0, 7, 45, 56,
+     "UPREGULATOR"),
+    # A " >> " after the closing marker is text.
+    ("test:1", "Panx1 currents : carbenoxolone > probenecid >> flufenamic acid .", 0, 5, 33, 43,
+     "INHIBITOR"),
+    ("test:2", "Ro 31-8220 , an PKC agonist-inhibitor .", 0, 10, 16, 19, "AGONIST-INHIBITOR"),
+    ("test:3", "CYP3A4 metabolises midazolam .", 19, 28, 0, 6, "SUBSTRATE"),
+]
+SCIBERT_ENTITIES = [("Aspirin", "COX-1"), ("CGP-20712A", "beta(1)-adrenoceptor"),
+                    ("L-DOPA", "DDC"), ("IB-MECA", "A3 receptor"), ("Panx1", "probenecid"),
+                    ("Ro 31-8220", "PKC"), ("midazolam", "CYP3A4")]
+# ChemProt's guidelines: the group of each relation type.
+SCIBERT_GROUPS = ["CPR:4", "CPR:6", "CPR:9", "CPR:3", "CPR:4", "CPR:5", "CPR:9"]
+
+
+def scibert_rows(labels):
+    return [(*row[:6], "ENTITY", "ENTITY", label) for row, label in zip(SCIBERT_ROWS, labels)]
+
+
+def test_scibert_chemprot_markers_become_offsets_and_labels_their_group():
+    examples, labels = rel.load_re("chemprot", SCIBERT)
+    assert_rows(examples, scibert_rows(SCIBERT_GROUPS), SCIBERT_ENTITIES,
+                split=["train"] * 3 + ["dev"] + ["test"] * 3)
+    assert labels == ["false", "CPR:3", "CPR:4", "CPR:5", "CPR:6", "CPR:9"]
+    examples, labels = rel.load_re("chemprot", SCIBERT, raw_labels=True)
+    assert list(examples.label) == [row[-1] for row in SCIBERT_ROWS]
+    assert labels[0] == "false" and len(labels) == 14
+    assert set(labels[1:]) == {"UPREGULATOR", "ACTIVATOR", "INDIRECT-UPREGULATOR",
+                               "DOWNREGULATOR", "INHIBITOR", "INDIRECT-DOWNREGULATOR",
+                               "AGONIST", "AGONIST-ACTIVATOR", "AGONIST-INHIBITOR",
+                               "ANTAGONIST", "SUBSTRATE", "PRODUCT-OF", "SUBSTRATE_PRODUCT-OF"}
+    # One file, by its content.
+    examples, _ = rel.load_re("chemprot", os.path.join(SCIBERT, "dev.txt"))
+    assert list(examples.label) == ["CPR:3"]
+    with pytest.raises(rel.REFormatError, match="raw_labels: BLUE's ChemProt TSV holds only"):
+        rel.load_re("chemprot", CHEMPROT_IDS, raw_labels=True)
+
+
+@pytest.mark.parametrize("record, match", [
+    ({"text": "no markers here", "label": "INHIBITOR"},
+     "field text: expected one '<<' marker \\(e1\\), found 0"),
+    ({"text": "<< A >> << B >> [[ C ]]", "label": "INHIBITOR"},
+     "field text: expected one '<<' marker \\(e1\\), found 2"),
+    ({"text": "<< A >> and [[ B", "label": "INHIBITOR"},
+     "field text: no ']]' after the '\\[\\[' marker \\(e2\\)"),
+    ({"text": "<< A [[ B >> C ]]", "label": "INHIBITOR"},
+     "field text: the << >> and \\[\\[ \\]\\] markers overlap"),
+    ({"text": "<<  >> [[ B ]]", "label": "INHIBITOR"}, "field text: empty entity e1"),
+    ({"text": "<< A >> [[ B ]]", "label": "NOT"},
+     "field label: unknown label 'NOT'; valid: false, UPREGULATOR, ACTIVATOR"),
+    ({"text": 5, "label": "INHIBITOR"}, "field text: must be a string, got 5"),
+    ({"label": "INHIBITOR"}, "field text: missing field"),
+    ("not json", "not valid JSON"),
+])
+def test_scibert_errors(tmp_path, record, match):
+    line = record if isinstance(record, str) else json.dumps(record)
+    good = json.dumps({"text": "<< A >> [[ B ]]", "label": "INHIBITOR"})
+    with pytest.raises(rel.REFormatError, match="^train.txt line 2: " + match):
+        rel.load_scibert_chemprot(write(tmp_path / "train.txt", [good, line]))
+
+
+# --------------------------------------------------------------------------- lenient loading
+
+BAD_GAD = ["@GENE$ x @DISEASE$\t1", "@GENE$ y\t1", "@GENE$ z @DISEASE$\t7",
+           "@DISEASE$ w @GENE$\t0\textra", "@GENE$ v @DISEASE$\t0"]
+BAD_GAD_PROBLEMS = [
+    "train.tsv line 2: field sentence: expected two entity placeholders or one @CHEM-GENE$, "
+    "found 1: @GENE$",
+    "train.tsv line 3: field label: unknown label '7'; valid: 0, 1",
+    "train.tsv line 4: columns: expected 2 tab-separated columns (sentence, label) (no "
+    "'index\\tsentence\\tlabel' header), got 3",
+]
+
+
+def test_lenient_loading_collects_every_bad_line(tmp_path):
+    path = write(tmp_path / "train.tsv", BAD_GAD)
+    with pytest.raises(rel.REFormatError) as e:  # strict, the default: the first problem
+        rel.load_blue_tsv(path, "gad")
+    assert one_line(e) == BAD_GAD_PROBLEMS[0]
+    problems = []
+    examples, _ = rel.load_blue_tsv(path, "gad", problems=problems)
+    assert problems == BAD_GAD_PROBLEMS
+    assert list(examples.example_id) == ["train:1", "train:5"]
+    # Through load_re and a folder: the same problems, the good rows kept.
+    write(tmp_path / "fold" / "train.tsv", BAD_GAD)
+    write(tmp_path / "fold" / "test.tsv", GAD_FOLD_TEST_LINES)
+    problems = []
+    examples, _ = rel.load_re("gad", str(tmp_path / "fold"), problems=problems)
+    assert problems == BAD_GAD_PROBLEMS
+    assert list(examples.split) == ["train", "train", "test"]
+
+
+GAD_FOLD_TEST_LINES = ["index\tsentence\tlabel", "0\t@GENE$ expression in @DISEASE$ .\t1"]
+
+
+def test_lenient_jsonl_pgr_and_check_examples(tmp_path):
+    path = write(tmp_path / "d.jsonl", [json.dumps(RECORD), "{oops",
+                                        json.dumps({**RECORD, "e1_end": 99})])
+    problems = []
+    examples, _ = rel.load_jsonl(path, problems=problems)
+    assert len(examples) == 1 and [p[:20] for p in problems] == ["d.jsonl line 2: not ",
+                                                                 "d.jsonl line 3: fiel"]
+    good = pgr_line("ABC1 causes ataxia .", "ABC1", "ataxia", 0, 4, 12, 18)
+    path = write(tmp_path / "p.tsv", [PGR_HEADER, good, good.replace("True", "Maybe"),
+                                      pgr_line("ABC1 causes ataxia .", "ABC1", "ataxia", 1, 5,
+                                               12, 18)])
+    problems = []
+    examples, _ = rel.load_pgr(path, problems=problems)
+    assert list(examples.example_id) == ["p:2"]
+    assert [p.split(":")[0] for p in problems] == ["p.tsv line 3", "p.tsv line 4"]
+    df = frame([RECORD_ROW, ("b", *RECORD_ROW[1:]), ("c", *RECORD_ROW[1:])])
+    df.loc[1, "label"] = "causes"
+    problems = []
+    kept = rel.check_examples(df, ["false", "treats"], "src", problems)
+    assert list(kept.example_id) == ["a", "c"] and list(kept.index) == [0, 1]
+    assert problems == ["src row 1 (example_id 'b'): field label: unknown label 'causes'; "
+                        "valid: false, treats"]
+
+
+def test_lenient_i2b2(tmp_path):
+    folder, _, _ = i2b2_doc(tmp_path, TXT, CON + ['c="aspirin" 1:3 1:3||t="drug"',
+                                                  'c="pain" 3:0 3:0||t="problem"'],
+                            ['c="aspirin" 1:3 1:3||r="TrXX"||c="chest pain" 1:5 1:6'])
+    problems = []
+    examples, _ = rel.load_i2b2(folder, problems)
+    assert [p.split(":")[0] for p in problems] == ["doc.con line 5", "doc.con line 6",
+                                                   "doc.rel line 1"]
+    assert list(examples.label) == ["None", "None"]  # the candidate pairs, without the relation

@@ -8,6 +8,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffre import build_algorithm, execution, registry
+from tffre.definition import TaskContext
 from tffre.execution import workers
 from tffre.mapreduce import ModelWeights
 from tiny import (INPUT_SPEC, NAMED_LOSS, NUM_CLASSES, client_arrays, initial_weights, poisoned,
@@ -31,18 +32,24 @@ def model_for(name, loss):
 
 def build(name, loss, **kwargs):
     model_fn, model_loss = model_for(name, loss)
-    return build_algorithm(name, model_fn, loss=model_loss, input_spec=INPUT_SPEC, **kwargs)
+    return build_algorithm(name, model_fn, loss=model_loss, input_spec=INPUT_SPEC,
+                           context=context_for(name), **kwargs)
+
+
+def context_for(name):
+    """The task context: FedED's server set, and the population (FedDyn's m)."""
+    server = None
+    if registry.get_spec(name).load_definition().needs_server_data:
+        server = tf.data.Dataset.from_tensor_slices(client_arrays([7], seed=30)[0]).batch(3)
+    return TaskContext(num_clients=3, server_data=server)
 
 
 def hparams_for(name, **extra):
     hp = {"learning_rate": 0.05, "num_epochs": 2, "num_iters": 5, **extra}
     valid = registry.valid_hparams(name)
-    hp.update({k: v for k, v in {"mu": 0.3, "stepsize": 1.5}.items() if k in valid})
+    hp.update({k: v for k, v in {"prox_mu": 0.3, "stepsize": 1.5}.items() if k in valid})
     if "etf_dim" in valid:   # FedETF: a projection of tiny_model's head's shape (D = classes)
         hp["etf_dim"] = NUM_CLASSES
-    if "server_data" in valid:   # FedED: the server's labelled set
-        hp["server_data"] = tf.data.Dataset.from_tensor_slices(
-            client_arrays([7], seed=30)[0]).batch(3)
     return hp
 
 

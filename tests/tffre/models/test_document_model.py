@@ -7,10 +7,10 @@ import pytest
 import tensorflow as tf
 
 from tiny_encoder import VOCAB, make_encoder_folder
-from tffre.data.document import Document, Mention, Relation
+from tffre.data.documents import Document, Mention, Relation
 from tffre.models.documents import (DocRELoss, DocREModelConfig, GroupedBilinear, build_docre_model,
                                 docre_config_for, docre_loss, entity_attention, entity_embeddings,
-                                lcc_loss, load_pretrained_encoder, localized_context,
+                                load_pretrained_encoder, localized_context,
                                 model_inputs, pack_targets, predict_relations,
                                 process_long_input, unpack_targets)
 from tffre.text.document_features import DocREFeaturizer
@@ -272,27 +272,6 @@ def test_predict_relations():
     assert predict_relations(logits, "bce", threshold=0.6).numpy().tolist() == [[0, 0], [0, 1]]
     three = np.array([[2.0, 1.0, 0.0], [0.0, 1.0, 3.0], [0.0, 2.0, 1.0]], np.float32)
     assert predict_relations(three, "softmax").numpy().tolist() == [[0, 0], [0, 1], [1, 0]]
-
-
-def test_lcc_loss_is_eq_12():
-    c, c_glob, c_prev = (RNG.randn(2, 4, 5).astype(np.float32) for _ in range(3))
-    mask = np.array([[1, 1, 0, 0], [1, 1, 1, 0]], np.float32)
-
-    def cos(a, b):
-        return (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
-
-    for tau in (0.5, 1.0):
-        pos, neg = np.exp(cos(c, c_glob) / tau), np.exp(cos(c, c_prev) / tau)
-        want = (-np.log(pos / (pos + neg)) * mask).sum() / mask.sum()
-        np.testing.assert_allclose(lcc_loss(c, c_glob, c_prev, mask, tau=tau), want, rtol=1e-5)
-    np.testing.assert_allclose(lcc_loss(c, c_glob, c_glob, mask), np.log(2.0), rtol=1e-6)
-    c_var, glob_var = tf.Variable(c), tf.Variable(c_glob)
-    with tf.GradientTape() as tape:
-        loss = lcc_loss(c_var, glob_var, c_prev, mask)
-    grad_c, grad_glob = tape.gradient(loss, [c_var, glob_var])
-    assert np.isfinite(grad_c.numpy()).all() and grad_glob is None   # targets: no gradient
-    zero = np.zeros_like(c)
-    assert np.isfinite(float(lcc_loss(zero, zero, c_prev, mask)))
 
 
 # ---------------------------------------------------------------------- the tiny model

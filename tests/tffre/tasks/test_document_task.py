@@ -40,7 +40,7 @@ def encoder(tmp_path_factory):
 
 
 def test_fedlcc_runs_on_the_structural_entropy_split(tmp_path, data_dir, encoder):
-    from tffre.tasks.documents import results_table
+    from tffre.experiments.documents import results_table
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "tffre", "run", "--dataset", "cdr", "--data", data_dir,
@@ -60,7 +60,7 @@ def test_fedlcc_runs_on_the_structural_entropy_split(tmp_path, data_dir, encoder
     assert metrics["test_ign_f1"].isna().all()           # Ign F1 is DocRED's
     summary = json.loads((out / "summary.json").read_text())
     fedlcc = summary["algorithms"]["FedLCC"]
-    assert fedlcc["hparams"]["mu"] == 0.1 and fedlcc["hparams"]["clip_norm"] == 1.0
+    assert fedlcc["hparams"]["contrastive_weight"] == 0.1 and fedlcc["hparams"]["clip_norm"] == 1.0
     assert "test_intra_f1_at_best_dev" in fedlcc and "test_precision_at_best_dev" in fedlcc
     assert summary["labels"] == ["CID"] and summary["pair_types"] == [["Chemical", "Disease"]]
     assert sum(summary["partition"]["documents_per_client"]) == SIZES["train"]
@@ -87,7 +87,7 @@ def test_docre_option_errors(tmp_path, flags, message):
 
     from tffre import cli
     args = cli.build_run_parser().parse_args(flags + ["--out", str(tmp_path / "o")])
-    given = {k: v for k, v in vars(args).items() if k in config_lib.BY_NAME}
+    given = {k: v for k, v in vars(args).items() if k != "config"}
     with pytest.raises(config_lib.ConfigError, match=re.escape(message)):
         config_lib.resolve(given)
 

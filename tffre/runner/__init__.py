@@ -1,0 +1,34 @@
+"""The experiment runner: several algorithms, the same clients, metrics to files, resumable.
+
+Split by concern:
+
+* :mod:`tffre.runner.settings`: :class:`RunSettings` (the run's declared options) and
+  :class:`Job` (what a task prepares);
+* :mod:`tffre.runner.loop`: :func:`run_experiment`, the round loop;
+* :mod:`tffre.runner.processes`: each algorithm's process, its initial weights, reuse;
+* :mod:`tffre.runner.checkpoints`: checkpoints and resume;
+* :mod:`tffre.runner.outputs`: metrics.csv, TensorBoard, per-class tables, summaries;
+* :mod:`tffre.runner.centralised`: the centralised upper bound.
+
+Files in ``settings.out``: ``metrics.csv``, ``tensorboard/<algorithm>/``,
+``checkpoints/<algorithm>/``, ``models/<algorithm>/`` (when ``save_model`` is
+given), ``per_class/``, ``summary.json`` and ``curves.png``.
+
+The settings import without TensorFlow (the command line reads their declarations);
+the other names load on first use (PEP 562).
+"""
+
+import importlib
+
+from tffre.runner.settings import Job, RunSettings  # noqa: F401
+
+_LAZY = {"run_experiment": "loop", "sample_clients": "loop", "data_seed": "loop",
+         "METRIC_COLUMNS": "outputs", "prepare_out_dir": "outputs", "summarise": "outputs",
+         "pretrained_weights": "processes", "reuse_processes": "processes"}
+__all__ = ["Job", "RunSettings", *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"tffre.runner.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'tffre.runner' has no attribute {name!r}")

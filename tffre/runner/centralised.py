@@ -1,0 +1,74 @@
+"""The centralised upper bound: the same model trained on the union of the clients' data."""
+
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from tffre import registry
+from tffre.data.federated import take_rows
+from tffre.evaluation import main_output, make_evaluator
+from tffre.runner.outputs import postfix, write_per_class
+
+CENTRALISED = "Centralised"
+
+
+def epochs_of(name, hparams, settings):
+    """How many epochs the upper bound trains: as many examples as one federated run sees,
+    num_rounds x num_epochs passes over the sampled fraction of the data (at least one)."""
+    return max(1, int(round(settings.num_rounds * hparams.num_epochs
+                            * settings.clients_per_round / settings.clients)))
+
+
+def run_centralised(job, name, hparams, settings, *, log, bar, save_model=None):
+    """Trains ``job``'s model on the pooled training data with algorithm ``name``'s local
+    optimizer and learning rate; each epoch is a metrics row of algorithm "Centralised".
+
+    Plain Keras steps over the pooled data, shuffled per epoch from the seed, evaluated
+    after every epoch.
+    """
+    data, seed = job.data, settings.seed
+    epochs = epochs_of(name, hparams, settings)
+    spec = registry.get_spec(name)
+    local = registry.LOCAL_OPTIMIZERS[registry.local_optimizer_of(spec, hparams)]
+    tf.keras.utils.set_random_seed(seed)
+    evaluator = make_evaluator(job.evaluation, job.model_fn, data, job.loss,
+                               negative_label=job.negative_label, macro_f1=job.macro_f1)
+    model = evaluator.model
+    if job.load_pretrained is not None:
+        job.load_pretrained(model)
+    optimizer = local.make(hparams)
+    loss = job.loss
+
+    @tf.function
+    @tf.autograph.experimental.do_not_convert   # no Python control flow; spares a warning
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            batch_loss = tf.add_n([loss(y, main_output(model(x, training=True)))] + model.losses)
+        grads = tape.gradient(batch_loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return batch_loss
+
+    x, y = data.pooled("train")
+    batch_size = settings.batch_size
+    for epoch in range(1, epochs + 1):
+        bar.set_description(f"{CENTRALISED} epoch {epoch}/{epochs}")
+        start = time.perf_counter()
+        order = np.random.RandomState([seed, epoch]).permutation(len(y))
+        losses = [float(step(take_rows(x, order[i:i + batch_size]), y[order[i:i + batch_size]]))
+                  for i in range(0, len(y), batch_size)]
+        row = {"algorithm": CENTRALISED, "round": epoch,
+               "round_seconds": time.perf_counter() - start, "bytes_broadcast": 0,
+               "bytes_uploaded": 0, "local_train_loss": float(np.mean(losses)),
+               "num_examples": int(len(y)), "num_excluded_clients": 0, "clients": "all"}
+        row.update(evaluator.evaluate_model())
+        bar.set_postfix(postfix(row))
+        log.write(row)
+        bar.update(1)
+    if job.negative_label is not None:
+        write_per_class(evaluator, data, log.out_dir, CENTRALISED, job.label_names)
+    if save_model is not None:
+        save_model(os.path.join(log.out_dir, "models", CENTRALISED), model, CENTRALISED, epochs,
+                   {})
+    return epochs

@@ -1,0 +1,78 @@
+"""Building an algorithm's process for a run, from the same initial weights, and reusing it.
+
+Every algorithm of a run starts from the weights of a model built right after
+``tf.keras.utils.set_random_seed(seed)``, with the task's pretrained weights
+put in after ``initialize`` (``set_model_weights``; never through
+``model_fn``: TFF issue #2313). :func:`reuse_processes` keeps processes across
+runs of one Python process (an example's seeds and alphas).
+"""
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tffre import builder, registry
+
+_CACHE = None
+
+
+def reuse_processes(enabled=True):
+    """Keep the processes :func:`tffre.runner.run_experiment` builds, for its later calls in
+    this Python process (e.g. an example's seeds and betas): building and tracing a
+    ResNet-18 round takes longer than ten of its rounds.
+
+    A process is reused when the algorithm, its hyperparameters, the model's architecture,
+    the input spec, the loss and the executor settings are all the same; its client
+    states are cleared and each run starts from the initial weights of its own seed, as
+    a fresh build would. (Server extras start from the first build's; no algorithm of the
+    FedCB tables draws them at random.) Processes given a server set (FedED) are not
+    kept.
+    """
+    global _CACHE
+    _CACHE = {} if enabled else None
+
+
+def _architecture(model_fn):
+    """The layer types and weight shapes of ``model_fn``'s model (not its values)."""
+    model = model_fn()
+    return tuple((type(layer).__name__, tuple(tuple(w.shape) for w in layer.weights))
+                 for layer in model.layers)
+
+
+def start(name, hparams, job, context, settings):
+    """(process, initial state) of algorithm ``name`` with ``hparams`` for ``job``: built, or
+    reused (:func:`reuse_processes`).
+
+    Either way the state starts from the weights of a model built right after
+    ``set_random_seed(settings.seed)``, with the job's pretrained weights in it, so a seed
+    gives the same run with or without reuse.
+    """
+    build = dict(loss=job.loss, input_spec=job.data.element_spec(), metrics=job.metrics,
+                 context=context, **settings.execution(), **hparams.asdict())
+    tf.keras.utils.set_random_seed(settings.seed)
+    cacheable = _CACHE is not None and context.server_data is None
+    if not cacheable:
+        process = builder.build_algorithm(name, job.model_fn, **build)
+    else:
+        key = (registry.get_spec(name).name, repr(hparams), repr(settings.execution()),
+               repr(build["input_spec"]), repr(job.loss.get_config()),
+               repr([m().name for m in job.metrics or ()]), repr(context),
+               _architecture(job.model_fn))
+        process = _CACHE.get(key)
+        if process is None:
+            process = _CACHE[key] = builder.build_algorithm(name, job.model_fn, **build)
+        process.client_states = {}
+        process.served = set()
+    tf.keras.utils.set_random_seed(settings.seed)
+    weights = pretrained_weights(process.model_fn, job.load_pretrained)
+    return process, process.set_model_weights(process.initialize(), weights)
+
+
+def pretrained_weights(model_fn, load_pretrained=None):
+    """``ModelWeights`` (numpy) of a fresh model of ``model_fn`` after ``load_pretrained``
+    (when given)."""
+    model = model_fn()
+    if load_pretrained is not None:
+        load_pretrained(model)
+    return tff.learning.models.ModelWeights(
+        trainable=[v.numpy() for v in model.trainable_weights],
+        non_trainable=[v.numpy() for v in model.non_trainable_weights])

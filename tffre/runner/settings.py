@@ -1,0 +1,126 @@
+"""What a run is given: its settings (declared once, like hyperparameters) and its job.
+
+:class:`RunSettings` are the run's own options (rounds, clients, seed, output,
+executor): their declarations give the command line's flags and config keys
+(:mod:`tffre.config`) and the one typed object the runner reads. A
+:class:`Job` is what a task prepares (:mod:`tffre.tasks`): the federated data,
+the model and what the runner needs to evaluate and save it.
+
+Nothing here imports TensorFlow.
+"""
+
+import dataclasses
+from typing import Any, Callable, Optional
+
+from tffre.hparams import (Params, boolean, choice, non_negative_int, optional, param,
+                           positive_int, seed, text, unit_interval)
+
+EXECUTORS = ("auto", "tff", "local")
+CLIENT_WORKERS = ("threads", "processes")
+LOOPS = ("while", "steps", "reduce")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings(Params):
+    """A run's settings (FLCMC Table 7's names where it has them); see each field's help."""
+
+    num_rounds: int = param(100, positive_int, "communication rounds", resumable=True,
+                            paper="FLCMC Table 7")
+    clients: int = param(30, positive_int, "number of clients (institutions)")
+    clients_per_round: int = param(10, positive_int, "clients sampled each round",
+                                   paper="FLCMC Table 7")
+    client_fraction: Optional[float] = param(
+        None, optional(unit_interval), "fraction C of the clients sampled each round "
+        "(FedED: 0.1); replaces --clients-per-round")
+    batch_size: int = param(10, positive_int, "local batch size", paper="FLCMC Table 7")
+    eval_every: int = param(1, positive_int, "evaluate the global model every N rounds",
+                            resumable=True)
+    seed: int = param(0, seed, "seeds data, split, initial weights, client sampling and order")
+    out: Optional[str] = param(None, optional(text), "output folder (required)")
+    checkpoint_every: int = param(5, non_negative_int, "save the server state every N rounds "
+                                  "(0: only the last round)", resumable=True)
+    resume: bool = param(False, boolean, "continue the run in --out from its last checkpoint",
+                         flag=True, persistent=False)
+    overwrite: bool = param(False, boolean, "replace the results already in --out", flag=True,
+                            persistent=False)
+    no_progress: bool = param(False, boolean, "no progress bar", flag=True, persistent=False)
+    centralised: bool = param(False, boolean, "also train the same model on the union of the "
+                              "clients' data (the upper bound)", flag=True)
+    executor: str = param("auto", choice(*EXECUTORS), "tff: TFF's runtime (CPU only); local: "
+                          "this process, GPU when present; auto: local when a GPU is visible",
+                          resumable=True)
+    max_parallel_clients: int = param(1, positive_int, "local executor: clients trained at "
+                                      "once", resumable=True)
+    client_workers: str = param("threads", choice(*CLIENT_WORKERS), "local executor: parallel "
+                                "clients in threads of this process, or in worker processes "
+                                "with a TensorFlow runtime each (faster for small models on a "
+                                "CPU)", resumable=True)
+    loop: str = param("while", choice(*LOOPS), "local executor: one graph with a while loop "
+                      "(fastest), per-batch compiled steps, or dataset.reduce", resumable=True)
+
+    def check(self):
+        if self.clients_per_round > self.clients:
+            raise ValueError(f"--clients-per-round {self.clients_per_round} is larger than "
+                             f"--clients {self.clients}")
+        if self.resume and self.overwrite:
+            raise ValueError("give --resume or --overwrite, not both")
+
+    @property
+    def progress(self):
+        """Show a progress bar."""
+        return not self.no_progress
+
+    def execution(self):
+        """The executor keyword arguments of :func:`tffre.builder.build_algorithm`."""
+        return dict(executor=self.executor, max_parallel_clients=self.max_parallel_clients,
+                    loop=self.loop, client_workers=self.client_workers)
+
+
+def clients_per_round(clients, fraction):
+    """C·K clients, rounded half up and at least 1 (C = 0.1 of K = 5 clients is 1, never 0)."""
+    import math
+    return max(1, int(math.floor(fraction * clients + 0.5)))
+
+
+@dataclasses.dataclass
+class Job:
+    """What a task prepares for the runner (:mod:`tffre.tasks`).
+
+    Attributes:
+      data: a :class:`tffre.data.FederatedData`; a "dev" split, when every client has one,
+        is evaluated too.
+      model_fn: no-arg callable returning a fresh, uncompiled Keras model.
+      loss: the Keras loss.
+      title: the plots' title.
+      label_names: the class names (per-class tables, bundles).
+      encoder: turns new inputs into model inputs and has ``save(folder)``; None: no
+        bundle is saved (document RE).
+      info: extra summary fields.
+      write_extras: optional callable(out_dir), e.g. writing the partition files.
+      load_pretrained: optional callable(keras_model) putting pretrained weights (word
+        vectors, an encoder) into a model of ``model_fn``; the runner loads them into the
+        server state after ``initialize``, never through ``model_fn`` (TFF issue #2313).
+      negative_label: index of the "no relation" class: the run reports relation F1.
+      server_data: the server's labelled set D_v as (x, y) arrays (FedED), held out of the
+        clients' data.
+      concepts, prompts: FedCB's class concepts (one per label) and prompt set.
+      macro_f1: report macro-F1 over the classes (FedCB's image tables).
+      evaluation: the evaluation kind, a key of :data:`tffre.evaluation.EVALUATORS`.
+      metrics: optional Keras metric constructors for the training metrics.
+    """
+    data: Any
+    model_fn: Callable[[], Any]
+    loss: Any
+    title: str = ""
+    label_names: Optional[list] = None
+    encoder: Any = None
+    info: dict = dataclasses.field(default_factory=dict)
+    write_extras: Optional[Callable[[str], None]] = None
+    load_pretrained: Optional[Callable[[Any], None]] = None
+    negative_label: Optional[int] = None
+    server_data: Any = None
+    concepts: Optional[tuple] = None
+    prompts: str = "text"
+    macro_f1: bool = False
+    evaluation: str = "classification"
+    metrics: Optional[list] = None

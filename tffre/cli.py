@@ -75,6 +75,9 @@ def data_check_main(argv=None, *, prog=f"{PROG} data check"):
     try:
         dataset = args.pop("dataset")
         task = tasks.task_of(dataset)
+        if not hasattr(task.module(), "check_data"):
+            raise ValueError(f"data check reads the relation and document sets; --dataset "
+                             f"{dataset} is not one")
         seed = parse_seed(args.pop("seed"))
         known = set(task.Options.names())
         for name in args:

@@ -30,10 +30,10 @@ import tempfile
 from typing import Callable, Tuple
 
 from tffre import registry, tasks
-from tffre.jsonio import read_json_object
 from tffre.hparams import (ParamsError, boolean, choice, non_negative_float,  # noqa: F401
                            num_iters, positive_int, same_parser, seed, text, union)
-from tffre.runner.settings import RunSettings, clients_per_round
+from tffre.jsonio import read_json_object
+from tffre.runner.settings import RunSettings
 from tffre.tasks import SAMPLE, RunConfig  # noqa: F401  (SAMPLE re-exported)
 
 RESULT_FILES = ("metrics.csv", "summary.json", "config.json")
@@ -282,7 +282,8 @@ def resolve(given, *, preset=None, config_path=None):
         if flag.kind == "task" and dataset in flag.owners:
             declared = next(f for f in task.Options.declarations() if f.name == name)
             valid = getattr(declared.declaration.parse, "choices", None)
-            if valid is not None and chosen[name] not in valid and chosen[name] in flag.choices:
+            if valid is not None and chosen[name] not in valid \
+                    and chosen[name] in (flag.choices or ()):
                 raise ConfigError(f"{flag.cli} {chosen[name]} does not apply to --dataset "
                                   f"{dataset}; valid: {', '.join(valid)}")
             option_values[name] = layers.parse(name, declared.declaration.parse)
@@ -291,6 +292,7 @@ def resolve(given, *, preset=None, config_path=None):
         raise ConfigError(f"--model {model} does not apply to --dataset {dataset}; valid: "
                           f"{', '.join(task.models)}")
     if run_values.get("client_fraction") is not None:
+        from tffre.data.partition import clients_per_round
         run_values["clients_per_round"] = clients_per_round(
             run_values.get("clients", RunSettings.clients), run_values["client_fraction"])
     try:

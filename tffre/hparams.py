@@ -50,12 +50,17 @@ def non_negative_int(value):
     return _int(value, 0)
 
 
-def seed(value):
-    """A seed: a whole number in [0, 2**32 - 1] (numpy's RandomState range)."""
+def seed(value, bits=32):
+    """A seed: a whole number in [0, 2**bits - 1] (numpy's RandomState range by default)."""
     number = _int(value, 0)
-    if number > 2 ** 32 - 1:
-        raise ValueError(f"expected a number <= {2 ** 32 - 1}, got {number}")
+    if number > 2 ** bits - 1:
+        raise ValueError(f"expected a number <= {2 ** bits - 1}, got {number}")
     return number
+
+
+def secret_seed(value):
+    """A seed in [0, 2**63 - 1] (differential privacy's)."""
+    return seed(value, 63)
 
 
 def _float(value):
@@ -91,28 +96,35 @@ def positive_float(value):
     return out
 
 
+def _within(value, low_open, high_open):
+    """A finite number in the interval between 0 and 1, each end open or closed."""
+    out = _float(value)
+    ok = math.isfinite(out) and (0 < out if low_open else 0 <= out) and \
+        (out < 1 if high_open else out <= 1)
+    if not ok:
+        raise ValueError(f"expected a number in {'(' if low_open else '['}0, 1"
+                         f"{')' if high_open else ']'}, got {value}")
+    return out
+
+
 def fraction(value):
     """A number in [0, 1)."""
-    out = non_negative_float(value)
-    if out >= 1:
-        raise ValueError(f"expected a number in [0, 1), got {value}")
-    return out
+    return _within(value, False, True)
 
 
 def unit_interval(value):
     """A number in (0, 1]."""
-    out = positive_float(value)
-    if out > 1:
-        raise ValueError(f"expected a number in (0, 1], got {value}")
-    return out
+    return _within(value, True, False)
 
 
 def probability(value):
     """A number in [0, 1]."""
-    out = non_negative_float(value)
-    if out > 1:
-        raise ValueError(f"expected a number in [0, 1], got {value}")
-    return out
+    return _within(value, False, False)
+
+
+def open_unit_interval(value):
+    """A number in (0, 1)."""
+    return _within(value, True, True)
 
 
 def boolean(value):

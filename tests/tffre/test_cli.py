@@ -170,3 +170,27 @@ def test_local_executor_from_the_command_line_matches_tff(tmp_path):
     cols = ["train_loss", "test_accuracy", "bytes_uploaded", "bytes_broadcast", "num_examples"]
     pd.testing.assert_frame_equal(a[cols], b[cols], check_exact=False, rtol=1e-5, atol=1e-6)
     assert strict_json(tmp_path / "local" / "config.json")["executor"] == "local"
+
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures")
+
+
+def test_data_check_reports_what_a_run_would_load(tmp_path):
+    """``data check`` on a BioBERT-style GAD fold: the empty dev.tsv is noted, dev is the run's
+    seeded slice of train, exit 0; a malformed line is reported with its file and line, exit 1;
+    a dataset without a check, and an option of another dataset, are one-line errors."""
+    fold = os.path.join(FIXTURES, "gad_fold")
+    proc = run_cli("data", "check", "--dataset", "gad", "--data", fold)
+    assert proc.returncode == 0, proc.stderr
+    assert "dev.tsv: empty file" in proc.stdout and "no problems" in proc.stdout
+    assert "split" in proc.stdout and "train" in proc.stdout and "dev" in proc.stdout
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    lines = open(os.path.join(fold, "train.tsv"), encoding="utf-8").read().splitlines()
+    (bad / "train.tsv").write_text("\n".join(lines[:2] + ["only one column"] + lines[2:]) + "\n")
+    proc = run_cli("data", "check", "--dataset", "gad", "--data", str(bad))
+    assert proc.returncode == 1 and "train.tsv line 3" in proc.stdout, proc.stdout
+    proc = run_cli("data", "check", "--dataset", "imcs", "--data", str(bad))
+    assert proc.returncode == 2 and "is not one" in proc.stderr
+    proc = run_cli("data", "check", "--dataset", "gad", "--data", fold, "--eog-variant", "plain")
+    assert proc.returncode == 2 and "--eog-variant applies to --dataset" in proc.stderr

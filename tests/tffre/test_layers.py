@@ -25,8 +25,9 @@ LAYERS = (
     ("builder", ("tffre.builder",)),
     ("runner", ("tffre.runner", "tffre.evaluation", "tffre.bundle")),
     ("tasks", ("tffre.tasks",)),
-    ("experiments", ("tffre.experiments", "tffre.paper_tables", "tffre.deploy")),
-    ("CLI", ("tffre.config", "tffre.cli", "tffre.predict", "tffre.sweep", "tffre.__main__")),
+    ("experiments", ("tffre.experiments", "tffre.paper_tables")),
+    ("CLI", ("tffre.config", "tffre.cli", "tffre.predict", "tffre.sweep", "tffre.deploy",
+             "tffre.__main__")),
 )
 
 

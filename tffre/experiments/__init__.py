@@ -175,8 +175,13 @@ def format_f1_report(summary, reference=None, table=None):
     if summary.get("f1_kind") == "macro":
         lines = [f"{summary['dataset']}: macro-F1 over the classes, and accuracy"]
     else:
+        guesses = [f"guessing the majority class scores "
+                   f"{_fmt(summary.get('majority_class_test_f1'), '.4f')}"]
+        if summary.get("all_positive_test_f1") is not None:
+            guesses.append(f"guessing a relation for every pair "
+                           f"{summary['all_positive_test_f1']:.4f}")
         lines = [f"{summary['dataset']}: relation F1 (micro over the positive classes; "
-                 f"positive class for binary sets); a majority/negative guess scores 0"]
+                 f"positive class for binary sets); " + ", ".join(guesses)]
     lines.append(f"{'algorithm':<12} {'max F1':>7} {'round':>5} {'F1@best dev':>11} "
                  f"{'final F1':>8} {'max acc':>7} {'paper F1':>8} {'mean ms':>8} "
                  f"{'up B/round':>14}")

@@ -12,8 +12,8 @@ No TensorFlow here: the command line reads these declarations for its flags.
 import dataclasses
 from typing import Optional, Union
 
-from tffre.hparams import (Params, non_negative_float, optional, param, positive_float,
-                           probability)
+from tffre.hparams import (Params, non_negative_float, open_unit_interval, optional, param,
+                           positive_float, probability, secret_seed)
 
 ADAPTIVE = "adaptive"
 #: The adaptive clip's starting value (TFF's and TF Privacy's default initial_l2_norm_clip).
@@ -25,23 +25,6 @@ def clip_or_adaptive(value):
     if str(value).strip().lower() == ADAPTIVE:
         return ADAPTIVE
     return positive_float(value)
-
-
-def open_unit_interval(value):
-    """A number in (0, 1)."""
-    out = positive_float(value)
-    if out >= 1:
-        raise ValueError(f"expected a number in (0, 1), got {value}")
-    return out
-
-
-def secret_seed(value):
-    """A seed in [0, 2^63)."""
-    from tffre.hparams import _int
-    out = _int(value, 0)
-    if out >= 2 ** 63:
-        raise ValueError(f"expected a number < 2^63, got {out}")
-    return out
 
 
 @dataclasses.dataclass(frozen=True)

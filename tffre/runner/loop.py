@@ -98,7 +98,14 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None):
     summary = {"dataset": data.name, "num_rounds": settings.num_rounds,
                "clients_per_round": settings.clients_per_round,
                "batch_size": settings.batch_size, "seed": settings.seed,
-               "eval_every": settings.eval_every, "algorithms": {}}
+               "eval_every": settings.eval_every,
+               # What the algorithms were given besides their hyperparameters.
+               "task_context": {"num_clients": context.num_clients,
+                                "concepts": None if context.concepts is None
+                                else list(context.concepts), "prompts": context.prompts,
+                                "server_examples": None if job.server_data is None
+                                else len(job.server_data[1])},
+               "algorithms": {}}
     old_rows = read_rows(os.path.join(out_dir, "metrics.csv")) if settings.resume else []
     centralised = epochs_of(names[0], hparams[names[0]], settings) \
         if settings.centralised else 0

@@ -76,12 +76,6 @@ class RunSettings(Params):
                     loop=self.loop, client_workers=self.client_workers)
 
 
-def clients_per_round(clients, fraction):
-    """C·K clients, rounded half up and at least 1 (C = 0.1 of K = 5 clients is 1, never 0)."""
-    import math
-    return max(1, int(math.floor(fraction * clients + 0.5)))
-
-
 @dataclasses.dataclass
 class Job:
     """What a task prepares for the runner (:mod:`tffre.tasks`).

@@ -72,12 +72,9 @@ class Task:
     def check_data(self, dataset, options, *, tokenizer=None, max_len=None, seed=0):
         """What ``python -m tffre data check`` reports on the data a run of ``dataset`` with
         ``options`` (the task's ``Options``) would load: a
-        :class:`tffre.data.check.CheckReport`. ValueError for a task that offers no check."""
-        check = getattr(self.module(), "check_data", None)
-        if check is None:
-            raise ValueError(f"data check reads the relation and document sets; --dataset "
-                             f"{dataset} is not one")
-        return check(dataset, options, tokenizer=tokenizer, max_len=max_len, seed=seed)
+        :class:`tffre.data.check.CheckReport` (the task module's ``check_data``)."""
+        return self.module().check_data(dataset, options, tokenizer=tokenizer, max_len=max_len,
+                                        seed=seed)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -103,6 +103,21 @@ def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
                          dev_fraction=options.dev_fraction or None, **extra)
 
 
+def trivial_baselines(y_train, y_test, num_labels):
+    """What guessing scores on the test set, to read the F1 beside: the training majority
+    class (accuracy and relation F1), and for a binary set the all-positive guess (its F1 is
+    2p / (1 + p) for a positive share p; GAD's is about 0.69)."""
+    from tffre.metrics import relation_f1
+    majority = int(np.bincount(y_train, minlength=num_labels).argmax())
+    out = {"majority_class_test_accuracy": float(np.mean(y_test == majority)),
+           "majority_class_test_f1": relation_f1(y_test, np.full_like(y_test, majority),
+                                                 negative_label=0)["f1"]}
+    if num_labels == 2:
+        out["all_positive_test_f1"] = relation_f1(y_test, np.ones_like(y_test),
+                                                  negative_label=0)["f1"]
+    return out
+
+
 def loader_options(cfg):
     """The loader's options of ``cfg`` (``--raw-labels`` for ChemProt)."""
     return {"raw_labels": True} if cfg.dataset == "chemprot" and cfg.options.raw_labels else {}
@@ -194,9 +209,7 @@ def prepare(cfg):
             "dev_split": "dev" if "dev" in arrays else None,
             "server_examples": 0 if server_df is None else int(len(server_df)),
             "server_data": server_source,
-            "majority_class_test_accuracy": float(np.mean(y_test == np.bincount(y_train).argmax())),
-            # Guessing the negative class finds no relation: its F1 is 0 by definition.
-            "majority_class_test_f1": 0.0}
+            **trivial_baselines(y_train, y_test, len(labels))}
     print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
           f"examples, {len(labels)} labels; tokenizer {tokenizer.stats}")
     print(format_label_mix(mix))

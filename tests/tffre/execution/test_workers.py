@@ -151,7 +151,8 @@ def test_results_come_back_in_client_order_with_client_states(two_workers):
     # Without client states, plain results; the same workers serve the next round.
     again = workers_.map(np.int64(0), [client(2), client(7)], [None, None])
     assert [int(r["total"]) for r in again] == [2, 7]
-    assert {int(r["pid"]) for r in again} <= {int(r["pid"]) for r, _ in results}
+    # concurrent.futures starts workers on demand: at most the pool's two over both rounds.
+    assert len({int(r["pid"]) for r, _ in results} | {int(r["pid"]) for r in again}) <= 2
 
 
 def test_a_free_worker_takes_the_next_client(two_workers):

@@ -31,7 +31,8 @@ def test_fedcb_on_the_image_sample(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["concepts"][0] == "a retina with cyst falling thick"
-    assert summary["algorithms"]["FedCB"]["hparams"]["concepts"] == summary["concepts"]
+    assert summary["task_context"]["concepts"] == summary["concepts"]
+    assert summary["task_context"]["prompts"] == "image"
     assert summary["f1_kind"] == "macro"
     frame = pd.read_csv(out / "metrics.csv")
     assert frame["test_f1"].notna().all() and frame["dev_f1"].notna().all()

@@ -229,7 +229,7 @@ def test_feded_run_holds_out_the_server_set(tmp_path, encoder, data_dir):
     assert summary["server_examples"] == 8 and summary["train_examples"] == 32   # 40 train
     labels = len(summary["labels"])
     algos = summary["algorithms"]
-    assert algos["FedED"]["hparams"]["server_data"] == "8 examples"
+    assert summary["task_context"]["server_examples"] == 8
     # Per client: [8, C] float32 predictions + weight, metrics (2 floats, 2 int64), excluded.
     assert algos["FedED"]["bytes_uploaded_per_round"] == 2 * (8 * labels * 4 + 4 + 8 + 16 + 4)
     # Broadcast: FedAvgT's model, plus D_v's packed inputs [8, 4, 32] int32.
@@ -240,3 +240,16 @@ def test_feded_run_holds_out_the_server_set(tmp_path, encoder, data_dir):
                   str(tmp_path / "none"))
     assert bad.returncode == 2 and "give --server-fraction" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "none").exists()
+
+
+def test_trivial_baselines_are_what_guessing_scores():
+    """Hand counts: a binary test set of 3 positives and 1 negative, majority 1 in train:
+    guessing 1 everywhere has P = 3/4, R = 1, F1 = 6/7; a majority of "no relation" scores 0."""
+    import numpy as np
+    from tffre.tasks.relations import trivial_baselines
+    got = trivial_baselines(np.array([1, 1, 0]), np.array([1, 1, 0, 1]), 2)
+    assert got == {"majority_class_test_accuracy": 0.75,
+                   "majority_class_test_f1": pytest.approx(6 / 7),
+                   "all_positive_test_f1": pytest.approx(6 / 7)}
+    multi = trivial_baselines(np.array([0, 0, 2]), np.array([0, 1, 2, 0]), 3)
+    assert multi == {"majority_class_test_accuracy": 0.5, "majority_class_test_f1": 0.0}

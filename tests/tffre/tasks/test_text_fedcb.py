@@ -26,12 +26,12 @@ def test_fedcb_on_relations_with_a_concept_file(tmp_path):
                          "--out", str(out)])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
-    hp = summary["algorithms"]["FedCB"]["hparams"]
+    given = summary["task_context"]
     # The concepts in label order (the negative label first), with the text templates.
-    assert hp["concepts"] == ["no relation", "the drug causes the problem",
-                              "the drug treats the problem"] == \
+    assert given["concepts"] == ["no relation", "the drug causes the problem",
+                                 "the drug treats the problem"] == \
         [json.loads(concepts.read_text())[label] for label in summary["labels"]]
-    assert hp["prompts"] == "text"
+    assert given["prompts"] == "text"
     assert pd.read_csv(out / "metrics.csv")["test_f1"].notna().all()
 
 
@@ -44,7 +44,7 @@ def test_fedcb_on_imcs_diagnosis(tmp_path):
                          "--no-progress", "--out", str(out)])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
-    concepts = summary["algorithms"]["FedCB"]["hparams"]["concepts"]
+    concepts = summary["task_context"]["concepts"]
     assert len(concepts) == len(DIAGNOSES) and concepts[DIAGNOSES.index("新生儿黄疸")] == \
         "neonatal jaundice"
     assert set(pd.read_csv(out / "metrics.csv")["algorithm"]) == {"FedCB"}

@@ -1,0 +1,132 @@
+"""The seeds' comparisons on real corpora, at a scale a 2-core CPU runs (issue 23).
+
+    python benchmarks/real_corpora.py --root /work/corpora --only fedcmc-gad [--out results/real]
+
+``--root`` holds the public copies, as the README's "Real corpora" says where to get them:
+
+* ``biobert_RE/GAD/1`` and ``biobert_RE/euadr/1``: BioBERT's fold 1 (BioMedBERT/biomedbert);
+* ``cdr_pubtator``: BioCreative V CDR in PubTator (train, development and test files).
+
+Comparisons (``--only`` picks some; each is kept under 30 minutes here):
+
+* ``fedcmc-gad``, ``fedcmc-euadr``: FedCMC Table 2 style: FedAvgT, MOON, FedRS, FedLC and
+  FedCMC at label-Dirichlet alpha 0.5 and 0.05, 10 clients, all every round;
+* ``feded-gad``: FedED against FedAvgT (100 clients, 10% per round, 20% of train as the
+  server's set D_v, IID, as FedED's setting);
+* ``fedcb-gad``: FedCB against FedAvg, alpha 0.5;
+* ``fedlcc-cdr``: FedLCC against FedAvg and FedAtt on CDR, structural-entropy and IID splits.
+
+The scale (``SCALE``, printed and written): the first ``encoder_layers`` layers of
+all-MiniLM-L6-v2 with a frozen embedding, ``max_len`` word pieces, ``num_rounds`` rounds of one
+local epoch, one seed. Every table shows what guessing scores (the majority class, and for a
+binary set a relation for every pair) beside the F1 and the paper's figure; each run's own
+folder holds metrics.csv, summary.json and its printed table. Writes ``<out>/<comparison>.csv``
+and ``<out>/summary.json``.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+SENTENCE = {"encoder_layers": 2, "freeze_embedding": True, "max_len": 64, "num_rounds": 3,
+            "num_epochs": 1, "num_iters": 0, "batch_size": 8, "learning_rate": 5e-4,
+            "executor": "local", "checkpoint_every": 0, "no_progress": True, "seed": 0}
+DOCUMENT = {"encoder_layers": 1, "freeze_embedding": True, "max_len": 256, "num_rounds": 3,
+            "num_epochs": 1, "num_iters": 0, "batch_size": 3, "learning_rate": 3e-4,
+            "local_optimizer": "adam", "clients": 10, "clients_per_round": 10,
+            "executor": "local", "checkpoint_every": 0, "no_progress": True, "seed": 0}
+LABEL_SKEW = "fedavgt,moon,fedrs,fedlc,fedcmc"
+
+
+def comparisons(root):
+    """{comparison: [(label, preset)]}: the runs of each comparison."""
+    gad = os.path.join(root, "biobert_RE", "GAD", "1")
+    euadr = os.path.join(root, "biobert_RE", "euadr", "1")
+    cdr = os.path.join(root, "cdr_pubtator")
+    skew = {"algorithm": LABEL_SKEW, "clients": 10, "clients_per_round": 10, **SENTENCE}
+    return {
+        "fedcmc-gad": [(f"alpha {a}", {"dataset": "gad", "data": gad, "alpha": a, **skew})
+                       for a in (0.5, 0.05)],
+        "fedcmc-euadr": [(f"alpha {a}", {"dataset": "euadr", "data": euadr, "alpha": a,
+                                         **skew}) for a in (0.5, 0.05)],
+        "feded-gad": [("iid", {"dataset": "gad", "data": gad, "algorithm": "fedavgt,feded",
+                               "clients": 100, "client_fraction": 0.1, "partition": "iid",
+                               "server_fraction": 0.2, "representation": "cls_entities",
+                               **dict(SENTENCE, num_rounds=5, batch_size=4))]],
+        "fedcb-gad": [("alpha 0.5", {"dataset": "gad", "data": gad, "algorithm": "fedavg,fedcb",
+                                     "alpha": 0.5, "clients": 10, "clients_per_round": 10,
+                                     "local_optimizer": "adam", **SENTENCE})],
+        "fedlcc-cdr": [(part, {"dataset": "cdr", "data": cdr, "partition": part,
+                               "algorithm": "fedavg,fedatt,fedlcc", **DOCUMENT})
+                       for part in ("structural-entropy", "iid")],
+    }
+
+
+def run_one(preset, out):
+    """Runs one preset (``--overwrite`` where it already ran); returns its summary."""
+    from tffre import cli
+    from tffre.jsonio import read_json_object
+    argv = ["--overwrite"] if os.path.exists(os.path.join(out, "metrics.csv")) else []
+    code = cli.run_main(argv, preset=dict(preset, out=out), prog="benchmarks/real_corpora.py")
+    if code:
+        raise SystemExit(f"{out}: the run failed (exit code {code})")
+    return read_json_object(os.path.join(out, "summary.json"))
+
+
+def rows_of(comparison, label, summary):
+    """The table rows of one run: each algorithm's F1 beside the guesses and the paper."""
+    from tffre import paper_tables
+    config = summary["config"]
+    _, paper = paper_tables.reference(config["dataset"], config["model"],
+                                      alpha=config.get("alpha"), algorithms=list(
+                                          summary["algorithms"]),
+                                      partition=config.get("partition"))
+    out = []
+    for name, s in summary["algorithms"].items():
+        out.append({"comparison": comparison, "setting": label, "algorithm": name,
+                    "F1 at best dev": s.get("test_f1_at_best_dev"),
+                    "max F1": s.get("max_test_f1"), "final F1": s.get("final_test_f1"),
+                    "majority guess F1": summary.get("majority_class_test_f1"),
+                    "all-positive F1": summary.get("all_positive_test_f1"),
+                    "paper F1": paper.get(name, {}).get("test_f1"),
+                    "mean round ms": s.get("mean_round_ms")})
+    return out
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", required=True, help="the folder of the public copies")
+    parser.add_argument("--only", default=None, help="comma-separated comparisons")
+    parser.add_argument("--out", default="results/real_corpora")
+    args = parser.parse_args(argv)
+    import pandas as pd
+    chosen = comparisons(args.root)
+    names = args.only.split(",") if args.only else list(chosen)
+    unknown = [n for n in names if n not in chosen]
+    if unknown:
+        parser.error(f"unknown comparison(s) {', '.join(unknown)}; valid: {', '.join(chosen)}")
+    os.makedirs(args.out, exist_ok=True)
+    report = {"scale": {"sentence": SENTENCE, "document": DOCUMENT}, "comparisons": {}}
+    for name in names:
+        start, rows = time.perf_counter(), []
+        for label, preset in chosen[name]:
+            folder = os.path.join(args.out, name, label.replace(" ", "_"))
+            print(f"\n=== {name}: {label} ===")
+            rows += rows_of(name, label, run_one(preset, folder))
+        seconds = round(time.perf_counter() - start)
+        table = pd.DataFrame(rows)
+        table.to_csv(os.path.join(args.out, f"{name}.csv"), index=False)
+        report["comparisons"][name] = {"seconds": seconds, "rows": rows}
+        print(f"\n{name} ({seconds} s): test relation F1 (positive class for binary sets)")
+        print(table.drop(columns="comparison").to_string(
+            index=False, na_rep="-", float_format=lambda v: f"{v:.4f}"))
+    with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1)
+    print(f"\nwrote {args.out}/: " + ", ".join(f"{n}.csv" for n in names) + ", summary.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -31,6 +31,7 @@ class Privacy:
     seed: int
     clip: object
     running: accounting.RunningEpsilon
+    target_epsilon: object = None
 
     def epsilon(self, rounds):
         """epsilon at delta after ``rounds`` rounds."""
@@ -40,7 +41,7 @@ class Privacy:
         """The guarantee as the summary and the bundle state it."""
         return {"epsilon": self.epsilon(rounds), "delta": self.delta,
                 "noise_multiplier": self.noise_multiplier, "clip": self.clip,
-                "rounds": rounds, "level": "client",
+                "target_epsilon": self.target_epsilon, "rounds": rounds, "level": "client",
                 "sampling": f"{self.sampling.sample_size} of {self.sampling.population} clients "
                             f"per round, uniformly without replacement, from a secret seed",
                 "relation": "replace-one (one client's whole data replaced)",
@@ -61,10 +62,13 @@ def prepare(name, hparams, settings, num_clients):
     seed = hparams.dp_seed
     if seed is None:
         seed = _kept_seed(os.path.join(settings.out, "checkpoints", name, "dp_seed"))
-    resolved = dataclasses.replace(hparams, dp_noise_multiplier=float(sigma), dp_delta=delta,
-                                   dp_seed=seed)
+    # The calibrated sigma takes the target's place (the two are exclusive as given); the
+    # target stays in the guarantee's summary.
+    resolved = dataclasses.replace(hparams, dp_noise_multiplier=float(sigma),
+                                   dp_target_epsilon=None, dp_delta=delta, dp_seed=seed)
     return resolved, Privacy(float(sigma), delta, sampling, seed, hparams.dp_clip,
-                             accounting.RunningEpsilon(sigma, delta, sampling))
+                             accounting.RunningEpsilon(sigma, delta, sampling),
+                             target_epsilon=hparams.dp_target_epsilon)
 
 
 def _kept_seed(path):

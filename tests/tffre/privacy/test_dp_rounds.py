@@ -148,6 +148,33 @@ def test_the_runner_reports_dp_accountings_epsilon_every_round(tmp_path, loss):
     assert resumed["clients"].iloc[-1] == rows["clients"].iloc[-1]
 
 
+
+def test_a_target_epsilon_is_met_by_the_calibrated_sigma(tmp_path, loss):
+    import dp_accounting
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+    from tffre.data import FederatedData
+    from tiny import run_experiment
+    arrays = client_arrays([8, 6, 9, 7, 5, 6], seed=6)
+    data = FederatedData({f"c{i}": {"train": a, "test": a} for i, a in enumerate(arrays)},
+                         num_classes=3, name="tiny")
+    summary = run_experiment(data, tiny_model, num_rounds=3, out_dir=str(tmp_path / "a"),
+                             loss=loss, algorithm_names=["FedAvg"], clients_per_round=2,
+                             batch_size=4, executor="local", checkpoint_every=0,
+                             hparams={"learning_rate": 0.1, "num_epochs": 1, "dp_clip": 0.2,
+                                      "dp_target_epsilon": 5.0, "dp_delta": 1e-3})
+    privacy = summary["algorithms"]["FedAvg"]["privacy"]
+    sigma = privacy["noise_multiplier"]
+    assert privacy["target_epsilon"] == 5.0
+
+    def eps(s):     # dp-accounting called directly for what the runner samples
+        acc = rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+        acc.compose(dp_accounting.SampledWithoutReplacementDpEvent(
+            6, 2, dp_accounting.GaussianDpEvent(s / 2)), 3)
+        return acc.get_epsilon(1e-3)
+    assert privacy["epsilon"] == pytest.approx(eps(sigma), rel=1e-9)
+    assert eps(sigma) <= 5.0 < eps(sigma * 0.99)       # the smallest sigma that meets it
+    assert pd.read_csv(tmp_path / "a" / "metrics.csv")["dp_epsilon"].iloc[-1] <= 5.0
+
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 SMALL = ["--dataset", "synthetic", "--clients", "6", "--clients-per-round", "3", "--no-progress"]
 

@@ -90,6 +90,7 @@ def check_budget(hparams, settings, num_clients):
         return
     sampling = accounting.fixed_size_sampling(settings.clients_per_round, num_clients)
     delta = hparams.dp_delta or accounting.default_delta(num_clients)
+    sigma = hparams.dp_noise_multiplier
     if hparams.dp_target_epsilon is not None:
         best = accounting.epsilon(accounting.MAX_NOISE_MULTIPLIER, settings.num_rounds, delta,
                                   sampling)
@@ -99,5 +100,8 @@ def check_budget(hparams, settings, num_clients):
                              f"{num_clients} clients reach epsilon {best:.3g} at delta "
                              f"{delta:.2g} even with noise multiplier "
                              f"{accounting.MAX_NOISE_MULTIPLIER:g}")
-    elif hparams.dp_clip == "adaptive":
-        accounting.adaptive_clip_noise(hparams.dp_noise_multiplier, sampling.expected_clients)
+        if hparams.dp_clip == "adaptive":     # the sigma the target needs, calibrated now
+            sigma = accounting.calibrate_noise_multiplier(
+                hparams.dp_target_epsilon, delta, settings.num_rounds, sampling)
+    if hparams.dp_clip == "adaptive":
+        accounting.adaptive_clip_noise(sigma, sampling.expected_clients)

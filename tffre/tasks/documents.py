@@ -240,7 +240,7 @@ def prepare(cfg):
             "limits": {k: getattr(featurizer, k) for k in ("max_mentions", "max_entities",
                                                            "max_mentions_per_entity",
                                                            "max_pairs")},
-            "featurizer": stats, "splits": count, "notes": notes,
+            "featurizer": stats, "splits": count, "data_notes": notes,
             "partition": {"method": cfg.options.partition, "entropy_form": cfg.options.entropy_form,
                           "documents_per_client": table["documents"].tolist(),
                           "dropped_clients": dropped,

@@ -208,7 +208,7 @@ def prepare(cfg):
             "train_examples": int(len(y_train)), "test_examples": int(len(y_test)),
             "dev_split": "dev" if "dev" in arrays else None,
             "server_examples": 0 if server_df is None else int(len(server_df)),
-            "server_data": server_source,
+            "server_data": server_source, "data_notes": notes,
             **trivial_baselines(y_train, y_test, len(labels))}
     print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
           f"examples, {len(labels)} labels; tokenizer {tokenizer.stats}")

@@ -253,3 +253,19 @@ def test_trivial_baselines_are_what_guessing_scores():
                    "all_positive_test_f1": pytest.approx(6 / 7)}
     multi = trivial_baselines(np.array([0, 0, 2]), np.array([0, 1, 2, 0]), 3)
     assert multi == {"majority_class_test_accuracy": 0.5, "majority_class_test_f1": 0.0}
+
+
+def test_an_empty_dev_file_is_noted_in_the_summary(tmp_path, encoder):
+    """BioBERT ships an empty dev.tsv: it counts as absent, and the run says so in its summary."""
+    folder = write_splits(str(tmp_path / "data"), sizes=(("train", 40), ("dev", 0), ("test", 15)))
+    out = tmp_path / "out"
+    proc = run_cli("run", "--dataset", "jsonl", "--data", folder, "--encoder", encoder,
+                   "--algorithm", "fedavg", "--clients", "2", "--clients-per-round", "2",
+                   "--num-rounds", "1", "--num-iters", "1", "--max-len", "24",
+                   "--dev-fraction", "0.25", "--executor", "local", "--checkpoint-every", "0",
+                   "--no-progress", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    notes = json.loads((out / "summary.json").read_text())["data_notes"]
+    assert any("dev.jsonl" in n and "empty" in n for n in notes), notes
+    assert any("held out 10 of 40" in n for n in notes), notes     # 25% of train became dev
+    assert all(n in proc.stdout for n in notes)

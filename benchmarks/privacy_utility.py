@@ -110,6 +110,10 @@ def plot(table, path):
         if not base.empty:
             ax.axhline(float(base.iloc[0]), color=line.get_color(), ls="--", lw=1,
                        label=f"{workload}, no DP")
+        majority = rows["majority class"].dropna()
+        if not majority.empty:
+            ax.axhline(float(majority.iloc[0]), color=line.get_color(), ls=":", lw=1,
+                       label=f"{workload}, majority class")
     ax.set_xscale("log")
     ax.set_xlabel("epsilon (client-level, after the run)")
     ax.set_ylabel("final test accuracy")

@@ -204,3 +204,22 @@ def test_bad_dp_input_is_one_line_before_any_work(tmp_path, args, message):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
     assert os.listdir(out) == ["keep.txt"]     # nothing written, nothing touched
+
+
+def test_the_saved_bundle_and_the_printed_table_carry_the_guarantee(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "tffre", "run", *SMALL, "--num-rounds", "2",
+                           "--num-iters", "2", "--dp-noise-multiplier", "1.5", "--dp-clip", "1",
+                           "--dp-delta", "1e-4", "--checkpoint-every", "0", "--executor",
+                           "local", "--out", str(out)],
+                          capture_output=True, text=True, env=ENV, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    (name, algorithm), = summary["algorithms"].items()
+    bundle = json.loads((out / "models" / name / "bundle.json").read_text())
+    guarantee = bundle["metadata"]["privacy"]
+    assert guarantee == algorithm["privacy"]
+    expected = accounting.epsilon(1.5, 2, 1e-4, accounting.fixed_size_sampling(3, 6))
+    assert guarantee["epsilon"] == pytest.approx(expected, rel=1e-9)
+    assert guarantee["delta"] == 1e-4 and guarantee["rounds"] == 2
+    assert f"epsilon {guarantee['epsilon']:.3g} at delta 0.0001" in proc.stdout

@@ -11,4 +11,5 @@ if [ "$WORKERS" != "0" ]; then
     # loadfile: a test module's tests share one worker and its module-scoped fixtures.
     PARALLEL=(-n "$WORKERS" --maxprocesses 4 --dist loadfile)
 fi
-exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${PARALLEL[@]}" "$@"
+# --durations: the slowest tests in every log, to keep the suite within its budget.
+exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=25 "${PARALLEL[@]}" "$@"

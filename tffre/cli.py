@@ -75,7 +75,7 @@ def data_check_main(argv=None, *, prog=f"{PROG} data check"):
     try:
         dataset = args.pop("dataset")
         task = tasks.task_of(dataset)
-        if not hasattr(task.module(), "check_data"):
+        if not task.checks_data:
             raise ValueError(f"data check reads the relation and document sets; --dataset "
                              f"{dataset} is not one")
         seed = parse_seed(args.pop("seed"))

@@ -129,6 +129,24 @@ def relation_f1(y_true, y_pred, negative_label, labels=None):
     return _micro(true, pred, np.unique(codes))
 
 
+def trivial_baselines(y_train, y_test, num_labels, negative_label=None):
+    """What guessing scores on the test set, to read a model's figures beside: the training
+    majority class's accuracy; with a ``negative_label`` (relation sets) also its relation F1,
+    and for a binary set the all-positive guess's F1 (2p / (1 + p) for a positive share p;
+    GAD's is about 0.69)."""
+    y_train, y_test = np.asarray(y_train), np.asarray(y_test)
+    majority = int(np.bincount(y_train, minlength=num_labels).argmax())
+    out = {"majority_class_test_accuracy": float(np.mean(y_test == majority))}
+    if negative_label is not None:
+        out["majority_class_test_f1"] = relation_f1(
+            y_test, np.full_like(y_test, majority), negative_label=negative_label)["f1"]
+        if num_labels == 2:
+            out["all_positive_test_f1"] = relation_f1(
+                y_test, np.full_like(y_test, 1 - negative_label),
+                negative_label=negative_label)["f1"]
+    return out
+
+
 def docre_scores(gold, pred, pair_mask, intra=None, in_train=None):
     """Precision, recall and F1 of the positive relations of document-level RE.
 

@@ -9,7 +9,7 @@ import pytest
 from sklearn.metrics import precision_recall_fscore_support
 
 from tffre.metrics import (MICRO_ROW, communication_table, format_bytes, per_class_table,
-                           relation_f1, rounds_to_target)
+                           relation_f1, rounds_to_target, trivial_baselines)
 
 I2B2 = ["TrIP", "TrWP", "TrCP", "TrAP", "TrNAP", "TeRP", "TeCP", "PIP", "None"]
 
@@ -283,3 +283,16 @@ def test_per_class_table_mixed_label_types_and_absent_negative():
     # A negative label that is not in `labels` moves no row and leaves the micro row alone.
     other = per_class_table(y_true, y_pred, [1, "1", 2], negative_label="N")
     pd.testing.assert_frame_equal(other, table)
+
+
+def test_trivial_baselines_are_what_guessing_scores():
+    """Hand counts: a binary test set of 3 positives and 1 negative, majority 1 in train:
+    guessing 1 everywhere has P = 3/4, R = 1, F1 = 6/7; a majority of "no relation" scores 0."""
+    got = trivial_baselines(np.array([1, 1, 0]), np.array([1, 1, 0, 1]), 2, negative_label=0)
+    assert got == {"majority_class_test_accuracy": 0.75,
+                   "majority_class_test_f1": pytest.approx(6 / 7),
+                   "all_positive_test_f1": pytest.approx(6 / 7)}
+    multi = trivial_baselines(np.array([0, 0, 2]), np.array([0, 1, 2, 0]), 3, negative_label=0)
+    assert multi == {"majority_class_test_accuracy": 0.5, "majority_class_test_f1": 0.0}
+    # Without a negative label (IMCS, images): the majority's accuracy only.
+    assert trivial_baselines([2, 2, 1], [2, 0, 2, 2], 3) == {"majority_class_test_accuracy": 0.75}

@@ -69,6 +69,11 @@ class Task:
         if check is not None:
             check(cfg)
 
+    @property
+    def checks_data(self):
+        """True when the task offers ``data check`` (its module defines ``check_data``)."""
+        return hasattr(self.module(), "check_data")
+
     def check_data(self, dataset, options, *, tokenizer=None, max_len=None, seed=0):
         """What ``python -m tffre data check`` reports on the data a run of ``dataset`` with
         ``options`` (the task's ``Options``) would load: a

@@ -76,6 +76,7 @@ def prepare(cfg):
     from tffre.data.concepts import concepts_for
     from tffre.data.partition import (dirichlet_label_split, format_label_mix, iid_split,
                                       label_mix)
+    from tffre.metrics import trivial_baselines
     from tffre.models.resnet import resnet18_classifier
     from tffre.text.encoder import ImageEncoder
 
@@ -108,8 +109,7 @@ def prepare(cfg):
     info = {"labels": class_names, "concepts": concepts, "image_size": o.image_size,
             "resnet_width": o.resnet_width, "small_input": o.small_input,
             "train_examples": int(len(y_train)), "test_examples": int(len(y_test)),
-            "majority_class_test_accuracy": float(np.mean(
-                y_test == np.bincount(y_train).argmax()))}
+            **trivial_baselines(y_train, y_test, len(class_names))}
     print(f"\n{data.name}: {len(y_train)} train / {len(splits['val'][1])} val / "
           f"{len(y_test)} test images, {len(class_names)} classes")
     print(format_label_mix(mix))

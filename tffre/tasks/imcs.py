@@ -144,6 +144,7 @@ def prepare(cfg):
     from tffre.data import imcs
     from tffre.data.concepts import concepts_for
     from tffre.data.imcs_federated import build_imcs_federated
+    from tffre.metrics import trivial_baselines
     from tffre.models import lstm_classifier, mean_embedding_logistic
     from tffre.plots import plot_partition
     from tffre.text import TextEncoder, Vocabulary
@@ -162,12 +163,11 @@ def prepare(cfg):
         partition=o.partition, num_clients=cfg.run.clients, alpha=o.alpha, seed=cfg.run.seed,
         eval_split=eval_split)
     y_train, y_test = data.pooled("train")[1], data.pooled("test")[1]
-    majority = np.bincount(y_train).argmax()
     sample_tokens = segmenter.cut_all(imcs.to_examples(splits["train"][:50], o.task)["text"])
     info = {"task": o.task, "vectors": source, "vocab_size": len(vocab),
             "vector_dim": kv.vector_size, "oov_rate_sample": round(vocab.oov_rate(sample_tokens), 4),
             "eval_split": eval_split, "dev_split": "dev" if data.has_split("dev") else None,
-            "majority_class_test_accuracy": float(np.mean(y_test == majority)),
+            **trivial_baselines(y_train, y_test, data.num_classes),
             "train_examples": int(len(y_train)), "test_examples": int(len(y_test))}
     print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
           f"examples; vocabulary {info['vocab_size']} x {info['vector_dim']} from {source}")

@@ -103,21 +103,6 @@ def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
                          dev_fraction=options.dev_fraction or None, **extra)
 
 
-def trivial_baselines(y_train, y_test, num_labels):
-    """What guessing scores on the test set, to read the F1 beside: the training majority
-    class (accuracy and relation F1), and for a binary set the all-positive guess (its F1 is
-    2p / (1 + p) for a positive share p; GAD's is about 0.69)."""
-    from tffre.metrics import relation_f1
-    majority = int(np.bincount(y_train, minlength=num_labels).argmax())
-    out = {"majority_class_test_accuracy": float(np.mean(y_test == majority)),
-           "majority_class_test_f1": relation_f1(y_test, np.full_like(y_test, majority),
-                                                 negative_label=0)["f1"]}
-    if num_labels == 2:
-        out["all_positive_test_f1"] = relation_f1(y_test, np.ones_like(y_test),
-                                                  negative_label=0)["f1"]
-    return out
-
-
 def loader_options(cfg):
     """The loader's options of ``cfg`` (``--raw-labels`` for ChemProt)."""
     return {"raw_labels": True} if cfg.dataset == "chemprot" and cfg.options.raw_labels else {}
@@ -162,6 +147,7 @@ def prepare(cfg):
     from tffre.data.partition import (dirichlet_label_split, format_label_mix, iid_split,
                                       label_mix)
     from tffre.data.relations import load_relation_splits
+    from tffre.metrics import trivial_baselines
     from tffre.models.relations import build_re_model, config_for, load_pretrained_encoder
     from tffre.data.concepts import concepts_for
     from tffre.text.relation_tokenizer import RETokenizer, default_encoder_dir
@@ -209,7 +195,7 @@ def prepare(cfg):
             "dev_split": "dev" if "dev" in arrays else None,
             "server_examples": 0 if server_df is None else int(len(server_df)),
             "server_data": server_source, "data_notes": notes,
-            **trivial_baselines(y_train, y_test, len(labels))}
+            **trivial_baselines(y_train, y_test, len(labels), negative_label=0)}
     print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
           f"examples, {len(labels)} labels; tokenizer {tokenizer.stats}")
     print(format_label_mix(mix))

@@ -242,19 +242,6 @@ def test_feded_run_holds_out_the_server_set(tmp_path, encoder, data_dir):
     assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "none").exists()
 
 
-def test_trivial_baselines_are_what_guessing_scores():
-    """Hand counts: a binary test set of 3 positives and 1 negative, majority 1 in train:
-    guessing 1 everywhere has P = 3/4, R = 1, F1 = 6/7; a majority of "no relation" scores 0."""
-    import numpy as np
-    from tffre.tasks.relations import trivial_baselines
-    got = trivial_baselines(np.array([1, 1, 0]), np.array([1, 1, 0, 1]), 2)
-    assert got == {"majority_class_test_accuracy": 0.75,
-                   "majority_class_test_f1": pytest.approx(6 / 7),
-                   "all_positive_test_f1": pytest.approx(6 / 7)}
-    multi = trivial_baselines(np.array([0, 0, 2]), np.array([0, 1, 2, 0]), 3)
-    assert multi == {"majority_class_test_accuracy": 0.5, "majority_class_test_f1": 0.0}
-
-
 def test_an_empty_dev_file_is_noted_in_the_summary(tmp_path, encoder):
     """BioBERT ships an empty dev.tsv: it counts as absent, and the run says so in its summary."""
     folder = write_splits(str(tmp_path / "data"), sizes=(("train", 40), ("dev", 0), ("test", 15)))

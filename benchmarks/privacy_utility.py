@@ -39,25 +39,16 @@ COMMON = {"algorithm": "fedavg", "executor": "local", "checkpoint_every": 0,
           "no_progress": True, "seed": 0}
 
 
-def run(workload, epsilon, out, rerun=False):
-    """One run of ``workload`` at ``epsilon`` (inf: no DP); returns its summary. A run that
-    finished before (its summary.json exists) is read back unless ``rerun``."""
-    from tffre import cli
-    from tffre.jsonio import read_json_object
-    preset = {**COMMON, **WORKLOADS[workload], "out": out}
+def preset_of(workload, epsilon):
+    """The run of ``workload`` at ``epsilon`` (inf: no DP)."""
+    preset = {**COMMON, **WORKLOADS[workload]}
     if math.isinf(epsilon):
         preset.pop("dp_clip")
     else:
         preset["dp_target_epsilon"] = epsilon
         if preset["dp_clip"] == "adaptive" and epsilon < ADAPTIVE_FROM:
             preset["dp_clip"] = FALLBACK_CLIP
-    if not rerun and os.path.exists(os.path.join(out, "summary.json")):
-        return read_json_object(os.path.join(out, "summary.json"))    # finished before
-    argv = ["--overwrite"] if os.path.isdir(out) and os.listdir(out) else []
-    code = cli.run_main(argv, preset=preset, prog="benchmarks/privacy_utility.py")
-    if code:
-        raise SystemExit(code)
-    return read_json_object(os.path.join(out, "summary.json"))
+    return preset
 
 
 def main(argv):
@@ -68,12 +59,14 @@ def main(argv):
                         help="run again what finished before (default: read its summary back)")
     args = parser.parse_args(argv)
     import pandas as pd
+    from tffre.sweep import run_preset
     rows = []
     for workload in args.workloads.split(","):
         for epsilon in EPSILONS:
             tag = "inf" if math.isinf(epsilon) else f"{epsilon:g}"
-            summary = run(workload, epsilon, os.path.join(args.out, workload, f"eps_{tag}"),
-                          rerun=args.rerun)
+            summary = run_preset(preset_of(workload, epsilon),
+                                 os.path.join(args.out, workload, f"eps_{tag}"),
+                                 prog="benchmarks/privacy_utility.py", rerun=args.rerun)
             (name, s), = summary["algorithms"].items()
             privacy = s.get("privacy") or {}
             rows.append({"workload": workload, "target epsilon": tag,

@@ -54,7 +54,7 @@ def comparisons(root):
         "feded-gad": [("iid", {"dataset": "gad", "data": gad, "algorithm": "fedavgt,feded",
                                "clients": 100, "client_fraction": 0.1, "partition": "iid",
                                "server_fraction": 0.2, "representation": "cls_entities",
-                               **dict(SENTENCE, num_rounds=5, batch_size=4))]],
+                               **dict(SENTENCE, num_rounds=5, batch_size=4)})],
         "fedcb-gad": [("alpha 0.5", {"dataset": "gad", "data": gad, "algorithm": "fedavg,fedcb",
                                      "alpha": 0.5, "clients": 10, "clients_per_round": 10,
                                      "local_optimizer": "adam", **SENTENCE})],
@@ -62,17 +62,6 @@ def comparisons(root):
                                "algorithm": "fedavg,fedatt,fedlcc", **DOCUMENT})
                        for part in ("structural-entropy", "iid")],
     }
-
-
-def run_one(preset, out):
-    """Runs one preset (``--overwrite`` where it already ran); returns its summary."""
-    from tffre import cli
-    from tffre.jsonio import read_json_object
-    argv = ["--overwrite"] if os.path.exists(os.path.join(out, "metrics.csv")) else []
-    code = cli.run_main(argv, preset=dict(preset, out=out), prog="benchmarks/real_corpora.py")
-    if code:
-        raise SystemExit(f"{out}: the run failed (exit code {code})")
-    return read_json_object(os.path.join(out, "summary.json"))
 
 
 def rows_of(comparison, label, summary):
@@ -102,6 +91,7 @@ def main(argv):
     parser.add_argument("--out", default="results/real_corpora")
     args = parser.parse_args(argv)
     import pandas as pd
+    from tffre.sweep import run_preset
     chosen = comparisons(args.root)
     names = args.only.split(",") if args.only else list(chosen)
     unknown = [n for n in names if n not in chosen]
@@ -114,7 +104,9 @@ def main(argv):
         for label, preset in chosen[name]:
             folder = os.path.join(args.out, name, label.replace(" ", "_"))
             print(f"\n=== {name}: {label} ===")
-            rows += rows_of(name, label, run_one(preset, folder))
+            rows += rows_of(name, label, run_preset(preset, folder,
+                                                    prog="benchmarks/real_corpora.py",
+                                                    rerun=True))
         seconds = round(time.perf_counter() - start)
         table = pd.DataFrame(rows)
         table.to_csv(os.path.join(args.out, f"{name}.csv"), index=False)

@@ -15,6 +15,23 @@ from tffre import cli
 from tffre.jsonio import read_json_object, write_json
 
 
+def run_preset(preset, out, *, prog, rerun=False):
+    """Runs ``python -m tffre run`` with ``preset`` into ``out`` and returns its summary.
+
+    A run that finished before (its ``summary.json`` exists) is read back unless ``rerun``;
+    any other content of ``out`` (a run cut short or refused) is overwritten. SystemExit
+    when the run fails.
+    """
+    summary_path = os.path.join(out, "summary.json")
+    if not rerun and os.path.exists(summary_path):
+        return read_json_object(summary_path)
+    argv = ["--overwrite"] if os.path.isdir(out) and os.listdir(out) else []
+    code = cli.run_main(argv, preset=dict(preset, out=out), prog=prog)
+    if code:
+        raise SystemExit(f"{out}: the run failed (exit code {code})")
+    return read_json_object(summary_path)
+
+
 def combined_table(out, alphas):
     """Rows: algorithms; columns: max test F1 per alpha (and the paper's, where it has them)."""
     from tffre import paper_tables

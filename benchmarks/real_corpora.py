@@ -16,9 +16,10 @@ Comparisons (``--only`` picks some; each is kept under 30 minutes here):
 * ``fedcb-gad``: FedCB against FedAvg, alpha 0.5;
 * ``fedlcc-cdr``: FedLCC against FedAvg and FedAtt on CDR, structural-entropy and IID splits.
 
-The scale (``SCALE``, printed and written): the first ``encoder_layers`` layers of
-all-MiniLM-L6-v2 with a frozen embedding, ``max_len`` word pieces, ``num_rounds`` rounds of one
-local epoch, one seed. Every table shows what guessing scores (the majority class, and for a
+The scale (``SCALE_KEYS`` of each comparison, printed and written): the first
+``encoder_layers`` layers of all-MiniLM-L6-v2 with a frozen embedding, ``max_len`` word
+pieces, ``num_rounds`` rounds of one local epoch capped at ``num_iters`` steps (0: no cap),
+one seed. Every table shows what guessing scores (the majority class, and for a
 binary set a relation for every pair) beside the F1 and the paper's figure; each run's own
 folder holds metrics.csv, summary.json and its printed table. Writes ``<out>/<comparison>.csv``
 and ``<out>/summary.json``.
@@ -38,6 +39,10 @@ DOCUMENT = {"encoder_layers": 1, "freeze_embedding": True, "max_len": 256, "num_
             "local_optimizer": "adam", "clients": 10, "clients_per_round": 10,
             "executor": "local", "checkpoint_every": 0, "no_progress": True, "seed": 0}
 LABEL_SKEW = "fedavgt,moon,fedrs,fedlc,fedcmc"
+# What "the scale" of a comparison is, printed with its table and written to summary.json.
+SCALE_KEYS = ("encoder_layers", "freeze_embedding", "max_len", "clients", "clients_per_round",
+              "client_fraction", "num_rounds", "num_epochs", "num_iters", "batch_size",
+              "learning_rate", "seed")
 
 
 def comparisons(root):
@@ -45,7 +50,10 @@ def comparisons(root):
     gad = os.path.join(root, "biobert_RE", "GAD", "1")
     euadr = os.path.join(root, "biobert_RE", "euadr", "1")
     cdr = os.path.join(root, "cdr_pubtator")
-    skew = {"algorithm": LABEL_SKEW, "clients": 10, "clients_per_round": 10, **SENTENCE}
+    # GAD's 10 clients hold ~380 training pairs each (48 batches of 8); capping a round at 12
+    # local steps keeps five algorithms at two alphas under 30 minutes on 2 cores.
+    skew = {"algorithm": LABEL_SKEW, "clients": 10, "clients_per_round": 10,
+            **dict(SENTENCE, num_iters=12)}
     return {
         "fedcmc-gad": [(f"alpha {a}", {"dataset": "gad", "data": gad, "alpha": a, **skew})
                        for a in (0.5, 0.05)],
@@ -57,7 +65,8 @@ def comparisons(root):
                                **dict(SENTENCE, num_rounds=5, batch_size=4)})],
         "fedcb-gad": [("alpha 0.5", {"dataset": "gad", "data": gad, "algorithm": "fedavg,fedcb",
                                      "alpha": 0.5, "clients": 10, "clients_per_round": 10,
-                                     "local_optimizer": "adam", **SENTENCE})],
+                                     "local_optimizer": "adam",
+                                     **dict(SENTENCE, num_iters=24)})],
         "fedlcc-cdr": [(part, {"dataset": "cdr", "data": cdr, "partition": part,
                                "algorithm": "fedavg,fedatt,fedlcc", **DOCUMENT})
                        for part in ("structural-entropy", "iid")],
@@ -98,9 +107,15 @@ def main(argv):
     if unknown:
         parser.error(f"unknown comparison(s) {', '.join(unknown)}; valid: {', '.join(chosen)}")
     os.makedirs(args.out, exist_ok=True)
-    report = {"scale": {"sentence": SENTENCE, "document": DOCUMENT}, "comparisons": {}}
+    # Comparisons run one at a time (--only) add to the summary rather than replace it.
+    path = os.path.join(args.out, "summary.json")
+    report = {"comparisons": {}}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            report["comparisons"].update(json.load(f).get("comparisons", {}))
     for name in names:
         start, rows = time.perf_counter(), []
+        scale = {k: chosen[name][0][1][k] for k in SCALE_KEYS if k in chosen[name][0][1]}
         for label, preset in chosen[name]:
             folder = os.path.join(args.out, name, label.replace(" ", "_"))
             print(f"\n=== {name}: {label} ===")
@@ -110,11 +125,12 @@ def main(argv):
         seconds = round(time.perf_counter() - start)
         table = pd.DataFrame(rows)
         table.to_csv(os.path.join(args.out, f"{name}.csv"), index=False)
-        report["comparisons"][name] = {"seconds": seconds, "rows": rows}
+        report["comparisons"][name] = {"seconds": seconds, "scale": scale, "rows": rows}
         print(f"\n{name} ({seconds} s): test relation F1 (positive class for binary sets)")
+        print("scale: " + ", ".join(f"{k} {v}" for k, v in scale.items()))
         print(table.drop(columns="comparison").to_string(
             index=False, na_rep="-", float_format=lambda v: f"{v:.4f}"))
-    with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as f:
+    with open(path, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=1)
     print(f"\nwrote {args.out}/: " + ", ".join(f"{n}.csv" for n in names) + ", summary.json")
     return 0

@@ -21,7 +21,8 @@ with ``--server-data``); no client trains on it, for any algorithm. Then it prin
 Each setting writes metrics.csv, summary.json, curves.png, per_class/ and models/ under
 ``--out``/B<b>_E<e>/; the tables go to ``--out``/table_*.csv.
 
-The preset keeps the default run within ten minutes on a 2-core CPU: 25 rounds, 40 word
+The preset is sized for a 2-core CPU (measured: about an hour there, see the README):
+25 rounds, 40 word
 pieces, the first 2 of all-MiniLM-L6-v2's layers with a frozen embedding layer
 (``--encoder-layers``, ``--freeze-embedding``), learning rate 5e-4 and the in-process
 executor. The numbers are the synthetic sample's: compare the shape (FedED above FedAvg

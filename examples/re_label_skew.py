@@ -13,7 +13,8 @@ classifier vectors at alpha = 0.01. Each run writes metrics.csv, summary.json,
 curves.png (F1 against round, as Fig. 3), partition.csv/png, per_class/ and models/
 under ``--out``.
 
-The preset keeps the default run within fifteen minutes on a 2-core CPU: 10 rounds of one
+The preset is sized for a 2-core CPU (measured: about 50 min per alpha there, see the
+README): 10 rounds of one
 local epoch of batch 8 (as FedCMC), learning rate 5e-4, 40 word pieces, the in-process
 executor, the first 2 of all-MiniLM-L6-v2's 6 layers (``--encoder-layers``; FedCMC uses
 DistilBERT, BERT's 6-layer distillation, for the same reason: 13 federated runs on a CPU)

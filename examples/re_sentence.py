@@ -14,7 +14,8 @@ its flags overrides it) and writes metrics.csv, summary.json, curves.png,
 partition.csv/png, models/ and checkpoints/ to ``--out``/alpha_<a>/; the
 combined table goes to ``--out``/table.csv and ``--out``/summary.json.
 
-The preset keeps the default run under ten minutes on a 2-core CPU: 6
+The preset is sized for a 2-core CPU (measured: about 40 min per alpha there, see the
+README): 6
 rounds, 5 of 10 clients a round, one local epoch of batch 8 (as FedCMC), an
 Adam-family local optimizer at learning rate 1e-4 (FedCMC's 5e-5 is an Adam
 rate; with SGD the encoder needs many more rounds: use ``--algorithm

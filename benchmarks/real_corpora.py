@@ -26,7 +26,6 @@ and ``<out>/summary.json``.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -100,6 +99,7 @@ def main(argv):
     parser.add_argument("--out", default="results/real_corpora")
     args = parser.parse_args(argv)
     import pandas as pd
+    from tffre.jsonio import read_json_object, write_json
     from tffre.sweep import run_preset
     chosen = comparisons(args.root)
     names = args.only.split(",") if args.only else list(chosen)
@@ -111,11 +111,11 @@ def main(argv):
     path = os.path.join(args.out, "summary.json")
     report = {"comparisons": {}}
     if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            report["comparisons"].update(json.load(f).get("comparisons", {}))
+        report["comparisons"].update(read_json_object(path).get("comparisons", {}))
     for name in names:
         start, rows = time.perf_counter(), []
-        scale = {k: chosen[name][0][1][k] for k in SCALE_KEYS if k in chosen[name][0][1]}
+        first = chosen[name][0][1]     # the runs of a comparison share their scale
+        scale = {k: first[k] for k in SCALE_KEYS if k in first}
         for label, preset in chosen[name]:
             folder = os.path.join(args.out, name, label.replace(" ", "_"))
             print(f"\n=== {name}: {label} ===")
@@ -130,8 +130,7 @@ def main(argv):
         print("scale: " + ", ".join(f"{k} {v}" for k, v in scale.items()))
         print(table.drop(columns="comparison").to_string(
             index=False, na_rep="-", float_format=lambda v: f"{v:.4f}"))
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=1)
+    write_json(path, report)
     print(f"\nwrote {args.out}/: " + ", ".join(f"{n}.csv" for n in names) + ", summary.json")
     return 0
 

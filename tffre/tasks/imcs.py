@@ -18,7 +18,6 @@ from typing import Optional
 from tffre import resources
 from tffre.hparams import (Params, boolean, choice, existing_file, non_negative_float, optional,
                            param, positive_int)
-from tffre.lazy import np
 from tffre.runner.settings import Job
 from tffre.tasks import (SAMPLE, ConceptOption, DataOption, Task, needs_features,
                          require_data)

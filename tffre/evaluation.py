@@ -44,13 +44,15 @@ class GlobalModelEvaluator:
       batch_size: evaluation batch size.
       negative_label: the index of the negative class, to report relation F1.
       macro_f1: report macro-F1 over all classes instead (FedCB's tables).
+      train_loss: also score the global model's loss over all training data (``train_loss``);
+        on a large set that pass costs more than a round (``--no-train-loss`` skips it).
     """
 
     #: The metrics.csv columns this kind adds to :data:`tffre.runner.METRIC_COLUMNS`.
     columns = ()
 
     def __init__(self, model_fn, data, loss, batch_size=256, negative_label=None,
-                 macro_f1=False):
+                 macro_f1=False, train_loss=True):
         if macro_f1 and negative_label is not None:
             raise ValueError("give negative_label (relation F1) or macro_f1, not both")
         self.model = model_fn()
@@ -59,9 +61,7 @@ class GlobalModelEvaluator:
         self.num_classes = data.num_classes
         # Per-example losses, so the pooled mean weights every example equally.
         self._per_example_loss = loss.__class__.from_config({**loss.get_config(), "reduction": "none"})
-        self._splits = {"test": data.pooled("test"), "train": data.pooled("train")}
-        if data.has_split("dev"):
-            self._splits["dev"] = data.pooled("dev")
+        self._splits = pooled_splits(data, train_loss)
         self.batch_size = batch_size
         self._batch = tf.function(self._batch_impl, reduce_retracing=True)
 
@@ -140,7 +140,7 @@ class DocREEvaluator(GlobalModelEvaluator):
                     for name in ("precision", "recall", "intra_f1", "inter_f1", "ign_f1"))
 
     def __init__(self, model_fn, data, loss, batch_size=8, negative_label=None,
-                 macro_f1=False, threshold=0.5):
+                 macro_f1=False, threshold=0.5, train_loss=True):
         from tffre.models.documents import DocRELoss
         if negative_label is not None or macro_f1:
             raise ValueError("document-level RE evaluation takes neither negative_label nor "
@@ -155,9 +155,7 @@ class DocREEvaluator(GlobalModelEvaluator):
         self.macro_f1 = False
         self.num_classes = data.num_classes
         self.batch_size = batch_size
-        self._splits = {"test": data.pooled("test"), "train": data.pooled("train")}
-        if data.has_split("dev"):
-            self._splits["dev"] = data.pooled("dev")
+        self._splits = pooled_splits(data, train_loss)
         self._annotations = {split: data.pooled_annotations(split) for split in self._splits}
         self._batch = tf.function(self._batch_impl, reduce_retracing=True)
 
@@ -202,6 +200,14 @@ class DocREEvaluator(GlobalModelEvaluator):
         return out
 
 
+def pooled_splits(data, train_loss=True):
+    """{split: pooled (x, y)} an evaluator scores: test, dev when there is one, and train
+    (for ``train_loss``, a pass over all training data) unless ``train_loss`` is False."""
+    names = ["test"] + (["train"] if train_loss else []) + \
+        (["dev"] if data.has_split("dev") else [])
+    return {name: data.pooled(name) for name in names}
+
+
 #: Evaluation kinds: {name: evaluator class}; a Job names one (``Job.evaluation``).
 EVALUATORS = {"classification": GlobalModelEvaluator, "docre": DocREEvaluator}
 
@@ -236,5 +242,6 @@ def evaluate_state(evaluator, process, state):
             trainable=trainable, non_trainable=list(weights.non_trainable)), held_out))
     out = {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
     # The training loss stays the global model's (one pass, not one per client).
-    out["train_loss"] = evaluator(weights, ("train",))["train_loss"]
+    if "train" in evaluator.splits:
+        out["train_loss"] = evaluator(weights, ("train",))["train_loss"]
     return out

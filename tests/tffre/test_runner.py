@@ -99,6 +99,21 @@ def test_reused_processes_give_the_runs_of_fresh_ones(tmp_path):
     assert not fresh[0].equals(fresh[1])             # the seeds differ
 
 
+def test_no_train_loss_skips_only_the_training_pass(tmp_path):
+    """--no-train-loss: the same run's held-out columns, and no train_loss."""
+    def run(out, **settings):
+        run_experiment(
+            small_data(), lambda: logistic_regression(4, 2), algorithm_names=["fedavg"],
+            loss=tf.keras.losses.SparseCategoricalCrossentropy(), num_rounds=2,
+            clients_per_round=2, out_dir=str(tmp_path / out), executor="local",
+            hparams={"num_epochs": 1, "learning_rate": 0.5}, **settings)
+        return pd.read_csv(tmp_path / out / "metrics.csv")
+    full, lean = run("full"), run("lean", no_train_loss=True)
+    assert full["train_loss"].notna().all() and lean["train_loss"].isna().all()
+    np.testing.assert_allclose(lean["test_accuracy"], full["test_accuracy"], atol=1e-6)
+    np.testing.assert_allclose(lean["local_train_loss"], full["local_train_loss"], rtol=1e-5)
+
+
 class _Evaluator:
     """Accuracy = the first trainable weight's value; loss = its negative."""
     splits = ("test", "train")

@@ -34,7 +34,8 @@ def run_centralised(job, name, hparams, settings, *, log, bar, save_model=None):
     local = registry.LOCAL_OPTIMIZERS[registry.local_optimizer_of(spec, hparams)]
     tf.keras.utils.set_random_seed(seed)
     evaluator = make_evaluator(job.evaluation, job.model_fn, data, job.loss,
-                               negative_label=job.negative_label, macro_f1=job.macro_f1)
+                               negative_label=job.negative_label, macro_f1=job.macro_f1,
+                               train_loss=not settings.no_train_loss)
     model = evaluator.model
     if job.load_pretrained is not None:
         job.load_pretrained(model)

@@ -196,7 +196,8 @@ def _train(name, job, settings, started, log, bar, private=None):
     # Built after the process: Keras invalidates eager models when TFF later traces
     # model_fn in a graph.
     evaluator = make_evaluator(job.evaluation, process.model_fn, data, job.loss,
-                               negative_label=job.negative_label, macro_f1=job.macro_f1)
+                               negative_label=job.negative_label, macro_f1=job.macro_f1,
+                               train_loss=not settings.no_train_loss)
     for rnd in range(done + 1, settings.num_rounds + 1):
         bar.set_description(f"{name} round {rnd}/{settings.num_rounds}")
         clients = sample_clients(data.client_ids, settings.clients_per_round, seed, rnd)

@@ -131,7 +131,7 @@ def postfix(row):
     shown = {"acc": row["test_accuracy"], "loss": row["train_loss"]}
     if row.get("test_f1") is not None:
         shown["f1"] = row["test_f1"]
-    return {k: f"{v:.3f}" for k, v in shown.items()}
+    return {k: f"{v:.3f}" for k, v in shown.items() if v is not None}
 
 
 def write_per_class(evaluator, data, out_dir, name, class_names=None):

@@ -35,6 +35,10 @@ class RunSettings(Params):
     batch_size: int = param(10, positive_int, "local batch size", paper="FLCMC Table 7")
     eval_every: int = param(1, positive_int, "evaluate the global model every N rounds",
                             resumable=True)
+    no_train_loss: bool = param(False, boolean, "evaluate on the held-out splits only: no "
+                                "train_loss (the global model's loss over all training data, "
+                                "a pass that costs more than a round on a large set)", flag=True,
+                                resumable=True)
     seed: int = param(0, seed, "seeds data, split, initial weights, client sampling and order")
     out: Optional[str] = param(None, optional(text), "output folder (required)")
     checkpoint_every: int = param(5, non_negative_int, "save the server state every N rounds "

@@ -147,6 +147,18 @@ def trivial_baselines(y_train, y_test, num_labels, negative_label=None):
     return out
 
 
+def docre_baselines(gold, pair_mask):
+    """What guessing scores on document-level RE's test pairs (``gold`` ``[n, P, R]``,
+    ``pair_mask`` ``[n, P]``): the majority guess, no relation for any pair (F1 0), and with
+    one relation type (CDR, GDA: binary) the all-positive guess, that relation for every
+    candidate pair (F1 2p / (1 + p) for a positive share p of the pairs)."""
+    gold = np.asarray(gold)
+    out = {"majority_class_test_f1": 0.0}
+    if gold.shape[-1] == 1:
+        out["all_positive_test_f1"] = docre_scores(gold, np.ones_like(gold), pair_mask)["f1"]
+    return out
+
+
 def docre_scores(gold, pred, pair_mask, intra=None, in_train=None):
     """Precision, recall and F1 of the positive relations of document-level RE.
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from sklearn.metrics import precision_recall_fscore_support
 
-from tffre.metrics import (MICRO_ROW, communication_table, format_bytes, per_class_table,
-                           relation_f1, rounds_to_target, trivial_baselines)
+from tffre.metrics import (MICRO_ROW, communication_table, docre_baselines, format_bytes,
+                           per_class_table, relation_f1, rounds_to_target, trivial_baselines)
 
 I2B2 = ["TrIP", "TrWP", "TrCP", "TrAP", "TrNAP", "TeRP", "TeCP", "PIP", "None"]
 
@@ -296,3 +296,15 @@ def test_trivial_baselines_are_what_guessing_scores():
     assert multi == {"majority_class_test_accuracy": 0.5, "majority_class_test_f1": 0.0}
     # Without a negative label (IMCS, images): the majority's accuracy only.
     assert trivial_baselines([2, 2, 1], [2, 0, 2, 2], 3) == {"majority_class_test_accuracy": 0.75}
+
+
+def test_docre_baselines_are_the_guesses_by_hand():
+    # 2 documents, 3 candidate pairs each (the last of document 2 padding), one relation:
+    # 2 of the 5 real pairs are positive. All-positive: P = 2/5, R = 1, F1 = 2*0.4/1.4.
+    gold = np.array([[[1], [0], [0]], [[0], [1], [1]]])
+    mask = np.array([[1, 1, 1], [1, 1, 0]])
+    out = docre_baselines(gold, mask)
+    assert out["majority_class_test_f1"] == 0.0
+    assert out["all_positive_test_f1"] == pytest.approx(0.8 / 1.4)
+    # Two relation types: no all-positive guess.
+    assert "all_positive_test_f1" not in docre_baselines(np.zeros((1, 2, 2)), np.ones((1, 2)))

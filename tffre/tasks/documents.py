@@ -162,6 +162,7 @@ def prepare(cfg):
     from tffre.data import FederatedData
     from tffre.data.doc_graph import describe_split, iid_split, plot_split
     from tffre.data.documents import fact_keys
+    from tffre.metrics import docre_baselines
     from tffre.models.documents import (DocRELoss, build_docre_model, docre_config_for,
                                     load_pretrained_encoder, model_inputs, pack_targets)
     from tffre.text.document_features import DocREFeaturizer
@@ -241,6 +242,7 @@ def prepare(cfg):
                                                            "max_mentions_per_entity",
                                                            "max_pairs")},
             "featurizer": stats, "splits": count, "data_notes": notes,
+            **docre_baselines(arrays["test"][1][..., :-1], arrays["test"][1][..., -1]),
             "partition": {"method": cfg.options.partition, "entropy_form": cfg.options.entropy_form,
                           "documents_per_client": table["documents"].tolist(),
                           "dropped_clients": dropped,

@@ -63,6 +63,13 @@ def test_fedlcc_runs_on_the_structural_entropy_split(tmp_path, data_dir, encoder
     assert fedlcc["hparams"]["contrastive_weight"] == 0.1 and fedlcc["hparams"]["clip_norm"] == 1.0
     assert "test_intra_f1_at_best_dev" in fedlcc and "test_precision_at_best_dev" in fedlcc
     assert summary["labels"] == ["CID"] and summary["pair_types"] == [["Chemical", "Disease"]]
+    # The guesses beside the F1: no relation scores 0; CID for every candidate pair scores
+    # 2p / (1 + p) for the test pairs' positive share p.
+    test = summary["splits"]["test"]
+    assert summary["majority_class_test_f1"] == 0.0
+    assert summary["all_positive_test_f1"] == pytest.approx(
+        2 * test["positive_pairs"] / (test["pairs"] + test["positive_pairs"]))
+    assert "guessing no relation scores F1 0.00" in proc.stdout
     assert sum(summary["partition"]["documents_per_client"]) == SIZES["train"]
     assert summary["featurizer"]["train"]["documents"] == SIZES["train"]
     assert not (out / "models").exists()                 # no predict bundle for documents

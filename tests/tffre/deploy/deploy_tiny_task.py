@@ -1,0 +1,29 @@
+"""A deployment task for end-to-end tests: ``tiny``'s model on a site's ``.npz`` file.
+
+Node configuration: ``data`` = an ``.npz`` with ``x`` (float32 [n, 6]) and ``y`` (int32 [n]);
+the first half is evaluated again as the site's ``test`` split. Servers and sites load it
+as ``task="deploy_tiny_task:TASK"`` (this folder and ``tests/tffre`` on ``PYTHONPATH``).
+"""
+
+import numpy as np
+
+from deploy_fakes import TinyTask
+from tffre.deploy.tasks import SiteDataError, site_path
+
+
+class NpzTask(TinyTask):
+    """:class:`deploy_fakes.TinyTask` reading each site's arrays from its node configuration."""
+
+    def __init__(self):
+        super().__init__(arrays={})
+
+    def _site(self, site):
+        path = site_path(site, "data")
+        try:
+            with np.load(path) as saved:
+                return saved["x"], saved["y"]
+        except (OSError, KeyError, ValueError) as err:
+            raise SiteDataError(f"{path}: {err}") from None
+
+
+TASK = NpzTask()

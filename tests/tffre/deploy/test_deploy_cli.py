@@ -1,0 +1,114 @@
+"""The deployment's files and commands: certificates and keys Flower accepts, the app folder,
+the run config, one-line errors, and a site's malformed data named by file, record and field."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tffre.deploy import cli
+from tffre.deploy.certs import make_certificates
+from tffre.deploy.project import write_app
+from tffre.deploy.settings import DeploySettings, resolve_run, split_run_config
+from tffre.deploy.tasks import DeployJob, RelationTask, SiteDataError
+
+
+def test_certificates_are_what_flower_reads(tmp_path):
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import (load_ssh_private_key,
+                                                              load_ssh_public_key)
+    from flwr.supercore.primitives.asymmetric import uses_nist_ec_curve
+    paths = make_certificates(str(tmp_path), hosts=["hospital.example"], sites=["a"])
+    ca = x509.load_pem_x509_certificate(open(paths["ca"], "rb").read())
+    server = x509.load_pem_x509_certificate(open(paths["server"], "rb").read())
+    assert server.issuer == ca.subject
+    ca.public_key().verify(server.signature, server.tbs_certificate_bytes,
+                           ec.ECDSA(server.signature_hash_algorithm))
+    names = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert {"localhost", "hospital.example"} <= set(names.get_values_for_type(x509.DNSName))
+    assert "127.0.0.1" in {str(a) for a in names.get_values_for_type(x509.IPAddress)}
+    # As flower-supernode (private) and `flwr supernode register` (public) load them.
+    private = load_ssh_private_key(open(paths["a_key"], "rb").read(), None)
+    public = load_ssh_public_key(open(paths["a_pub"], "rb").read())
+    assert isinstance(private, ec.EllipticCurvePrivateKey) and uses_nist_ec_curve(public)
+    assert private.public_key().public_numbers() == public.public_numbers()
+    for key in ("ca_key", "server_key", "a_key"):
+        assert os.stat(paths[key]).st_mode & 0o077 == 0
+
+
+def test_app_folder_lists_every_run_config_key_and_the_federation(tmp_path):
+    import tomli
+    from flwr.common.config import get_fused_config_from_dir
+    write_app(str(tmp_path), address="10.0.0.1:9093", ca=str(tmp_path / "ca.crt"))
+    config = tomli.loads((tmp_path / "pyproject.toml").read_text())
+    flwr = config["tool"]["flwr"]
+    assert flwr["app"]["components"] == {"serverapp": "tffre.deploy.server_app:app",
+                                         "clientapp": "tffre.deploy.client_app:app"}
+    assert flwr["federations"]["tffre"] == {"address": "10.0.0.1:9093",
+                                            "root-certificates": str(tmp_path / "ca.crt")}
+    keys = flwr["app"]["config"]
+    assert keys["learning-rate"] == "" and keys["min-nodes"] == 2 and keys["secagg"] is False
+    # Flower accepts overrides of listed keys only: the run's own names pass.
+    fused = get_fused_config_from_dir(tmp_path, {"learning-rate": 0.001, "algorithm": "fedavgt"})
+    assert fused["learning-rate"] == 0.001
+    with pytest.raises(ValueError, match="--ca"):
+        write_app(str(tmp_path / "x"), address="h:1")
+
+
+def test_run_config_takes_tffre_run_names_and_refuses_unknown_keys(tmp_path):
+    options, deploy = split_run_config({"learning-rate": 0.01, "algorithm": "fedavg",
+                                        "min-nodes": 3, "num-iters": "", "clients": 5})
+    assert options == {"learning_rate": 0.01, "algorithm": "fedavg"}
+    assert deploy == {"min_nodes": 3}
+    with pytest.raises(ValueError, match="run config: unknown key 'lerning-rate'"):
+        split_run_config({"lerning-rate": 0.01})
+    cfg, settings = resolve_run({"dataset": "gad", "algorithm": "fedavgt", "out": str(tmp_path),
+                                 "learning-rate": "0.001", "secagg": True})
+    assert cfg.hparams["FedAvgT"].learning_rate == 0.001 and settings.secagg
+    with pytest.raises(ValueError, match="one algorithm"):
+        resolve_run({"algorithm": "fedavg,fedprox", "out": str(tmp_path)})
+    with pytest.raises(ValueError, match="secagg needs min-nodes >= 2"):
+        DeploySettings.resolve({"secagg": True, "min_nodes": 1})
+
+
+def test_a_malformed_site_file_is_named_with_its_line_and_field(tmp_path):
+    folder = tmp_path / "gad"
+    folder.mkdir()
+    (folder / "train.tsv").write_text("Variants of @GENE$ and @DISEASE$ risk.\t1\n"
+                                      "No link of @GENE$ with @DISEASE$.\tmaybe\n")
+    job = DeployJob(task="relations", dataset="gad", algorithm="FedAvgT", hparams={},
+                    options={}, batch_size=8, seed=0)
+    with pytest.raises(SiteDataError) as err:
+        RelationTask().survey(job, {"site": "a", "data": str(folder)})
+    message = str(err.value)
+    assert "\n" not in message and "train.tsv line 2" in message and "label" in message
+    with pytest.raises(SiteDataError, match="data is required"):
+        RelationTask().survey(job, {"site": "a"})
+
+
+def test_commands_answer_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit, match="give --ca"):
+        cli.main(["app", "--out", str(tmp_path / "app")])
+    with pytest.raises(SystemExit, match="give --certs"):
+        cli.main(["superlink"])
+    with pytest.raises(SystemExit):
+        cli.main(["supernode", "--site", "a"])   # --data missing: argparse, one line
+    assert capsys.readouterr().err.count("\n") == 1
+    assert cli.main(["app", "--out", str(tmp_path / "app"), "--insecure"]) == 0
+    assert "warning: --insecure" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--app", str(tmp_path / "app"), "--lerning-rate", "1"])
+    assert "unrecognized arguments: --lerning-rate" in capsys.readouterr().err
+
+
+def test_the_daemon_launcher_keeps_tensorflow_out():
+    code = ("import runpy, sys; sys.argv = ['launch', 'flower-superlink', '--help'];"
+            "from tffre.deploy import launch\n"
+            "try:\n    launch.main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "assert sys.modules.get('tensorflow') is None, 'tensorflow imported'\n"
+            "print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, FLWR_TELEMETRY_ENABLED="0"))
+    assert out.stdout.strip().endswith("ok"), out.stderr[-2000:]

@@ -1,0 +1,7 @@
+"""``python -m tffre.deploy ...``: the same commands as ``python -m tffre deploy ...``."""
+
+import sys
+
+from tffre.deploy.cli import main
+
+sys.exit(main(prog="python -m tffre.deploy"))

@@ -1,0 +1,114 @@
+"""Three changes to flwr 1.23.0, each in the processes tffre starts, each naming the code it
+works around. No Flower option covers them: the waits are literals or bound defaults, not
+settings of ``flower-superlink``/``flower-supernode``. With another flwr release they do
+nothing and say so (re-read the places named below before bumping flwr).
+
+* :func:`register_objects_first` (SuperLink): a race that loses messages (a bug).
+* :func:`shorten_supernode_waits` (SuperNode) and :func:`shorten_pulls` (every process
+  that pulls objects): Flower's fixed waits, which would be most of a round that
+  computes for about a second (issue 22's loopback target).
+
+Each was tried without (SuperLink + 2 SuperNodes on loopback, the tiny task of
+``tests/tffre/deploy``, 0.1 s polls, a loaded 2-core machine): without the first, 2
+messages lost in 15 rounds (the SuperLink's "Object ... not found"; GridLink's resend
+recovered them), none with it; without the second 3.6-4.2 s a round, without the third
+2.8-3.4 s, with both 1.1-1.7 s.
+"""
+
+import sys
+import time
+import types
+
+FLOWER_VERSION = "1.23.0"
+
+
+def _flower_matches():
+    import flwr
+    if flwr.__version__ != FLOWER_VERSION:
+        print(f"note: flwr {flwr.__version__} is not {FLOWER_VERSION}: tffre.deploy.flower_patches "
+              f"not applied", file=sys.stderr)
+        return False
+    return True
+
+
+def register_objects_first():
+    """The SuperLink registers a message's objects before it stores the message. Call in the
+    ``flower-superlink`` process before it starts; returns True when applied.
+
+    flwr 1.23.0 stores the message first and registers its objects after:
+    ``server/superlink/serverappio/serverappio_servicer.py`` ``PushMessages`` (line 210
+    ``store_message_ins``, line 214 ``store_mapping_and_register_objects``) for the
+    ServerApp's instructions, ``server/superlink/fleet/message_handler/message_handler.py``
+    ``push_messages`` (line 188 ``store_message_res``, line 191) for a site's reply. A pull
+    served by another gRPC thread in between finds the message but no object tree
+    (``NoObjectInStoreError``) and *deletes the message* (``message_handler.py``
+    ``pull_messages``, lines 160-163); the ServerApp then gets "Message Unavailable".
+    Flower's later releases store both in one step (flwrlabs/flower PR #7564). Registering
+    is idempotent, so each handler is wrapped, not rewritten: Flower's own call right after
+    finds the objects registered already."""
+    if not _flower_matches():
+        return False
+    from flwr.server.superlink.fleet.message_handler import message_handler as fleet
+    from flwr.server.superlink.serverappio.serverappio_servicer import ServerAppIoServicer
+    from flwr.supercore.object_store.utils import store_mapping_and_register_objects
+    if getattr(fleet.push_messages, "registers_first", False):
+        return True
+    fleet_push, server_push = fleet.push_messages, ServerAppIoServicer.PushMessages
+
+    def push_messages(request, state, store):   # a site's reply
+        store_mapping_and_register_objects(store, request=request)
+        return fleet_push(request, state, store)
+
+    def PushMessages(self, request, context):   # the ServerApp's instructions
+        if request.messages_list:
+            store_mapping_and_register_objects(self.objectstore_factory.store(),
+                                               request=request)
+        return server_push(self, request, context)
+
+    push_messages.registers_first = True
+    fleet.push_messages = push_messages   # looked up at call time by fleet_servicer.py
+    ServerAppIoServicer.PushMessages = PushMessages
+    return True
+
+
+def shorten_supernode_waits(poll):
+    """The SuperNode's sleeps last at most ``poll`` seconds. Call in the ``flower-supernode``
+    process before it starts; returns True when applied.
+
+    flwr 1.23.0 ``supernode/start_client_internal.py`` sleeps ``time.sleep(3)`` when it
+    pulled no message (line 241) and ``time.sleep(0.5)`` between looks for its ClientApp's
+    reply (lines 365, 398): literals, no option. Only that module's ``time`` is replaced
+    (by a copy whose ``sleep`` is capped). Its object pulls are shortened too
+    (:func:`shorten_pulls`)."""
+    if not _flower_matches():
+        return False
+    import flwr.supernode.start_client_internal as supernode
+    shim = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time)
+                                    if not k.startswith("__")})
+    shim.sleep = lambda seconds: time.sleep(min(float(seconds), float(poll)))
+    supernode.time = shim
+    shorten_pulls(initial_backoff=min(float(poll), 0.05), cap=max(float(poll), 0.5))
+    return True
+
+
+def shorten_pulls(initial_backoff=0.05, cap=0.5):
+    """Object pulls in this process retry an object not pushed yet after ``initial_backoff``
+    seconds, doubling up to ``cap``. Returns True when applied.
+
+    flwr 1.23.0 ``common/inflatable_utils.py`` ``pull_objects`` (line 209) and
+    ``pull_and_inflate_object_from_tree`` (line 439) back off from ``PULL_INITIAL_BACKOFF``
+    = 1 s up to ``PULL_BACKOFF_CAP`` = 10 s (``common/constant.py`` lines 171-172), bound
+    as keyword defaults, and no caller passes them (the ServerApp's
+    ``server/grid/grpc_grid.py`` line 319, the SuperNode's ``start_client_internal.py``
+    line 326, the ClientApp's ``supernode/runtime/run_clientapp.py`` line 171). A reply is
+    listed as soon as its message is pushed, before its objects are: with a 0.1 s poll
+    nearly every pull meets one not yet there, and waits a whole second. Only the two
+    defaults change."""
+    if not _flower_matches():
+        return False
+    from flwr.common import inflatable_utils
+    for function in (inflatable_utils.pull_objects,
+                     inflatable_utils.pull_and_inflate_object_from_tree):
+        function.__kwdefaults__.update(initial_backoff=float(initial_backoff),
+                                       backoff_cap=float(cap))
+    return True

@@ -1,0 +1,84 @@
+"""The messages between the tffre ServerApp and its ClientApps (Flower's Message API).
+
+Three kinds, each answered by one reply (``Message(content, reply_to=msg)``):
+
+* ``query`` ("hello"): config ``{"job"}`` (the job without what the sites tell)
+  -> config ``{"site", "labels", "entity_types", "examples", "constants"}``, or
+  ``{"site", "error"}`` when the site's data cannot be used.
+* ``train``: config ``{"job", "round", "constants"}`` and the arrays of the
+  round's broadcast (:meth:`tffre.mapreduce.Round.prepare`), without the
+  constant weights when the site already holds them -> the arrays of the upload
+  and config ``{"site", "round", "constants", "seconds"}`` (or ``"error"``).
+* ``evaluate``: the same config and arrays as ``train`` -> arrays of summed
+  evaluation counts per held-out split (``loss/<split>``, ``count/<split>``,
+  ``confusion/<split>``) and the same reply config.
+
+``constants`` is the hash of the broadcast's constant weights (frozen
+embeddings, FedCB's classifier: :meth:`tffre.execution.flower.RoundParts.constant_paths`):
+the server sends them only to a site whose replies do not name that hash, so
+they reach a site once, not every round. Arrays travel as an ``ArrayRecord``
+keyed by their path in the round's structure (:func:`tffre.execution.flower.to_arrays`).
+
+With secure aggregation the ``train`` exchange is Flower's SecAgg+ protocol
+instead (:mod:`tffre.deploy.secagg`): the same broadcast in FitIns form, and no
+upload the server can read.
+"""
+
+import collections
+import hashlib
+
+import numpy as np
+
+HELLO, TRAIN, EVALUATE = "query", "train", "evaluate"
+CONFIG, ARRAYS, REPLY = "config", "arrays", "reply"
+
+
+def arrays_record(named):
+    """An ``ArrayRecord`` of an ordered {name: numpy array}."""
+    from flwr.app import Array, ArrayRecord
+    return ArrayRecord(collections.OrderedDict(
+        (name, Array(_contiguous(value))) for name, value in named.items()))
+
+
+def _contiguous(value):
+    # np.ascontiguousarray would turn a scalar into shape [1].
+    value = np.asarray(value)
+    return value if value.flags.c_contiguous else value.copy(order="C")
+
+
+def record_arrays(record):
+    """The ordered {name: numpy array} of an ``ArrayRecord``."""
+    return collections.OrderedDict((name, array.numpy()) for name, array in record.items())
+
+
+def payload_bytes(named):
+    """Bytes of the arrays' values (what ``bytes_broadcast``/``bytes_uploaded`` count)."""
+    return int(sum(np.asarray(v).nbytes for v in named.values()))
+
+
+def constants_hash(named):
+    """A hash of the constant arrays (names, dtypes, shapes and values); "" when none."""
+    if not named:
+        return ""
+    digest = hashlib.sha256()
+    for name, value in named.items():
+        value = _contiguous(value)
+        digest.update(f"{name}:{value.dtype.str}:{value.shape};".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()[:32]
+
+
+def make_content(config, arrays=None):
+    """A ``RecordDict`` of a config dict (and arrays)."""
+    from flwr.app import ConfigRecord, RecordDict
+    content = RecordDict({CONFIG: ConfigRecord(dict(config))})
+    if arrays is not None:
+        content[ARRAYS] = arrays_record(arrays)
+    return content
+
+
+def read_content(content):
+    """(config dict, {name: array} or None) of a ``RecordDict`` of :func:`make_content`."""
+    config = dict(content.config_records.get(CONFIG, {}))
+    arrays = content.array_records.get(ARRAYS)
+    return config, None if arrays is None else record_arrays(arrays)

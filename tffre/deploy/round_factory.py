@@ -1,0 +1,27 @@
+"""The one place a deployment builds an algorithm's round: :func:`make_round`.
+
+Both sides of a deployment build the same round from the same description:
+the ServerApp to prepare, aggregate and update, each ClientApp to train. This
+function copies what :func:`tffre.builder.build_algorithm` does up to the round
+(hyperparameters resolved, the definition, the trainer, the round factory:
+:func:`tffre.builder.round_factory`) and reads the round off one eager slot, as
+the local executor does (:class:`tffre.execution.flower.RoundParts`).
+"""
+
+from tffre import builder
+from tffre.execution.flower import RoundParts
+
+
+def make_round(name, model_fn, *, loss, input_spec, hparams, metrics=None, context=None):
+    """(:class:`tffre.execution.flower.RoundParts`, the algorithm's model_fn, its definition)
+    for registry algorithm ``name`` with ``hparams`` ({name: value}, as ``python -m tffre run``
+    names them; unset ones take the registry's defaults).
+
+    ``model_fn`` is the task's Keras model; the returned one is the model the algorithm
+    trains (the task's, or the definition's around it: FedCB's classifier, FedRoD's head),
+    which the server evaluates and saves.
+    """
+    factory, definition, algorithm_model_fn = builder.round_factory(
+        name, model_fn, loss=loss, input_spec=input_spec, metrics=metrics, context=context,
+        **dict(hparams))
+    return RoundParts(factory), algorithm_model_fn, definition

@@ -1,0 +1,324 @@
+"""The server's side of a round across sites: who takes part, what they get, how their uploads
+are summed.
+
+:class:`FederatedRounds` talks to the sites through a link
+(:class:`tffre.deploy.link.GridLink`) with the messages of
+:mod:`tffre.deploy.protocol`, and computes with the round's own functions
+(:class:`tffre.execution.flower.RoundParts`):
+
+* **Sites.** A node says hello once (and again after it missed a round or
+  failed): its site name, its data's labels and entity types, or a one-line data
+  error, which is logged (site, node, file, record, field) and keeps the site
+  out until it says hello again. Two nodes with one site name (a site that
+  restarted before the SuperLink noticed the old connection was gone): the
+  newer one counts.
+* **A round.** Every usable site gets the broadcast (``prepare``); the constant
+  weights go only to a site that does not hold them yet. Replies are awaited up
+  to ``round_timeout``; a site that does not answer is named in the round's
+  ``missing_clients``. Each upload is checked against the round's types and for
+  NaN/Inf (a site that sends them is excluded and logged, as the simulation
+  excludes a non-finite update) and the uploads are accumulated **in site-name
+  order**, so the sum does not depend on the order replies arrive in, and a
+  round equals the local executor's on the same clients in that order. With
+  fewer than ``min_nodes`` uploads the round is not applied
+  (:class:`TooFewSites`).
+* **Secure aggregation** (``secagg``): the uploads are summed by Flower's SecAgg+
+  (:mod:`tffre.deploy.secagg`); the server gets only the sum.
+* **Evaluation**: each site evaluates the new global model on its held-out
+  splits and returns summed counts; the server adds them up.
+"""
+
+import collections
+import dataclasses
+import time
+
+import numpy as np
+
+from tffre.deploy import protocol
+from tffre.execution.flower import MessageError, all_finite, from_arrays, to_arrays
+
+
+class TooFewSites(RuntimeError):
+    """Fewer sites answered than the run needs (``min_nodes``)."""
+
+
+@dataclasses.dataclass
+class Site:
+    """What the server knows of a connected node."""
+    node_id: int
+    name: str
+    facts: dict = dataclasses.field(default_factory=dict)
+    constants: str = ""
+    error: str = ""
+    hello_at: float = 0.0
+    suspect: bool = False   # missed a round: ask it again before the next
+
+
+@dataclasses.dataclass
+class RoundResult:
+    """One applied round: the new state, the process-style metrics (``metrics["round"]`` as
+    the simulation's), the sites whose uploads were summed, and those that were missing."""
+    state: object
+    metrics: dict
+    clients: list
+    missing: list
+    failed: dict
+
+
+def log_line(message):
+    """The server log: one line per event, on stdout (``flwr run --stream`` shows it)."""
+    print(message, flush=True)
+
+
+class FederatedRounds:
+    """Rounds across the sites of a link (see the module docstring).
+
+    Args:
+      link: a :class:`tffre.deploy.link.GridLink` (or a stand-in with ``node_ids`` and
+        ``exchange``).
+      min_nodes: uploads needed to apply a round.
+      round_timeout: seconds to wait for the sites' replies to one message.
+      secure: a :class:`tffre.deploy.secagg.SecureSum` to sum the uploads with, or None.
+      log: callable(str) for the server's one-line events.
+      hello_timeout: seconds to wait for a hello (default ``min(round_timeout, 60)``).
+      quiet_period: seconds before a node that did not answer its hello is asked again (a
+        SuperLink lists a dead node until its heartbeats are overdue, about a minute).
+    """
+
+    def __init__(self, link, *, min_nodes=1, round_timeout=600.0, secure=None, log=log_line,
+                 hello_timeout=None, quiet_period=60.0):
+        self.link = link
+        self.min_nodes = int(min_nodes)
+        self.round_timeout = float(round_timeout)
+        self.hello_timeout = float(hello_timeout if hello_timeout is not None
+                                   else min(self.round_timeout, 60.0))
+        self.quiet_period = float(quiet_period)
+        self.secure = secure
+        self.log = log
+        self.sites = {}
+        self.silent = {}   # node id -> when it last failed to answer a hello
+        self.members = set()   # the names of the sites that ever said hello with usable data
+
+    # --- sites ---
+
+    def refresh(self, job):
+        """Says hello to the nodes not yet known (or that missed a round or failed) and forgets
+        the ones gone; returns the usable sites."""
+        ids = set(self.link.node_ids())
+        for nid in [n for n in self.sites if n not in ids]:
+            del self.sites[nid]
+        now = time.monotonic()
+        ask = [n for n in ids if (n not in self.sites or self.sites[n].suspect
+                                  or self.sites[n].error)
+               and now - self.silent.get(n, -self.quiet_period) >= self.quiet_period]
+        if ask:
+            content = {n: (protocol.HELLO, protocol.make_content({"job": job.to_json()}))
+                       for n in ask}
+            replies = self.link.exchange(content, self.hello_timeout, group="hello")
+            for nid in ask:
+                self._hello(nid, replies.get(nid))
+        return self.usable()
+
+    def _hello(self, nid, reply):
+        if reply is None:   # not answering (dead, or busy): asked again after a quiet period
+            self.sites.pop(nid, None)
+            self.silent[nid] = time.monotonic()
+            return
+        self.silent.pop(nid, None)
+        if reply.has_error():
+            self.sites[nid] = Site(nid, f"node {nid}", error=_reason(reply),
+                                   hello_at=time.monotonic())
+            self.log(f"node {nid}: {_reason(reply)}; it takes no part")
+            return
+        config, _ = protocol.read_content(reply.content)
+        name = str(config.get("site", f"node {nid}"))
+        site = Site(nid, name, facts=config, constants=str(config.get("constants", "")),
+                    error=str(config.get("error", "")), hello_at=time.monotonic())
+        old = self.sites.get(nid)
+        if site.error and (old is None or old.error != site.error):
+            self.log(f"site {name} (node {nid}): {site.error}; it takes no part")
+        elif not site.error:
+            self.members.add(name)
+        self.sites[nid] = site
+
+    def usable(self):
+        """The sites that can train, in site-name order (one node per name: the newest)."""
+        newest = {}
+        for site in self.sites.values():
+            if site.error:
+                continue
+            if site.name not in newest or site.hello_at > newest[site.name].hello_at:
+                newest[site.name] = site
+        return [newest[name] for name in sorted(newest)]
+
+    def wait_for_sites(self, job, count, timeout, poll=1.0):
+        """Refreshes until ``count`` sites are usable or ``timeout`` seconds pass; returns them."""
+        deadline = time.monotonic() + float(timeout)
+        while True:
+            sites = self.refresh(job)
+            if len(sites) >= count or time.monotonic() >= deadline:
+                return sites
+            time.sleep(poll)
+
+    # --- a round ---
+
+    def _request(self, kind, parts, job, state, rnd, layout, sites):
+        """{node id: (kind, content)} of the round's broadcast, constants only where missing,
+        and the payload bytes sent."""
+        named = to_arrays(parts.prepare(state))
+        constant_names = parts.constant_paths()
+        constants = protocol.constants_hash(
+            collections.OrderedDict((n, named[n]) for n in constant_names))
+        config = {"job": job.to_json(), "round": int(rnd), "constants": constants,
+                  "layout": layout}
+        varying = collections.OrderedDict((n, v) for n, v in named.items()
+                                          if n not in constant_names)
+        requests, sent = {}, 0
+        for site in sites:
+            arrays = named if site.constants != constants else varying
+            requests[site.node_id] = (kind, protocol.make_content(config, arrays))
+            sent += protocol.payload_bytes(arrays)
+        return requests, sent, constants
+
+    def train(self, parts, job, state, rnd, layout):
+        """Runs round ``rnd`` from server ``state``; returns a :class:`RoundResult` or raises
+        :class:`TooFewSites` (the state is then unchanged)."""
+        start = time.perf_counter()
+        sites = self.refresh(job)
+        refreshed = time.perf_counter()
+        absent = sorted(self.members - {site.name for site in sites})
+        if absent:
+            self.log(f"round {rnd}: site(s) {', '.join(absent)} not connected; going on "
+                     f"without them")
+        if len(sites) < self.min_nodes:
+            raise TooFewSites(f"round {rnd}: {len(sites)} usable site(s), the run needs "
+                              f"min_nodes={self.min_nodes}")
+        if self.secure is not None:
+            return self.secure.round(self, parts, job, state, rnd, layout, sites, start)
+        requests, sent, constants = self._request(protocol.TRAIN, parts, job, state, rnd,
+                                                  layout, sites)
+        prepared = time.perf_counter()
+        replies = self.link.exchange(requests, self.round_timeout, group=str(rnd))
+        timing = {"sites": refreshed - start, "prepare": prepared - refreshed,
+                  **getattr(self.link, "timing", {})}
+        uploads, clients, missing, failed, received = [], [], [], {}, 0
+        spec = parts.upload_spec()
+        for site in sites:   # site-name order: the sum does not depend on arrival
+            outcome = self._reply(site, replies.get(site.node_id), rnd, constants)
+            if outcome is None:
+                missing.append(site.name)
+                continue
+            if isinstance(outcome, str):
+                failed[site.name] = outcome
+                continue
+            received += protocol.payload_bytes(outcome)
+            bad = all_finite(outcome)
+            if bad is not None:
+                failed[site.name] = f"its upload has NaN/Inf ({bad}); excluded"
+                self.log(f"round {rnd}: site {site.name}: {failed[site.name]}")
+                continue
+            try:
+                uploads.append(from_arrays(outcome, spec, f"site {site.name} upload"))
+            except MessageError as err:
+                failed[site.name] = str(err)
+                self.log(f"round {rnd}: {err}; excluded")
+                continue
+            clients.append(site.name)
+        if missing:
+            self.log(f"round {rnd}: no reply from site(s) {', '.join(missing)} within "
+                     f"{self.round_timeout:g} s; going on without them")
+        if len(uploads) < self.min_nodes:
+            raise TooFewSites(f"round {rnd}: {len(uploads)} upload(s), the run needs "
+                              f"min_nodes={self.min_nodes} (missing: {', '.join(missing) or '-'};"
+                              f" failed: {', '.join(failed) or '-'})")
+        summed = time.perf_counter()
+        new_state, metrics = parts.update(state, parts.aggregate(uploads))
+        timing["sum_update"] = time.perf_counter() - summed
+        return self._result(new_state, metrics, clients, missing, failed, start, sent, received,
+                            timing)
+
+    def _result(self, state, metrics, clients, missing, failed, start, sent, received,
+                timing=None):
+        metrics = collections.OrderedDict(metrics)
+        # Missing: the sites that did not answer, and those that took part before and are
+        # not connected now (a site that stopped, or one restarting).
+        missing = sorted(set(missing) | (self.members - set(clients) - set(failed)))
+        # Uploads the server refused count as excluded, as a non-finite update does.
+        work = metrics["client_work"]
+        work["num_excluded_clients"] = int(work["num_excluded_clients"]) + sum(
+            "NaN/Inf" in reason for reason in failed.values())
+        metrics["round"] = collections.OrderedDict(
+            wall_seconds=time.perf_counter() - start, num_clients=len(clients),
+            bytes_broadcast=int(sent), bytes_uploaded=int(received))
+        # Where the round's time went (server log only): pushing the broadcast, until the
+        # last reply, summing and updating.
+        metrics["round"].update({f"{k}_seconds": v for k, v in (timing or {}).items()})
+        return RoundResult(state, metrics, list(clients), missing, failed)
+
+    def _reply(self, site, reply, rnd, constants):
+        """The upload arrays of a site's reply; a str saying why there is none; None when the
+        site did not answer (it is asked hello again before the next round)."""
+        if reply is None:
+            site.suspect = True
+            return None
+        if reply.has_error():
+            site.suspect = True
+            reason = _reason(reply)
+            self.log(f"round {rnd}: site {site.name} (node {site.node_id}): {reason}")
+            return reason
+        config, arrays = protocol.read_content(reply.content)
+        if config.get("error"):
+            site.error = str(config["error"])
+            self.log(f"round {rnd}: site {site.name} (node {site.node_id}): {site.error}; "
+                     f"it takes no part until it says hello again")
+            return site.error
+        site.constants = str(config.get("constants", site.constants))
+        return arrays or collections.OrderedDict()
+
+    # --- evaluation ---
+
+    def evaluate(self, parts, job, state, rnd, layout, negative_label=None, names=None):
+        """The evaluation columns of ``state``'s model: the summed counts of each usable site
+        (of ``names``, when given: the sites that trained the round) over its held-out splits
+        (``test``, ``dev``) and its training split (``train_loss``)."""
+        sites = [s for s in self.usable() if names is None or s.name in names]
+        requests, _, constants = self._request(protocol.EVALUATE, parts, job, state, rnd,
+                                               layout, sites)
+        replies = self.link.exchange(requests, self.round_timeout, group=f"eval-{rnd}")
+        totals = {}
+        for site in sites:
+            arrays = self._reply(site, replies.get(site.node_id), rnd, constants)
+            if not isinstance(arrays, dict):
+                continue
+            for name, value in arrays.items():
+                totals[name] = totals[name] + value if name in totals else np.asarray(value)
+        return evaluation_columns(totals, negative_label)
+
+
+def evaluation_columns(totals, negative_label=None):
+    """``train_loss``, ``<split>_accuracy`` and ``<split>_f1`` from summed site counts (the
+    pooled-data figures of :class:`tffre.evaluation.GlobalModelEvaluator`)."""
+    from tffre.metrics import relation_f1
+    out = {}
+    for key, count in totals.items():
+        if not key.startswith("count/"):
+            continue
+        split = key[len("count/"):]
+        n = int(count)
+        if split == "train":
+            out["train_loss"] = float(totals[f"loss/{split}"]) / n if n else float("nan")
+            continue
+        confusion = np.asarray(totals[f"confusion/{split}"])
+        out[f"{split}_accuracy"] = float(np.trace(confusion)) / n if n else float("nan")
+        if negative_label is not None and n:
+            true, pred = np.nonzero(confusion)
+            reps = confusion[true, pred]
+            out[f"{split}_f1"] = relation_f1(
+                np.repeat(true, reps), np.repeat(pred, reps), negative_label,
+                labels=list(range(confusion.shape[0])))["f1"]
+    return out
+
+
+def _reason(reply):
+    """A Flower error reply's reason, on one line."""
+    return " ".join(str(reply.error.reason).split()) or f"error code {reply.error.code}"

@@ -1,0 +1,246 @@
+"""tffre's ServerApp: one algorithm's rounds across the sites, with the runner's output files.
+
+``flwr run`` starts it in the SuperLink's process tree. :func:`run_server` reads
+the run config (:mod:`tffre.deploy.settings`: ``python -m tffre run``'s option
+names), waits for ``min-nodes`` sites, learns their labels (and entity types),
+builds the round (:func:`tffre.deploy.round_factory.make_round`) from the
+server's encoder folder and the run's seed, starts from the pretrained weights
+as the runner does, and runs the rounds (:class:`tffre.deploy.server.FederatedRounds`).
+It holds the server state, applies ``update`` and writes what ``python -m tffre
+run`` writes, with the runner's writers (:mod:`tffre.runner.outputs`):
+
+* ``metrics.csv`` (plus ``missing_clients``: the sites that did not answer a round),
+  TensorBoard, ``summary.json`` and ``curves.png``;
+* ``checkpoints/<algorithm>/`` every round (or every ``checkpoint-every``); ``resume=true``
+  continues from the newest, and since the sites keep their state by round and the
+  batches are shuffled from (seed, round), it reaches the same final weights as an
+  uninterrupted run;
+* ``models/<algorithm>/``: the final model bundle (:mod:`tffre.bundle`);
+* ``deploy.json``: the job (what the sites agreed on), for ``resume``.
+"""
+
+import collections
+import os
+import time
+
+from tffre.deploy.server import FederatedRounds, TooFewSites, log_line
+from tffre.deploy.settings import resolve_run
+from tffre.deploy.tasks import (SERVER_ONLY_HPARAMS, DeployJob, load_task, public_hparams,
+                                task_context)
+from tffre.jsonio import read_json_object, write_json
+
+MISSING_COLUMN = "missing_clients"
+JOB_FILE = "deploy.json"
+
+
+def job_head(cfg, settings, task):
+    """The job before the sites' facts (labels, entity types, number of sites)."""
+    name = cfg.algorithms[0]
+    local = getattr(task, "LOCAL_OPTIONS", ())
+    return DeployJob(task=settings.deploy_task, dataset=cfg.dataset, algorithm=name,
+                     hparams=public_hparams(cfg.hparams[name].asdict()),
+                     options={k: v for k, v in cfg.options.asdict().items() if k not in local},
+                     batch_size=cfg.run.batch_size, seed=cfg.run.seed)
+
+
+def agree(head, sites, log=log_line):
+    """The job with what the sites told: the labels (every site must have the same), the
+    union of the entity types and the number of sites. Sites that disagree are marked."""
+    import dataclasses
+    labels = tuple(sites[0].facts.get("labels", ()))
+    types = set()
+    for site in sites:
+        if tuple(site.facts.get("labels", ())) != labels:
+            site.error = (f"its labels {list(site.facts.get('labels', ()))} differ from "
+                          f"site {sites[0].name}'s {list(labels)}")
+            log(f"site {site.name} (node {site.node_id}): {site.error}; it takes no part")
+            continue
+        types.update(site.facts.get("entity_types", ()))
+    usable = [s for s in sites if not s.error]
+    return dataclasses.replace(head, labels=labels, entity_types=tuple(sorted(types)),
+                               num_clients=len(usable))
+
+
+def _check_resume(out, head):
+    """The saved job of a run to resume; one line naming the first setting that changed."""
+    path = os.path.join(out, JOB_FILE)
+    if not os.path.isfile(path):
+        raise ValueError(f"resume: {path} is missing, so the run cannot be checked")
+    saved = DeployJob.from_json(read_json_object(path)["job"])
+    for key in ("task", "dataset", "algorithm", "hparams", "options", "batch_size", "seed"):
+        if getattr(saved, key) != getattr(head, key):
+            raise ValueError(f"resume: {key} differs from the saved run's "
+                             f"({getattr(saved, key)!r} -> {getattr(head, key)!r})")
+    return saved
+
+
+def run_server(grid, run_config, *, task=None, log=log_line):
+    """Runs the deployment the run config describes on ``grid``; returns the summary.
+
+    ``task``: a task object instead of the run config's ``task`` (tests).
+    """
+    try:
+        cfg, settings = resolve_run(run_config)
+    except ValueError as err:
+        log(f"error: {err}")
+        raise
+    from tffre.deploy import flower_patches
+    flower_patches.shorten_pulls()
+    from tffre.deploy.link import GridLink
+    task = task or load_task(settings.deploy_task)
+    secure = None
+    if settings.secagg:
+        from tffre.deploy.secagg import SecureSum
+        secure = SecureSum(settings, grid)
+    rounds = FederatedRounds(GridLink(grid, settings.poll), min_nodes=settings.min_nodes,
+                             round_timeout=settings.round_timeout, secure=secure, log=log)
+    return serve(rounds, cfg, settings, task, log=log)
+
+
+def serve(rounds, cfg, settings, task, log=log_line):
+    """The run's rounds and files (see the module docstring) through ``rounds``."""
+    import tensorflow as tf
+    from tffre.deploy.node import layout_key
+    from tffre.deploy.round_factory import make_round
+    from tffre.execution.flower import sum_refusal
+    from tffre.registry import get_spec
+    from tffre.runner.checkpoints import Checkpoints
+    from tffre.runner.outputs import (METRIC_COLUMNS, MetricsLog, prepare_out_dir, read_rows,
+                                      round_row, warn_exclusions, write_summary)
+    from tffre.runner.processes import pretrained_weights
+    from tffre.runtime import peak_rss_mib
+
+    run, name = cfg.run, cfg.algorithms[0]
+    if get_spec(name).load_definition().needs_server_data:
+        raise ValueError(f"{name} needs the server's labelled set D_v sent to the sites; a "
+                         f"deployment does not do that yet")
+    head = job_head(cfg, settings, task)
+    saved = _check_resume(run.out, head) if run.resume else None
+    start = time.perf_counter()
+    sites = rounds.wait_for_sites(head, settings.min_nodes, settings.start_timeout)
+    if len(sites) < settings.min_nodes:
+        raise TooFewSites(f"{len(sites)} site(s) said hello within {settings.start_timeout:g} "
+                          f"s; the run needs min-nodes={settings.min_nodes}")
+    job = saved or agree(head, sites, log)
+    server_site = {"encoder": cfg.options.asdict().get("encoder") or ""}
+    model = task.model(job, server_site)
+    full = cfg.hparams[name].asdict()   # with what stays here (DP's noise seed)
+    hparams = {**job.hparams, **{k: full[k] for k in SERVER_ONLY_HPARAMS if k in full}}
+    if full.get("dp_target_epsilon") is not None and full.get("dp_noise_multiplier") is None:
+        raise ValueError("a deployment takes dp-noise-multiplier; calibrating a "
+                         "dp-target-epsilon is the runner's (tffre.privacy.accounting)")
+    tf.keras.utils.set_random_seed(run.seed)
+    parts, model_fn, definition = make_round(name, model.model_fn, loss=model.loss,
+                                             input_spec=model.input_spec, hparams=hparams,
+                                             context=task_context(job))
+    if settings.secagg:
+        refusal = sum_refusal(parts.round, name)
+        if refusal:
+            log(f"error: {refusal}")
+            raise ValueError(refusal)
+    tf.keras.utils.set_random_seed(run.seed)
+    weights = pretrained_weights(model_fn, model.load_pretrained)
+    state = parts.set_model_weights(parts.initialize(), weights)
+    layout = layout_key(parts)
+    prepare_out_dir(run.out, resume=run.resume, overwrite=run.overwrite)
+    write_json(os.path.join(run.out, JOB_FILE),
+               {"job": job.to_json(), "settings": settings.asdict(),
+                "sites": [s.name for s in sites]})
+    checkpoints = Checkpoints(os.path.join(run.out, "checkpoints", name))
+    # A deployed round is dear: checkpoint every round unless the run config says otherwise.
+    every = run.checkpoint_every if "checkpoint_every" in cfg.given else 1
+    done = 0
+    if run.resume:
+        loaded, done = checkpoints.load_latest(state)
+        if loaded is not None:
+            state = loaded
+            log(f"{name}: resuming after round {done}")
+    kept = [raw for a, r, raw in read_rows(os.path.join(run.out, "metrics.csv"))
+            if a == name and r <= done] if run.resume else []
+    metrics_log = MetricsLog(run.out, METRIC_COLUMNS + [MISSING_COLUMN], kept)
+    log(f"{name} on {len(sites)} site(s) ({', '.join(s.name for s in sites)}): "
+        f"{run.num_rounds} round{'' if run.num_rounds == 1 else 's'}"
+        f"{', secure aggregation' if settings.secagg else ''}; "
+        f"ready after {time.perf_counter() - start:.1f} s")
+    summary = {"dataset": cfg.dataset, "num_rounds": run.num_rounds,
+               "clients_per_round": "all sites", "batch_size": run.batch_size,
+               "seed": run.seed, "eval_every": run.eval_every,
+               "algorithms": {name: {"hparams": dict(job.hparams)}},
+               "deployment": {"sites": [s.name for s in sites], "secagg": settings.secagg,
+                              "min_nodes": settings.min_nodes, "job": job.key()}}
+    try:
+        for rnd in range(done + 1, run.num_rounds + 1):
+            result = _train_with_retries(rounds, parts, job, state, rnd, layout, settings, log)
+            state = result.state
+            row = round_row(name, rnd, result.clients, result.metrics)
+            row[MISSING_COLUMN] = " ".join(result.missing)
+            warn_exclusions(name, rnd, row, len(result.clients))
+            if rnd % run.eval_every == 0 or rnd == run.num_rounds:
+                row.update(rounds.evaluate(parts, job, state, rnd, layout,
+                                           negative_label=model.negative_label,
+                                           names=result.clients))
+            metrics_log.write(row)
+            log(format_row(row, result.metrics["round"]))
+            if rnd == run.num_rounds or (every and rnd % every == 0):
+                checkpoints.save(state, rnd)
+    finally:
+        metrics_log.close()
+    final = parts.get_model_weights(state)
+    if model.encoder is not None:
+        from tffre.bundle import save_bundle
+        keras_model = model_fn()
+        final.assign_weights_to(keras_model)
+        folder = os.path.join(run.out, "models", name)
+        save_bundle(folder, keras_model, label_names=list(job.labels), encoder=model.encoder,
+                    metadata={"algorithm": name, "round": run.num_rounds,
+                              "dataset": cfg.dataset, "deployment": "flower",
+                              "sites": [s.name for s in sites], "seed": run.seed})
+        summary["algorithms"][name]["model"] = os.path.relpath(folder, run.out)
+    summary["peak_rss_mib"] = peak_rss_mib()
+    summary["wall_seconds"] = round(time.perf_counter() - start, 1)
+    return write_summary(run.out, summary, title=f"{cfg.dataset}, {name} across sites")
+
+
+def _train_with_retries(rounds, parts, job, state, rnd, layout, settings, log):
+    """Round ``rnd``, tried again (after refreshing the sites) while fewer than min-nodes
+    answer, at most ``round_retries`` times."""
+    for attempt in range(settings.round_retries + 1):
+        try:
+            return rounds.train(parts, job, state, rnd, layout)
+        except TooFewSites as err:
+            if attempt == settings.round_retries:
+                log(f"error: {err}; stopping (continue later with resume=true)")
+                raise
+            log(f"{err}; trying round {rnd} again")
+            rounds.wait_for_sites(job, settings.min_nodes, settings.round_timeout)
+    raise AssertionError("unreachable")
+
+
+def format_row(row, timing=None):
+    """One line of a round's figures for the server log (and where the time went)."""
+    shown = collections.OrderedDict(
+        [("loss", row.get("local_train_loss")), ("train_loss", row.get("train_loss")),
+         ("test_acc", row.get("test_accuracy")), ("test_f1", row.get("test_f1"))])
+    figures = " ".join(f"{k} {v:.4f}" for k, v in shown.items() if v is not None)
+    missing = f"; missing: {row[MISSING_COLUMN]}" if row.get(MISSING_COLUMN) else ""
+    parts = [f"{k[:-len('_seconds')]} {v:.2f}" for k, v in (timing or {}).items()
+             if k.endswith("_seconds") and k != "wall_seconds"]
+    spent = f" ({', '.join(parts)})" if parts else ""
+    return (f"round {row['round']}: sites {row['clients'] or '-'}{missing}; {figures}; "
+            f"{row['round_seconds']:.2f} s{spent}, {row['bytes_broadcast']:,} B down, "
+            f"{row['bytes_uploaded']:,} B up, excluded {row['num_excluded_clients']}")
+
+
+def make_server_app(task=None):
+    """A Flower ``ServerApp`` running :func:`run_server` (``task``: see there)."""
+    from flwr.serverapp import ServerApp
+    app = ServerApp()
+
+    @app.main()
+    def main(grid, context):
+        run_server(grid, context.run_config, task=task)
+
+    return app
+
+
+app = make_server_app()

@@ -1,0 +1,224 @@
+"""What the sides of a deployment agree on (:class:`DeployJob`) and what each site loads.
+
+A :class:`DeployJob` is the run's shared description: the task, dataset,
+algorithm and hyperparameters (``python -m tffre run``'s names), the task
+options that shape the model (never a local path), the batch size and seed,
+and what the server learnt from the sites (labels, entity types, the number of
+sites). The ServerApp sends it with every training message, so a site that
+restarts rebuilds the same round from it; its :meth:`DeployJob.key` names the
+round (a site caches one round per key).
+
+A task (:class:`RelationTask` for sentence-level relation extraction, the
+issue's GAD and i2b2) turns a job into the Keras model (on both sides, each from
+its own encoder folder) and a site's node configuration into that site's data:
+
+* :meth:`survey`: what the site tells the server before training (its labels,
+  entity types and example count), or a one-line data error;
+* :meth:`model`: model_fn, loss, input spec, pretrained weights (server), the
+  encoder a bundle saves;
+* :meth:`site_data`: the site's tokenized train split and held-out splits.
+
+A site's data and encoder folder come from its own node configuration
+(``flower-supernode --node-config 'data="/site/gad" encoder="/site/minilm"'``), never
+from the server. A test or another task may pass its own task object with the same
+three methods (:func:`load_task` imports ``"module:attribute"``, from a node's or the
+server's own configuration only).
+"""
+
+import dataclasses
+import hashlib
+import importlib
+import json
+import os
+from typing import Optional, Tuple
+
+import numpy as np
+
+
+class SiteDataError(ValueError):
+    """A site's data cannot be used; the message is one line naming file, record and field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DeployJob:
+    """The run's shared description (see the module docstring); JSON both ways."""
+    task: str
+    dataset: str
+    algorithm: str
+    hparams: dict
+    options: dict
+    batch_size: int
+    seed: int
+    labels: Tuple[str, ...] = ()
+    entity_types: Tuple[str, ...] = ()
+    num_clients: Optional[int] = None
+    concepts: Optional[Tuple[str, ...]] = None
+
+    def to_json(self):
+        """The job as canonical JSON (sorted keys)."""
+        return json.dumps(dataclasses.asdict(self), sort_keys=True, default=list)
+
+    @classmethod
+    def from_json(cls, text):
+        """The job of :meth:`to_json`'s text."""
+        raw = json.loads(text)
+        for key in ("labels", "entity_types", "concepts"):
+            if raw.get(key) is not None:
+                raw[key] = tuple(raw[key])
+        return cls(**raw)
+
+    def key(self):
+        """A short hash naming the round this job builds."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+
+@dataclasses.dataclass
+class ModelParts:
+    """What a task gives a side for the job's model."""
+    model_fn: object
+    loss: object
+    input_spec: object
+    load_pretrained: object = None   # callable(keras_model), server side
+    encoder: object = None           # what a bundle saves (a tokenizer), server side
+    negative_label: Optional[int] = None
+
+
+@dataclasses.dataclass
+class SiteData:
+    """A site's arrays: ``train`` (x, y) and ``held_out`` {split: (x, y)}."""
+    train: tuple
+    held_out: dict
+
+
+#: Hyperparameters that stay at the server: differential privacy's noise seed (a site that
+#: knew it could regenerate the noise and remove it).
+SERVER_ONLY_HPARAMS = ("dp_seed",)
+
+
+def public_hparams(hparams):
+    """``hparams`` as the sites get them: the server-only ones unset."""
+    return {k: (None if k in SERVER_ONLY_HPARAMS else v) for k, v in dict(hparams).items()}
+
+
+def task_context(job):
+    """The :class:`tffre.definition.TaskContext` of ``job`` (the same on every side): every
+    site trains every round, so the population is also the expected clients per round
+    (differential privacy's denominator)."""
+    import dataclasses as dc
+    from tffre.definition import TaskContext
+    values = {"num_clients": job.num_clients, "prompts": "text",
+              "concepts": None if job.concepts is None else tuple(job.concepts),
+              "clients_per_round": job.num_clients}
+    names = {f.name for f in dc.fields(TaskContext)}
+    return TaskContext(**{k: v for k, v in values.items() if k in names})
+
+
+def load_task(name):
+    """The task named ``name``: "relations", or "module:attribute" for one of your own."""
+    if name == "relations":
+        return RelationTask()
+    module, _, attr = str(name).partition(":")
+    if not attr:
+        raise ValueError(f"unknown deployment task {name!r}: give \"relations\" or "
+                         f"\"module:attribute\"")
+    try:
+        task = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"task {name!r} cannot be imported ({err})") from None
+    return task() if isinstance(task, type) else task
+
+
+def site_path(site, key, required=True):
+    """The node configuration's path ``key`` (absolute), or None when absent and optional."""
+    value = site.get(key)
+    if value in (None, ""):
+        if required:
+            raise SiteDataError(f"node config: {key} is required (e.g. --node-config "
+                                f"'{key}=\"/site/...\"')")
+        return None
+    return os.path.abspath(os.path.expanduser(str(value)))
+
+
+class RelationTask:
+    """Sentence-level relation extraction (:mod:`tffre.tasks.relations`) across sites.
+
+    Node configuration: ``data`` (a file, or a folder of train/dev/test files, of the
+    dataset's format: :func:`tffre.data.relations.load_re`) and ``encoder`` (the local
+    Hugging Face encoder folder; default the packaged all-MiniLM-L6-v2). The held-out
+    splits a site has (dev, test) are evaluated there.
+    """
+
+    #: Task options that name local files: each side uses its own, so they stay out of the job.
+    LOCAL_OPTIONS = ("data", "encoder", "server_data", "concept_file")
+
+    def _examples(self, job, site):
+        from tffre.data.relations import by_split, load_re
+        path = site_path(site, "data")
+        try:
+            examples, labels = load_re(job.dataset, path)
+        except ValueError as err:   # REFormatError: "file line N: field: message"
+            raise SiteDataError(f"{path}: {err}" if path not in str(err) else str(err)) \
+                from None
+        splits = by_split(examples)
+        if "train" not in splits or not len(splits["train"]):
+            raise SiteDataError(f"{path}: no training examples")
+        return path, splits, [str(label) for label in labels]
+
+    def survey(self, job, site):
+        """{labels, entity_types, examples} of the site's data (:class:`SiteDataError` if bad)."""
+        from tffre.text.relation_tokenizer import RETokenizer
+        _, splits, labels = self._examples(job, site)
+        return {"labels": labels,
+                "entity_types": RETokenizer.entity_types_of(splits["train"]),
+                "examples": int(len(splits["train"]))}
+
+    def encoder_dir(self, site):
+        """The encoder folder of a side's configuration (default the packaged MiniLM)."""
+        from tffre.text.relation_tokenizer import default_encoder_dir
+        return site_path(site, "encoder", required=False) or default_encoder_dir()
+
+    def tokenizer(self, job, encoder_dir):
+        from tffre.tasks.relations import DEFAULT_MAX_LEN
+        from tffre.text.relation_tokenizer import RETokenizer
+        o = job.options
+        return RETokenizer.from_pretrained(
+            encoder_dir, max_length=o.get("max_len") or DEFAULT_MAX_LEN,
+            blind_entities=bool(o.get("blind_entities")), entity_types=job.entity_types)
+
+    def model(self, job, site):
+        """The job's :class:`ModelParts` built from this side's encoder folder."""
+        import tensorflow as tf
+        from tffre.models.relations import build_re_model, config_for, load_pretrained_encoder
+        encoder_dir = self.encoder_dir(site)
+        tokenizer = self.tokenizer(job, encoder_dir)
+        o = job.options
+        config = config_for(tokenizer, encoder_dir, len(job.labels),
+                            representation=o.get("representation", "entity_sum"),
+                            num_layers=o.get("encoder_layers"),
+                            freeze_embeddings=bool(o.get("freeze_embedding")))
+        x = tokenizer.encode([])
+        input_spec = (tf.TensorSpec((None,) + x.shape[1:], tf.int32),
+                      tf.TensorSpec((None,), tf.int32))
+        return ModelParts(
+            model_fn=lambda: build_re_model(config),
+            loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            input_spec=input_spec,
+            load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
+            encoder=tokenizer, negative_label=0)
+
+    def site_data(self, job, site):
+        """The site's tokenized :class:`SiteData` (labels indexed by ``job.labels``)."""
+        path, splits, labels = self._examples(job, site)
+        if list(labels) != list(job.labels):
+            raise SiteDataError(f"{path}: labels {labels} differ from the run's "
+                                f"{list(job.labels)}")
+        tokenizer = self.tokenizer(job, self.encoder_dir(site))
+        index = {label: i for i, label in enumerate(job.labels)}
+        arrays = {}
+        for name, frame in splits.items():
+            try:
+                x = tokenizer.encode(frame)
+            except ValueError as err:   # names the example and the field
+                raise SiteDataError(f"{path}: {name} split: {err}") from None
+            arrays[name] = (x, frame["label"].astype(str).map(index).to_numpy(np.int32))
+        return SiteData(train=arrays.pop("train"), held_out=arrays)

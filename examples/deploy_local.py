@@ -117,6 +117,7 @@ def main(argv=None):
         run = subprocess.Popen(
             DEPLOY + ["run", "--app", app, "--dataset", "gad", "--algorithm", "fedavgt",
                       "--num-rounds", str(args.rounds), "--min-nodes", str(len(SITES)),
+                      "--round-timeout", "600",
                       "--encoder-layers", str(args.encoder_layers), "--freeze-embedding",
                       "--max-len", "64", "--batch-size", "8", "--num-epochs", "1",
                       "--num-iters", "10", "--learning-rate", "5e-5",

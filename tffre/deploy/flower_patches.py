@@ -1,21 +1,30 @@
-"""Three changes to flwr 1.23.0, each in the processes tffre starts, each naming the code it
-works around. No Flower option covers them: the waits are literals or bound defaults, not
-settings of ``flower-superlink``/``flower-supernode``. With another flwr release they do
+"""Changes to flwr 1.23.0, each in the processes tffre starts, each naming the code it works
+around. No Flower option covers them: the races are in the object stores (SQLite and in
+memory alike), the waits are literals or bound defaults, not settings of
+``flower-superlink``/``flower-supernode``. With another flwr release they do
 nothing and say so (re-read the places named below before bumping flwr).
 
 * :func:`register_objects_first` (SuperLink): a race that loses messages (a bug).
+* :func:`atomic_object_registration` (SuperLink): a race between two sites' replies that
+  share an object (a bug: "FOREIGN KEY constraint failed", the site's SuperNode quit).
+* :func:`survive_refused_replies` (SuperNode): a reply the SuperLink refuses is logged
+  and dropped; the SuperNode goes on (flwr 1.23 lets the error end the process).
 * :func:`shorten_supernode_waits` (SuperNode) and :func:`shorten_pulls` (every process
   that pulls objects): Flower's fixed waits, which would be most of a round that
   computes for about a second (issue 22's loopback target).
 
-Each was tried without (SuperLink + 2 SuperNodes on loopback, the tiny task of
-``tests/tffre/deploy``, 0.1 s polls, a loaded 2-core machine): without the first, 2
-messages lost in 15 rounds (the SuperLink's "Object ... not found"; GridLink's resend
-recovered them), none with it; without the second 3.6-4.2 s a round, without the third
-2.8-3.4 s, with both 1.1-1.7 s.
+Tried without (SuperLink + 2 SuperNodes on loopback, the tiny task of
+``tests/tffre/deploy``, 0.1 s polls, a loaded 2-core machine): without
+``register_objects_first``, 2 messages lost in 15 rounds (the SuperLink's "Object ... not
+found"; GridLink's resend recovered them), none with it; without the SuperNode's waits
+shortened 3.6-4.2 s a round, without the pulls' 2.8-3.4 s, with both 1.1-1.7 s. Without
+``atomic_object_registration`` ``examples/deploy_local.py`` (3 sites) lost site a in
+round 2; ``tests/tffre/deploy/test_flower_patches.py`` replays that interleaving.
 """
 
+import functools
 import sys
+import threading
 import time
 import types
 
@@ -68,6 +77,84 @@ def register_objects_first():
     push_messages.registers_first = True
     fleet.push_messages = push_messages   # looked up at call time by fleet_servicer.py
     ServerAppIoServicer.PushMessages = PushMessages
+    return True
+
+
+_STORE_LOCK = threading.RLock()   # one per process: the SuperLink's gRPC threads share it
+
+
+def atomic_object_registration():
+    """The SuperLink's object store registers a message's object tree, and deletes one, as
+    one step. Call in the ``flower-superlink`` process before it starts; returns True when
+    applied.
+
+    Objects are content-addressed (sha256 of their bytes), so two sites' replies share
+    every equal array (a zero delta of a layer the round did not train, an equal example
+    count, ...): one row, ``ref_count`` = number of parents. flwr 1.23.0
+    ``supercore/object_store/sqlite_object_store.py`` ``preregister`` (lines 78-119)
+    registers a tree one object per transaction, children first, and counts a child's
+    reference only when its parent is inserted (line 103); ``delete`` (lines 184-217,
+    called when the ServerApp confirms a reply it pulled: ``serverappio_servicer.py`` line
+    550) removes children whose count falls to 0. Site A's reply registers the shared
+    array X (already there from site B's reply: not counted yet), the ServerApp confirms
+    B's reply, X's count falls to 0 and X is deleted, then A's parent row references X:
+    ``INSERT INTO object_children`` (line 98) fails with "FOREIGN KEY constraint failed"
+    (with the in-memory store, ``in_memory_object_store.py`` line 82, a KeyError or a
+    tree with a missing child). The error goes back to site A's SuperNode, which quits
+    (``supernode/start_client_internal.py`` line 244: only RunNotRunningException is
+    caught, line 420). Here ``preregister``, ``delete`` and ``delete_objects_in_run`` of
+    both stores hold one process-wide lock, so a tree is counted whole before any delete
+    can look at it (the SQLite store opens one connection per request, all in the SuperLink's
+    process: a lock in the process serializes them)."""
+    if not _flower_matches():
+        return False
+    from flwr.supercore.object_store.in_memory_object_store import InMemoryObjectStore
+    from flwr.supercore.object_store.sqlite_object_store import SqliteObjectStore
+    for cls in (SqliteObjectStore, InMemoryObjectStore):
+        for name in ("preregister", "delete", "delete_objects_in_run"):
+            method = getattr(cls, name)
+            if getattr(method, "locked", False):
+                continue
+
+            def locked(self, *args, _method=method, **kwargs):
+                with _STORE_LOCK:
+                    return _method(self, *args, **kwargs)
+            locked = functools.wraps(method)(locked)
+            locked.locked = True
+            setattr(cls, name, locked)
+    return True
+
+
+def survive_refused_replies():
+    """A reply the SuperLink refuses (a gRPC error flwr does not retry) is logged and dropped,
+    and the SuperNode goes on pulling. Call in the ``flower-supernode`` process before it
+    starts; returns True when applied.
+
+    flwr 1.23.0 ``supernode/start_client_internal.py`` calls ``_push_messages`` (line 244)
+    in its main loop and catches only ``RunNotRunningException`` there (line 420): any other
+    error of the push (e.g. an exception in the SuperLink's handler, status UNKNOWN) ends
+    the SuperNode, and with it the site, for every later round and run. The reply is lost
+    either way (``_push_messages`` deletes it in its ``finally``, line 427); the server
+    counts the site missing for that round (round-timeout) and it takes part again in the
+    next."""
+    if not _flower_matches():
+        return False
+    import grpc
+    import flwr.supernode.start_client_internal as supernode
+    from flwr.common.logger import log
+    push = supernode._push_messages
+    if getattr(push, "survives", False):
+        return True
+
+    def _push_messages(*args, **kwargs):
+        try:
+            return push(*args, **kwargs)
+        except grpc.RpcError as err:
+            details = err.details() if hasattr(err, "details") else str(err)
+            log(40, "the SuperLink refused a reply (%s); it is dropped, the SuperNode goes on "
+                "(tffre.deploy.flower_patches.survive_refused_replies)", details)
+    _push_messages.survives = True
+    supernode._push_messages = _push_messages   # looked up at call time by the main loop
     return True
 
 

@@ -4,8 +4,8 @@
   scripts (``flower-superlink``, ``flower-supernode``, ``flwr``) with TensorFlow kept
   out: flwr imports it when it is installed (``flwr/server/utils/tensorboard.py``),
   which costs a daemon ~10 s and ~300 MiB for nothing. With ``TFFRE_FLOWER_POLL``
-  set, a SuperNode's fixed waits are shortened; a SuperLink gets the reply race
-  closed (:mod:`tffre.deploy.flower_patches`).
+  set, a SuperNode's fixed waits are shortened; a SuperNode survives a refused reply; a
+  SuperLink gets its two races closed (:mod:`tffre.deploy.flower_patches`).
 * :func:`serve_clientapp`: a site's ClientApp in one long-lived process. The
   SuperNode runs with ``--isolation process`` and this loop takes its messages over
   the node's local ClientAppIo API, runs tffre's ClientApp
@@ -51,8 +51,11 @@ def main(argv=None):
     poll = os.environ.get(POLL_VARIABLE)
     if poll and entry_point == "flower-supernode":
         flower_patches.shorten_supernode_waits(float(poll))
+    if entry_point == "flower-supernode":
+        flower_patches.survive_refused_replies()
     if entry_point == "flower-superlink":
         flower_patches.register_objects_first()
+        flower_patches.atomic_object_registration()
     from importlib.metadata import entry_points
     found = [e for e in entry_points(group="console_scripts") if e.name == entry_point]
     if not found:

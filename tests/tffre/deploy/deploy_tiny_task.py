@@ -27,3 +27,18 @@ class NpzTask(TinyTask):
 
 
 TASK = NpzTask()
+
+
+class AnyAlgorithmTask(NpzTask):
+    """:class:`NpzTask` with the model each algorithm needs: named outputs (a representation
+    beside the logits) for MOON and FedCMC, as ``test_flower_round`` gives them; chosen from
+    the job, so one set of SuperNodes serves runs of every algorithm."""
+
+    NEEDS_NAMED = ("moon", "fedcmc")
+
+    def model(self, job, site):
+        self.named = job is not None and job.algorithm.lower() in self.NEEDS_NAMED
+        return super().model(job, site)
+
+
+ANY_ALGORITHM = AnyAlgorithmTask()

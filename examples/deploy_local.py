@@ -36,7 +36,7 @@ from tffre.deploy.launch import Daemon, free_port, stop_all, wait_for_port
 from tffre.deploy.project import write_app
 
 SITES = ("hospital-a", "hospital-b", "hospital-c")
-DEPLOY = [sys.executable, "-m", "tffre.deploy"]
+DEPLOY = [sys.executable, "-m", "tffre", "deploy"]
 
 
 def write_partitions(folder, sites=SITES):

@@ -142,11 +142,15 @@ def cli(*args):
 
 
 def test_help_is_fast_and_quiet():
-    for args in (["--help"], ["run", "--help"]):
+    for args in (["--help"], ["run", "--help"], ["deploy", "--help"]):
         proc, heavy = cli(*args)
         assert proc.returncode == 0 and "usage:" in proc.stdout
         assert proc.stderr == ""            # no TensorFlow log lines
         assert heavy == [], f"{args} imported {heavy}"
+        if args == ["--help"]:
+            assert "deploy" in proc.stdout  # the subcommand is listed
+        if args == ["deploy", "--help"]:    # dispatched to tffre.deploy.cli
+            assert "supernode" in proc.stdout and "python -m tffre deploy" in proc.stdout
     assert "--learning-rate" in cli("run", "--help")[0].stdout
 
 

@@ -14,7 +14,7 @@ import psutil
 
 from tffre.deploy.launch import Daemon, free_port, wait_for_port
 
-DEPLOY = [sys.executable, "-m", "tffre.deploy"]
+DEPLOY = [sys.executable, "-m", "tffre", "deploy"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

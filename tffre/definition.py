@@ -250,6 +250,9 @@ class Definition:
     uses_label_counts = False
     #: The task must give the server's labelled set D_v (``TaskContext.server_data``: FedED).
     needs_server_data = False
+    #: Part 2: the server extras that never change (FedED's D_v inputs): a client needs them
+    #: once, as it needs the frozen weights once (a deployment sends them once).
+    constant_extras = ()
 
     @classmethod
     def dp_refusal(cls, hparams):

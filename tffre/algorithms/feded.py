@@ -92,6 +92,8 @@ class PrivateTeacherMean:
     noised and divided by the expected clients per round (a :class:`DPStructMean`), reported as
     :class:`TeacherMean` reports, {mean, clients}."""
 
+    additive = True   # DP's noised sum (secure aggregation may sum it)
+
     def __init__(self, dp):
         self.dp = dp
         # The protocol's other parts are DP's own.
@@ -156,6 +158,7 @@ class FedED(Definition):
 
     uploads_model = False
     needs_server_data = True
+    constant_extras = ("server_x",)   # D_v's inputs: server_update returns them unchanged
 
     @classmethod
     def dp_refusal(cls, hparams):

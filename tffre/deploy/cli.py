@@ -21,8 +21,13 @@ import os
 import signal
 import sys
 import tempfile
+import time
 
 PROG = "python -m tffre deploy"
+# A restarted site waits up to this long for the SuperLink to let its previous connection go
+# (2 heartbeat intervals of 30 s in flwr 1.23, plus a margin), trying every few seconds.
+REACTIVATION_WAIT = 120.0
+REACTIVATION_RETRY = 5.0
 INSECURE_WARNING = ("warning: --insecure: traffic between the SuperLink and the sites is not "
                     "encrypted and sites are not authenticated; use it only on a trusted "
                     "network or for a local test")
@@ -88,7 +93,8 @@ def build_parser(prog=PROG):
     p.add_argument("--poll", type=float, default=None,
                    help="shorten Flower's fixed waits to this many seconds (default: "
                         "Flower's 3 s; tffre.deploy.flower_patches)")
-    p.add_argument("--log", help="file for the flower-supernode daemon's output")
+    p.add_argument("--log", help="file for the flower-supernode daemon's output (default "
+                   "supernode.log in --state-dir)")
     _tls(p, ca_help="the CA certificate that signed the SuperLink's")
 
     p = sub.add_parser("run", help="start a run: python -m tffre run's options and "
@@ -186,40 +192,59 @@ def run_supernode(args, prog):
     # SuperNode of a user: two writing one FAB's .META at once make the other's read fail
     # with a JSON error). Each site gets its own, in its folder.
     env = {"FLWR_HOME": os.path.join(site_state_dir(args), "flwr")}
+    # The daemon's log is read for the SuperLink's refusals: it always goes to a file.
+    args.log = args.log or os.path.join(site_state_dir(args), "supernode.log")
+    os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
     if args.poll:
         env[POLL_VARIABLE] = str(args.poll)
-    daemon = Daemon(flower_command(*command), log=args.log, env=env, name="flower-supernode")
     stop = []
 
     def on_signal(signum, frame):
         stop.append(signum)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, on_signal)
-    try:
-        wait_for_port("127.0.0.1", port, 120, daemon)
-        print(f"site {args.site}: SuperNode {daemon.pid} up; ClientApp serving", flush=True)
-        serve_clientapp(f"127.0.0.1:{port}", poll=min(args.poll or 0.2, 0.2),
-                        should_stop=lambda: bool(stop) or not daemon.alive())
-    finally:
-        daemon.stop()
-    if not stop:
-        why = _refusal(args.log)
+    # A site restarted soon after it died is refused by the SuperLink ("could not be
+    # activated") until its previous connection lapses: flwr 1.23 counts a node online
+    # until its heartbeats (every 30 s, fixed) are 2 intervals overdue. Try again meanwhile.
+    deadline = time.monotonic() + REACTIVATION_WAIT
+    while True:
+        offset = os.path.getsize(args.log) if os.path.isfile(args.log) else 0
+        daemon = Daemon(flower_command(*command), log=args.log, env=env,
+                        name="flower-supernode")
+        try:
+            wait_for_port("127.0.0.1", port, 120, daemon)
+            print(f"site {args.site}: SuperNode {daemon.pid} up; ClientApp serving", flush=True)
+            serve_clientapp(f"127.0.0.1:{port}", poll=min(args.poll or 0.2, 0.2),
+                            should_stop=lambda: bool(stop) or not daemon.alive())
+        except RuntimeError:   # it exited before its ClientAppIo port opened
+            pass
+        finally:
+            daemon.stop()
+        if stop:
+            return 0
+        why = _refusal(args.log, offset)
+        if why and "could not be activated" in why and time.monotonic() < deadline:
+            print(f"site {args.site}: the SuperLink still counts this node's previous "
+                  f"connection as online (until its heartbeats are 60 s overdue); trying "
+                  f"again in {REACTIVATION_RETRY:g} s", flush=True)
+            time.sleep(REACTIVATION_RETRY)
+            continue
         print(f"{prog}: error: site {args.site}: "
               + (f"the SuperLink refused it: {why}" if why else
                  f"flower-supernode exited (code {daemon.process.returncode})")
-              + (f"; see {args.log}" if args.log else ""), file=sys.stderr)
+              + f"; see {args.log}", file=sys.stderr)
         return 1
-    return 0
 
 
-def _refusal(log):
-    """The gRPC ``details`` of the last error in a daemon's log (e.g. "No SuperNode found with
-    the given public key."), or None."""
+def _refusal(log, offset=0):
+    """The gRPC ``details`` of the last error in a daemon's log after byte ``offset`` (e.g.
+    "No SuperNode found with the given public key."), or None."""
     if not log or not os.path.isfile(log):
         return None
     import re
-    with open(log, errors="replace") as f:
-        found = re.findall(r'details = "([^"]*)"', f.read())
+    with open(log, "rb") as f:
+        f.seek(offset)
+        found = re.findall(r'details = "([^"]*)"', f.read().decode(errors="replace"))
     return found[-1] if found else None
 
 
@@ -294,7 +319,6 @@ def main(argv=None, prog=PROG):
     """Entry point of ``python -m tffre deploy``; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["run"]:
-        from tffre.deploy.launch import flower_command
         args, path = run_config_file(argv[1:], prog)
         try:
             return start_run(args, path, prog)

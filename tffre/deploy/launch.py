@@ -82,6 +82,7 @@ class Daemon:
 
     def __init__(self, command, log=None, env=None, name=None):
         self.name = name or os.path.basename(command[0])
+        self.command = list(command)   # to start it again
         self.log_path = log
         out = open(log, "ab") if log else None
         environment = dict(os.environ, FLWR_TELEMETRY_ENABLED="0", **(env or {}))

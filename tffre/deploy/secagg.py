@@ -27,6 +27,16 @@ model delta's weighted mean ``sum_k n_k u_k / sum_k n_k`` then differs from the
 plain one by about that bound divided by ``sum_k n_k``. Choose ``W`` near the
 largest client weight (examples) to make it small.
 
+**FedED.** A site's contribution is its predictions on D_v with weight 1
+(:class:`tffre.algorithms.feded.TeacherMean`): probabilities in [0, 1] with
+the default ``teacher="probabilities"``, well inside any range that holds the
+training sums every contribution carries; the teacher mean z (Eq. 5), the
+predictions' sum over the sites' count, both off by at most ``K W 2C / 2**22``,
+is off by at most ``2 W 2C / 2**22`` per entry. With ``teacher="logits"`` the sites send
+log-probabilities, which have no lower bound (a confident model's log-probability
+of another class can be -50): a value below ``-C W`` is refused at the site in one
+line that says so (raise ``secagg-max-weight``, or use the probabilities).
+
 **What the server holds.** The masked vectors (uniform modulo 2**32) and the sum;
 never a site's ``c_k`` or upload: the mod clears the FitRes arrays before they
 leave the site. The price: four messages per round instead of one, and no
@@ -62,18 +72,21 @@ def optional_secaggplus_mod(msg, context, call_next):
     return call_next(msg, context)
 
 
-def encode(contribution, max_weight, clip):
+def encode(contribution, max_weight, clip, hints=None):
     """``[c / W, ...]`` as float64 arrays, in the accumulator's path order; ValueError naming
-    the part when a value is outside ``[-clip, clip]``."""
+    the part when a value is outside ``[-clip, clip]`` (and why it can be, from ``hints``:
+    {path prefix: text})."""
     named = to_arrays(contribution)
     out = []
     for name, value in named.items():
         scaled = np.asarray(value, np.float64) / max_weight
-        peak = float(np.max(np.abs(scaled))) if scaled.size else 0.0
-        if not np.isfinite(peak) or peak > clip:
+        # The value farthest from 0, with its sign (a log-probability's is negative).
+        peak = float(scaled.flat[np.argmax(np.abs(scaled))]) if scaled.size else 0.0
+        if not np.isfinite(peak) or abs(peak) > clip:
+            why = next((h for p, h in (hints or {}).items() if name.startswith(p)), "")
             raise ValueError(f"secure aggregation: {name} reaches {peak * max_weight:g}, "
                              f"beyond secagg-clip x secagg-max-weight = {clip * max_weight:g}; "
-                             f"raise secagg-max-weight")
+                             f"raise secagg-max-weight{why}")
         # At least one dimension: Flower's dequantization adds its offset in place, which a
         # 0-d array (a numpy scalar after arithmetic) silently ignores.
         out.append(np.atleast_1d(scaled))
@@ -113,12 +126,23 @@ def client_reply(runtime, msg, context):
     if "error" in reply:   # the mod turns it into an error reply naming the site
         raise ValueError(f"site {reply['site']}: {reply['error']}")
     site = site_settings(context.node_config)
-    built = runtime.build(DeployJob.from_json(config["job"]), site)
+    job = DeployJob.from_json(config["job"])
+    built = runtime.build(job, site)
     encoded = encode(runtime.contribution(built, upload), float(config["secagg_max_weight"]),
-                     float(config["secagg_clip"]))
+                     float(config["secagg_clip"]), hints=range_hints(job))
     fit_res = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(encoded), 1,
                      {k: v for k, v in reply.items() if isinstance(v, (str, int, float))})
     return Message(compat.fitres_to_recorddict(fit_res, keep_input=False), reply_to=msg)
+
+
+def range_hints(job):
+    """{path prefix: why} a job's contributions can leave SecAgg+'s range: FedED's
+    log-probabilities (its extra upload)."""
+    if job.hparams.get("teacher") == "logits":
+        return {"extra/": "; FedED's teacher=logits uploads log-probabilities, which have no "
+                          "lower bound: use teacher=probabilities (in [0, 1]) with secure "
+                          "aggregation"}
+    return {}
 
 
 class _Capture:
@@ -127,6 +151,7 @@ class _Capture:
     def __init__(self, fit_ins):
         self.fit_ins = fit_ins
         self.mean, self.sites, self.failures = None, [], []
+        self.constants = {}   # node id -> the constants hash its reply names
 
     # flwr.server.strategy.Strategy's interface (only what the workflow calls)
     def configure_fit(self, server_round, parameters, client_manager):
@@ -139,6 +164,8 @@ class _Capture:
         if results:
             self.mean = parameters_to_ndarrays(results[0][1].parameters)
             self.sites = [str(res.metrics.get("site", proxy.node_id)) for proxy, res in results]
+            self.constants = {proxy.node_id: str(res.metrics.get("constants", ""))
+                              for proxy, res in results}
         return None, {}
 
 
@@ -218,6 +245,8 @@ class SecureSum:
         context.state.array_records[MAIN_PARAMS_RECORD] = ArrayRecord()
         self.workflow(rounds.round_timeout)(grid, context)
         names = {s.name for s in sites}
+        for site in sites:   # the constants a site now holds: not sent to it again
+            site.constants = capture.constants.get(site.node_id, site.constants)
         for failure in capture.failures:
             rounds.log(f"round {rnd}: secure aggregation: {' '.join(str(failure).split())}")
         if capture.mean is None or len(capture.sites) < rounds.min_nodes:

@@ -107,6 +107,10 @@ class FederatedRounds:
         ids = set(self.link.node_ids())
         for nid in [n for n in self.sites if n not in ids]:
             del self.sites[nid]
+        # A node the SuperLink no longer lists is forgotten, its quiet period too: a site
+        # that restarts keeps its node id (registered keys), and is asked at once when back.
+        for nid in [n for n in self.silent if n not in ids]:
+            del self.silent[nid]
         now = time.monotonic()
         ask = [n for n in ids if (n not in self.sites or self.sites[n].suspect
                                   or self.sites[n].error)
@@ -201,12 +205,15 @@ class FederatedRounds:
         replies = self.link.exchange(requests, self.round_timeout, group=str(rnd))
         timing = {"sites": refreshed - start, "prepare": prepared - refreshed,
                   **getattr(self.link, "timing", {})}
-        uploads, clients, missing, failed, received = [], [], [], {}, 0
+        uploads, clients, missing, silent, failed, received = [], [], [], [], {}, 0
         spec = parts.upload_spec()
         for site in sites:   # site-name order: the sum does not depend on arrival
-            outcome = self._reply(site, replies.get(site.node_id), rnd, constants)
-            if outcome is None:
+            reply = replies.get(site.node_id)
+            outcome = self._reply(site, reply, rnd, constants)
+            if outcome is None or isinstance(outcome, Undelivered):
                 missing.append(site.name)
+                if outcome is None:
+                    silent.append(site.name)
                 continue
             if isinstance(outcome, str):
                 failed[site.name] = outcome
@@ -224,8 +231,8 @@ class FederatedRounds:
                 self.log(f"round {rnd}: {err}; excluded")
                 continue
             clients.append(site.name)
-        if missing:
-            self.log(f"round {rnd}: no reply from site(s) {', '.join(missing)} within "
+        if silent:
+            self.log(f"round {rnd}: no reply from site(s) {', '.join(silent)} within "
                      f"{self.round_timeout:g} s; going on without them")
         if len(uploads) < self.min_nodes:
             raise TooFewSites(f"round {rnd}: {len(uploads)} upload(s), the run needs "
@@ -256,16 +263,19 @@ class FederatedRounds:
         return RoundResult(state, metrics, list(clients), missing, failed)
 
     def _reply(self, site, reply, rnd, constants):
-        """The upload arrays of a site's reply; a str saying why there is none; None when the
-        site did not answer (it is asked hello again before the next round)."""
+        """The upload arrays of a site's reply; a str saying why the site's upload is refused
+        (its data, its arrays); :class:`Undelivered` when Flower answered for it (the node
+        went away, its ClientApp raised); None when nothing came. In the last two cases the
+        site is missing from the round and asked hello again before the next."""
         if reply is None:
             site.suspect = True
             return None
         if reply.has_error():
             site.suspect = True
             reason = _reason(reply)
-            self.log(f"round {rnd}: site {site.name} (node {site.node_id}): {reason}")
-            return reason
+            self.log(f"round {rnd}: site {site.name} (node {site.node_id}): {reason}; going "
+                     f"on without it")
+            return Undelivered(reason)
         config, arrays = protocol.read_content(reply.content)
         if config.get("error"):
             site.error = str(config["error"])
@@ -293,6 +303,11 @@ class FederatedRounds:
             for name, value in arrays.items():
                 totals[name] = totals[name] + value if name in totals else np.asarray(value)
         return evaluation_columns(totals, negative_label)
+
+
+class Undelivered(str):
+    """Why a site's reply carries no upload when Flower answered in its place (an error
+    reply: "Node Unavailable", a ClientApp exception): the site counts as missing."""
 
 
 def evaluation_columns(totals, negative_label=None):

@@ -17,16 +17,38 @@ run`` writes, with the runner's writers (:mod:`tffre.runner.outputs`):
   uninterrupted run;
 * ``models/<algorithm>/``: the final model bundle (:mod:`tffre.bundle`);
 * ``deploy.json``: the job (what the sites agreed on), for ``resume``.
+
+**FedED** (an algorithm that ``needs_server_data``) reads its labelled set D_v from
+``server-data``, a file or folder of the dataset's format on the server's machine
+(as ``python -m tffre run --server-data`` reads it); ``server-fraction`` is refused,
+since a deployment's server holds no training data to split. D_v is tokenized here
+as the sites tokenize theirs (:meth:`tffre.deploy.tasks.RelationTask.server_data`);
+its inputs reach each site once, with the first broadcast (a constant of the
+round), its labels never leave the server.
+
+**Differential privacy** is accounted as ``python -m tffre run`` accounts it, with
+the runner's own functions (:func:`tffre.runner.privacy.prepare`), once, after the
+sites said hello: in a deployment every site that answers trains every round, so
+the sampling is all N = ``len(sites)`` sites each round (fixed size N of N: no
+amplification by subsampling). ``dp-target-epsilon`` is calibrated to a noise
+multiplier for (N, N, ``num-rounds``, delta); delta defaults to the runner's
+``min(1e-5, N^-1.1)``; the noise seed is ``dp-seed`` or a secret one kept in
+``checkpoints/<algorithm>/dp_seed`` (a resumed run adds the same noise). The sites get
+the calibrated noise multiplier (the clip is theirs to apply), never the seed.
+``metrics.csv`` gets the runner's ``dp_epsilon`` (epsilon at delta after each round)
+and ``dp_clip`` columns, ``summary.json`` and the bundle the guarantee.
 """
 
 import collections
+import dataclasses
 import os
 import time
+import types
 
 from tffre.deploy.server import FederatedRounds, TooFewSites, log_line
 from tffre.deploy.settings import resolve_run
 from tffre.deploy.tasks import (SERVER_ONLY_HPARAMS, DeployJob, load_task, public_hparams,
-                                task_context)
+                                server_inputs, task_context)
 from tffre.jsonio import read_json_object, write_json
 
 MISSING_COLUMN = "missing_clients"
@@ -66,12 +88,35 @@ def _check_resume(out, head):
     path = os.path.join(out, JOB_FILE)
     if not os.path.isfile(path):
         raise ValueError(f"resume: {path} is missing, so the run cannot be checked")
-    saved = DeployJob.from_json(read_json_object(path)["job"])
+    raw = read_json_object(path)
+    # The job as the run config gave it (before the sites' facts, D_v and DP's calibration).
+    saved = DeployJob.from_json(raw.get("head", raw["job"]))
     for key in ("task", "dataset", "algorithm", "hparams", "options", "batch_size", "seed"):
         if getattr(saved, key) != getattr(head, key):
             raise ValueError(f"resume: {key} differs from the saved run's "
                              f"({getattr(saved, key)!r} -> {getattr(head, key)!r})")
-    return saved
+    return DeployJob.from_json(raw["job"])
+
+
+def server_set(task, job, cfg, log=log_line):
+    """D_v's (x, y) at the server for an algorithm that needs it (FedED), else None."""
+    from tffre.deploy.tasks import SiteDataError
+    from tffre.registry import get_spec
+    name = cfg.algorithms[0]
+    if not get_spec(name).load_definition().needs_server_data:
+        return None
+    path = cfg.options.asdict().get("server_data")
+    if not path:
+        raise ValueError(f"{name} needs the server's labelled set D_v: give server-data (a "
+                         f"file or folder of the dataset's format at the server)")
+    side = {"encoder": cfg.options.asdict().get("encoder") or "", "server-data": path}
+    try:
+        x, y = task.server_data(job, side)
+    except SiteDataError as err:
+        log(f"error: {err}")
+        raise ValueError(str(err)) from None
+    log(f"{name}: D_v has {len(y)} examples ({path}); their inputs go to each site once")
+    return x, y
 
 
 def run_server(grid, run_config, *, task=None, log=log_line):
@@ -103,7 +148,7 @@ def serve(rounds, cfg, settings, task, log=log_line):
     from tffre.deploy.node import layout_key
     from tffre.deploy.round_factory import make_round
     from tffre.execution.flower import sum_refusal
-    from tffre.registry import get_spec
+    from tffre.runner import privacy
     from tffre.runner.checkpoints import Checkpoints
     from tffre.runner.outputs import (METRIC_COLUMNS, MetricsLog, prepare_out_dir, read_rows,
                                       round_row, warn_exclusions, write_summary)
@@ -111,9 +156,6 @@ def serve(rounds, cfg, settings, task, log=log_line):
     from tffre.runtime import peak_rss_mib
 
     run, name = cfg.run, cfg.algorithms[0]
-    if get_spec(name).load_definition().needs_server_data:
-        raise ValueError(f"{name} needs the server's labelled set D_v sent to the sites; a "
-                         f"deployment does not do that yet")
     head = job_head(cfg, settings, task)
     saved = _check_resume(run.out, head) if run.resume else None
     start = time.perf_counter()
@@ -122,17 +164,34 @@ def serve(rounds, cfg, settings, task, log=log_line):
         raise TooFewSites(f"{len(sites)} site(s) said hello within {settings.start_timeout:g} "
                           f"s; the run needs min-nodes={settings.min_nodes}")
     job = saved or agree(head, sites, log)
+    server_data = server_set(task, job, cfg, log)
+    if server_data is not None:
+        inputs = server_inputs(server_data[0])
+        if saved is not None and saved.server_inputs != inputs:
+            raise ValueError(f"resume: server-data's inputs {inputs} differ from the saved "
+                             f"run's {saved.server_inputs}")
+        job = dataclasses.replace(job, server_inputs=inputs)
     server_site = {"encoder": cfg.options.asdict().get("encoder") or ""}
     model = task.model(job, server_site)
-    full = cfg.hparams[name].asdict()   # with what stays here (DP's noise seed)
+    prepare_out_dir(run.out, resume=run.resume, overwrite=run.overwrite)
+    # DP: sigma calibrated for all N sites every round, delta and the secret seed resolved,
+    # as the runner does (see the module docstring).
+    given, private = privacy.prepare(
+        name, cfg.hparams[name], types.SimpleNamespace(
+            clients_per_round=job.num_clients, num_rounds=run.num_rounds, out=run.out),
+        job.num_clients)
+    full = given.asdict()   # with what stays here (DP's noise seed)
+    job = dataclasses.replace(job, hparams=public_hparams(full))
     hparams = {**job.hparams, **{k: full[k] for k in SERVER_ONLY_HPARAMS if k in full}}
-    if full.get("dp_target_epsilon") is not None and full.get("dp_noise_multiplier") is None:
-        raise ValueError("a deployment takes dp-noise-multiplier; calibrating a "
-                         "dp-target-epsilon is the runner's (tffre.privacy.accounting)")
+    if private is not None:
+        target = "" if private.target_epsilon is None else \
+            f" (calibrated to epsilon {private.target_epsilon:g})"
+        log(f"{name}: differential privacy: noise multiplier {private.noise_multiplier:.4g}"
+            f"{target}, delta {private.delta:.3g}, all {job.num_clients} sites every round")
     tf.keras.utils.set_random_seed(run.seed)
     parts, model_fn, definition = make_round(name, model.model_fn, loss=model.loss,
                                              input_spec=model.input_spec, hparams=hparams,
-                                             context=task_context(job))
+                                             context=task_context(job, server_data))
     if settings.secagg:
         refusal = sum_refusal(parts.round, name)
         if refusal:
@@ -142,9 +201,8 @@ def serve(rounds, cfg, settings, task, log=log_line):
     weights = pretrained_weights(model_fn, model.load_pretrained)
     state = parts.set_model_weights(parts.initialize(), weights)
     layout = layout_key(parts)
-    prepare_out_dir(run.out, resume=run.resume, overwrite=run.overwrite)
     write_json(os.path.join(run.out, JOB_FILE),
-               {"job": job.to_json(), "settings": settings.asdict(),
+               {"job": job.to_json(), "head": head.to_json(), "settings": settings.asdict(),
                 "sites": [s.name for s in sites]})
     checkpoints = Checkpoints(os.path.join(run.out, "checkpoints", name))
     # A deployed round is dear: checkpoint every round unless the run config says otherwise.
@@ -157,7 +215,8 @@ def serve(rounds, cfg, settings, task, log=log_line):
             log(f"{name}: resuming after round {done}")
     kept = [raw for a, r, raw in read_rows(os.path.join(run.out, "metrics.csv"))
             if a == name and r <= done] if run.resume else []
-    metrics_log = MetricsLog(run.out, METRIC_COLUMNS + [MISSING_COLUMN], kept)
+    columns = METRIC_COLUMNS + [MISSING_COLUMN] + (privacy.COLUMNS if private else [])
+    metrics_log = MetricsLog(run.out, columns, kept)
     log(f"{name} on {len(sites)} site(s) ({', '.join(s.name for s in sites)}): "
         f"{run.num_rounds} round{'' if run.num_rounds == 1 else 's'}"
         f"{', secure aggregation' if settings.secagg else ''}; "
@@ -174,6 +233,8 @@ def serve(rounds, cfg, settings, task, log=log_line):
             state = result.state
             row = round_row(name, rnd, result.clients, result.metrics)
             row[MISSING_COLUMN] = " ".join(result.missing)
+            if private is not None:   # as the runner's rows
+                row.update(private.columns(rnd, result.metrics))
             warn_exclusions(name, rnd, row, len(result.clients))
             if rnd % run.eval_every == 0 or rnd == run.num_rounds:
                 row.update(rounds.evaluate(parts, job, state, rnd, layout,
@@ -186,6 +247,11 @@ def serve(rounds, cfg, settings, task, log=log_line):
     finally:
         metrics_log.close()
     final = parts.get_model_weights(state)
+    extra = {}
+    if private is not None:
+        extra["privacy"] = summary["algorithms"][name]["privacy"] = dict(
+            private.summary(run.num_rounds),
+            sampling=f"all {job.num_clients} sites every round (a deployment samples none)")
     if model.encoder is not None:
         from tffre.bundle import save_bundle
         keras_model = model_fn()
@@ -194,7 +260,7 @@ def serve(rounds, cfg, settings, task, log=log_line):
         save_bundle(folder, keras_model, label_names=list(job.labels), encoder=model.encoder,
                     metadata={"algorithm": name, "round": run.num_rounds,
                               "dataset": cfg.dataset, "deployment": "flower",
-                              "sites": [s.name for s in sites], "seed": run.seed})
+                              "sites": [s.name for s in sites], "seed": run.seed, **extra})
         summary["algorithms"][name]["model"] = os.path.relpath(folder, run.out)
     summary["peak_rss_mib"] = peak_rss_mib()
     summary["wall_seconds"] = round(time.perf_counter() - start, 1)

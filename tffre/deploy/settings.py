@@ -11,7 +11,9 @@ None). Flower only accepts override keys its app's pyproject.toml lists:
 
 Options that name the server's files keep their meaning there (``out``,
 ``encoder``: the server's copy of the encoder, for the initial weights and the
-bundle's tokenizer); ``data`` is the sites' business and ignored.
+bundle's tokenizer); ``data`` is the sites' business and ignored. ``server-data``
+names the server's labelled set D_v (FedED) on the server's machine;
+``server-fraction`` is refused: the server holds no training data to split.
 """
 
 import dataclasses
@@ -80,6 +82,23 @@ def split_run_config(run_config):
     return options, deploy
 
 
+def _check_server_data(options):
+    """A one-line error when the algorithm needs D_v (FedED) and ``server-data`` is not given
+    (before :func:`tffre.config.resolve`, whose message offers server-fraction)."""
+    from tffre import registry
+    if "server_data" in options:
+        return
+    for name in str(options.get("algorithm", "")).split(","):
+        try:
+            needs = registry.get_spec(name.strip()).load_definition().needs_server_data
+        except (KeyError, ValueError):
+            continue   # an unknown name: tffre.config.resolve says so
+        if needs:
+            raise ValueError(f"run config: {name.strip()} needs the server's labelled set D_v: "
+                             f"give server-data (a file or folder of the dataset's format at "
+                             f"the server)")
+
+
 def resolve_run(run_config):
     """(:class:`tffre.tasks.RunConfig`, :class:`DeploySettings`) of a Flower run config; a
     one-line ValueError naming the key for a bad value."""
@@ -90,6 +109,11 @@ def resolve_run(run_config):
         task = tasks.task_of(str(options.get("dataset", "synthetic")))
     except ValueError as err:
         raise config_lib.ConfigError(f"run config: dataset: {err}") from None
+    if "server_fraction" in options:
+        raise config_lib.ConfigError(
+            "run config: server-fraction: a deployment's server holds no training data to "
+            "split; give server-data, D_v's file or folder at the server")
+    _check_server_data(options)
     if "data" in task.Options.names():
         options["data"] = "sample"   # the server reads no data: each site names its own
     cfg = config_lib.resolve(options)

@@ -8,6 +8,17 @@ sites). The ServerApp sends it with every training message, so a site that
 restarts rebuilds the same round from it; its :meth:`DeployJob.key` names the
 round (a site caches one round per key).
 
+**FedED's D_v** (an algorithm that ``needs_server_data``): the server reads its
+labelled set from ``server-data`` (a file or folder of the dataset's format on
+the server's machine) and tokenizes it as the sites tokenize theirs (the job's
+labels, entity types, max_len: a task's :meth:`RelationTask.server_data`). The job
+carries only the shape and dtype of D_v's inputs (``server_inputs``): a site
+builds the same round from placeholder zeros of that shape
+(:func:`task_context`), since FedED's round takes only the types of its
+``server_x`` extra from them; the real inputs arrive with the first broadcast
+as a constant (sent once: :func:`tffre.execution.flower.constant_extras`).
+D_v's labels never leave the server.
+
 A task (:class:`RelationTask` for sentence-level relation extraction, the
 issue's GAD and i2b2) turns a job into the Keras model (on both sides, each from
 its own encoder folder) and a site's node configuration into that site's data:
@@ -16,7 +27,8 @@ its own encoder folder) and a site's node configuration into that site's data:
   entity types and example count), or a one-line data error;
 * :meth:`model`: model_fn, loss, input spec, pretrained weights (server), the
   encoder a bundle saves;
-* :meth:`site_data`: the site's tokenized train split and held-out splits.
+* :meth:`site_data`: the site's tokenized train split and held-out splits;
+* :meth:`server_data` (server side, FedED only): D_v tokenized as the sites' data.
 
 A site's data and encoder folder come from its own node configuration
 (``flower-supernode --node-config 'data="/site/gad" encoder="/site/minilm"'``), never
@@ -53,6 +65,8 @@ class DeployJob:
     entity_types: Tuple[str, ...] = ()
     num_clients: Optional[int] = None
     concepts: Optional[Tuple[str, ...]] = None
+    #: D_v's inputs {"shape": [count, ...], "dtype": name} (FedED), never their values.
+    server_inputs: Optional[dict] = None
 
     def to_json(self):
         """The job as canonical JSON (sorted keys)."""
@@ -100,15 +114,33 @@ def public_hparams(hparams):
     return {k: (None if k in SERVER_ONLY_HPARAMS else v) for k, v in dict(hparams).items()}
 
 
-def task_context(job):
+def server_inputs(x):
+    """The job's description of D_v's inputs ``x``: {"shape", "dtype"}."""
+    x = np.asarray(x)
+    return {"shape": [int(d) for d in x.shape], "dtype": x.dtype.name}
+
+
+def task_context(job, server_data=None):
     """The :class:`tffre.definition.TaskContext` of ``job`` (the same on every side): every
     site trains every round, so the population is also the expected clients per round
-    (differential privacy's denominator)."""
+    (differential privacy's denominator).
+
+    ``server_data``: D_v's (x, y) arrays, at the server. A site has none and gets zeros of
+    the job's ``server_inputs`` shape (and zero labels): they give the round its types; the
+    values come with the broadcast. Both are batched by the job's batch size, as the runner
+    batches D_v (FedED predicts on D_v in chunks of that size)."""
     import dataclasses as dc
+    import tensorflow as tf
     from tffre.definition import TaskContext
+    if server_data is None and job.server_inputs:
+        shape = job.server_inputs["shape"]
+        server_data = (np.zeros(shape, job.server_inputs["dtype"]),
+                       np.zeros(shape[:1], np.int32))
     values = {"num_clients": job.num_clients, "prompts": "text",
               "concepts": None if job.concepts is None else tuple(job.concepts),
-              "clients_per_round": job.num_clients}
+              "clients_per_round": job.num_clients,
+              "server_data": None if server_data is None else
+              tf.data.Dataset.from_tensor_slices(tuple(server_data)).batch(job.batch_size)}
     names = {f.name for f in dc.fields(TaskContext)}
     return TaskContext(**{k: v for k, v in values.items() if k in names})
 
@@ -213,12 +245,39 @@ class RelationTask:
             raise SiteDataError(f"{path}: labels {labels} differ from the run's "
                                 f"{list(job.labels)}")
         tokenizer = self.tokenizer(job, self.encoder_dir(site))
-        index = {label: i for i, label in enumerate(job.labels)}
         arrays = {}
         for name, frame in splits.items():
             try:
                 x = tokenizer.encode(frame)
             except ValueError as err:   # names the example and the field
                 raise SiteDataError(f"{path}: {name} split: {err}") from None
-            arrays[name] = (x, frame["label"].astype(str).map(index).to_numpy(np.int32))
+            arrays[name] = (x, self._label_ids(job, frame))
         return SiteData(train=arrays.pop("train"), held_out=arrays)
+
+    @staticmethod
+    def _label_ids(job, frame):
+        index = {label: i for i, label in enumerate(job.labels)}
+        return frame["label"].astype(str).map(index).to_numpy(np.int32)
+
+    def server_data(self, job, side):
+        """D_v at the server: (x, y) of the ``server-data`` file or folder of ``side`` (its
+        train split, or all of it, as ``python -m tffre run --server-data`` reads it),
+        tokenized as the sites tokenize their data; labels indexed by ``job.labels``."""
+        import types
+        from tffre.tasks.relations import server_split
+        path = site_path(side, "server-data")
+        cfg = types.SimpleNamespace(dataset=job.dataset,
+                                    options=types.SimpleNamespace(server_data=path))
+        try:
+            frame, _ = server_split(cfg, {}, list(job.labels))
+        except ValueError as err:   # REFormatError: "file line N: field: message"
+            raise SiteDataError(f"server-data: {err}" if path not in str(err) else str(err)) \
+                from None
+        if not len(frame):
+            raise SiteDataError(f"{path}: server-data has no training examples")
+        tokenizer = self.tokenizer(job, self.encoder_dir(side))
+        try:
+            x = tokenizer.encode(frame)
+        except ValueError as err:   # names the example and the field
+            raise SiteDataError(f"{path}: server-data: {err}") from None
+        return x, self._label_ids(job, frame)

@@ -45,10 +45,7 @@ SUM_AGGREGATORS = (WeightedMean, WeightedStructMean, StructSum)
 def _sum_classes():
     """:data:`SUM_AGGREGATORS` and differential privacy's noised sums (added at the server in
     ``finalize``, after the clipped records are summed)."""
-    try:
-        from tffre.privacy.aggregator import DPStructMean
-    except ImportError:   # before differential privacy lands
-        return SUM_AGGREGATORS
+    from tffre.privacy.aggregator import DPStructMean
     return SUM_AGGREGATORS + (DPStructMean,)
 
 
@@ -74,6 +71,15 @@ def sum_refusal(round_, name):
             why = f"its {key} upload is aggregated by {type(aggregator).__name__}, not a sum"
         return f"{name} cannot use secure aggregation (SecAgg+ only adds): {why}"
     return None
+
+
+def constant_extras(definition):
+    """The names of ``definition``'s server extras that never change (its
+    ``constant_extras``), sent to a client once like the constant weights.
+
+    Sending a changed value is still safe: the constants travel under the hash of their
+    values, so a site whose hash differs gets them again."""
+    return tuple(getattr(definition, "constant_extras", ()))
 
 
 # --- structures as named arrays ---
@@ -171,10 +177,13 @@ class RoundParts(LocalExecutor):
         return self.round.client_state_spec if self.round.stateful else None
 
     def constant_paths(self):
-        """The broadcast paths that never change (frozen embeddings, FedCB's classifier): a
-        client needs them once."""
+        """The broadcast paths that never change: the round's constant weights
+        (``Round.constant``: frozen embeddings, FedCB's classifier) and the definition's
+        constant server extras (:func:`constant_extras`: FedED's D_v inputs). A client needs
+        them once."""
         names = paths_of(self.broadcast_spec())
         constant = {f"model/non_trainable/{i}" for i in self.round.constant}
+        constant.update(f"extras/{k}" for k in constant_extras(self.round.definition))
         return [n for n in names if n in constant]
 
     # --- server ---

@@ -120,7 +120,7 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None):
                   for name in names}
         columns = METRIC_COLUMNS + list(EVALUATORS[job.evaluation].columns)
         if any(private.values()):
-            columns += PRIVACY_COLUMNS
+            columns += privacy.COLUMNS
         # Rows kept on resume: up to each algorithm's checkpoint, and a finished centralised run.
         kept = [raw for a, r, raw in old_rows if (a in states and r <= states[a][3])
                 or (a == CENTRALISED and done_centralised)]
@@ -156,10 +156,6 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None):
         summary["peak_rss_mib"] = peak_rss_mib()
         shutdown_workers()
     return write_summary(out_dir, summary, title=job.title or data.name, reference=reference)
-
-
-#: The metrics.csv columns of a run with differential privacy.
-PRIVACY_COLUMNS = ["dp_epsilon", "dp_clip"]
 
 
 def _public(hparams):
@@ -209,9 +205,7 @@ def _train(name, job, settings, started, log, bar, private=None):
         state = output.state
         row = round_row(name, rnd, clients, output.metrics)
         if private is not None:
-            row["dp_epsilon"] = private.epsilon(rnd)
-            row["dp_clip"] = next(float(m["dp_clip"]) for m in
-                                  output.metrics["aggregator"].values() if "dp_clip" in m)
+            row.update(private.columns(rnd, output.metrics))
         warn_exclusions(name, rnd, row, len(clients))
         if rnd % settings.eval_every == 0 or rnd == settings.num_rounds:
             row.update(evaluate_state(evaluator, process, state))

@@ -22,6 +22,10 @@ import secrets
 from tffre.privacy import accounting
 
 
+#: The metrics.csv columns of a run with differential privacy.
+COLUMNS = ["dp_epsilon", "dp_clip"]
+
+
 @dataclasses.dataclass
 class Privacy:
     """One algorithm's DP: its settings resolved for the run, and the accountant."""
@@ -36,6 +40,12 @@ class Privacy:
     def epsilon(self, rounds):
         """epsilon at delta after ``rounds`` rounds."""
         return float(self.running.epsilon(rounds))
+
+    def columns(self, rounds, metrics):
+        """{dp_epsilon, dp_clip} of the row of round ``rounds`` (``metrics``: the round's)."""
+        return {"dp_epsilon": self.epsilon(rounds),
+                "dp_clip": next(float(m["dp_clip"]) for m in metrics["aggregator"].values()
+                                if "dp_clip" in m)}
 
     def summary(self, rounds):
         """The guarantee as the summary and the bundle state it."""

@@ -113,6 +113,9 @@ class TinyTask:
     """A task of ``tiny``'s models over given arrays: {site: (x, y)} (held out: the first
     half of the site's examples again, as ``test``)."""
 
+    #: As :class:`tffre.deploy.tasks.RelationTask`: options naming local files stay out of the job.
+    LOCAL_OPTIONS = ("data", "encoder", "server_data", "concept_file")
+
     def __init__(self, arrays, named=False, context=False, bad_sites=(), frozen=False):
         self.arrays = arrays
         self.named, self.context, self.frozen = named, context, frozen
@@ -148,6 +151,13 @@ class TinyTask:
         x, y = self._site(site)
         half = max(1, len(y) // 2)
         return SiteData(train=(x, y), held_out={"test": (x[:half], y[:half])})
+
+    def server_data(self, job, side):
+        """D_v at the server (FedED): x and y of the ``server-data`` .npz file."""
+        import numpy as np
+        from tffre.deploy.tasks import site_path
+        with np.load(site_path(side, "server-data")) as saved:
+            return saved["x"], saved["y"]
 
 
 def run_config(name, out, **extra):

@@ -11,14 +11,20 @@ from tffre.runner.loop import data_seed
 from tffre.runner.processes import pretrained_weights
 
 
-def local_run(name, arrays, hparams, rounds, named=False, batch_size=4, seed=0):
+def local_run(name, arrays, hparams, rounds, named=False, batch_size=4, seed=0,
+              server_data=None):
     """``rounds`` rounds of ``name`` with the local executor over ``arrays`` ({site: (x, y)});
-    returns (final server state, [each round's metrics])."""
+    returns (final server state, [each round's metrics]). ``server_data``: D_v's (x, y)
+    (FedED), batched by ``batch_size`` as the runner batches it."""
+    from tffre.definition import TaskContext
     task = TinyTask(arrays, named=named)
+    context = None if server_data is None else TaskContext(
+        num_clients=len(arrays), clients_per_round=len(arrays),
+        server_data=tf.data.Dataset.from_tensor_slices(tuple(server_data)).batch(batch_size))
     tf.keras.utils.set_random_seed(seed)
     process = builder.build_algorithm(name, task.model_fn(), loss=task.loss(),
                                       input_spec=task.model(None, None).input_spec,
-                                      executor="local", **hparams)
+                                      executor="local", context=context, **hparams)
     tf.keras.utils.set_random_seed(seed)
     state = process.set_model_weights(process.initialize(),
                                       pretrained_weights(process.model_fn))

@@ -61,37 +61,44 @@ def left_behind(mark, seconds=30):
     return [" ".join(p.cmdline()[:4]) for p in marked(mark)]
 
 
-def start_federation(folder, data, task, daemons, registered=None):
+def start_federation(folder, data, task, daemons, registered=None, ports=False):
     """Certificates, the app folder, a SuperLink and one SuperNode per site of ``data``
     ({site: its data file}) running ``task``, all under ``folder`` (a ``pathlib.Path``);
     only the ``registered`` sites' keys (default all) are registered. Each started daemon is
     appended to ``daemons`` at once, so the caller's ``stop_all`` stops them whatever fails.
-    Returns the app folder."""
-    ports = {k: free_port() for k in ("fleet", "control", "serverappio")}
+    Returns the app folder (and the ports, {fleet, control, serverappio}, with ``ports``)."""
+    used = {k: free_port() for k in ("fleet", "control", "serverappio")}
     certs, app = folder / "certs", folder / "app"
     subprocess.run(DEPLOY + ["certs", "--out", str(certs), "--sites", ",".join(data)],
                    check=True, timeout=60)
     subprocess.run(DEPLOY + ["app", "--out", str(app), "--superlink",
-                             f"127.0.0.1:{ports['control']}", "--ca", str(certs / "ca.crt")],
+                             f"127.0.0.1:{used['control']}", "--ca", str(certs / "ca.crt")],
                    check=True, timeout=60)
     superlink = Daemon(DEPLOY + [
         "superlink", "--certs", str(certs), "--state-dir", str(folder / "superlink"),
-        "--host", "127.0.0.1", "--fleet-port", str(ports["fleet"]),
-        "--control-port", str(ports["control"]),
-        "--serverappio-port", str(ports["serverappio"])],
+        "--host", "127.0.0.1", "--fleet-port", str(used["fleet"]),
+        "--control-port", str(used["control"]),
+        "--serverappio-port", str(used["serverappio"])],
         log=str(folder / "superlink.log"), name="superlink")
     daemons.append(superlink)
-    wait_for_port("127.0.0.1", ports["control"], 60, superlink)
+    wait_for_port("127.0.0.1", used["control"], 60, superlink)
     for site in (data if registered is None else registered):
         subprocess.run(DEPLOY + ["register", "--app", str(app), "--key",
                                  str(certs / "sites" / f"{site}.pub")],
                        check=True, timeout=60, capture_output=True)
     for site, path in data.items():
-        daemons.append(Daemon(DEPLOY + [
-            "supernode", "--superlink", f"127.0.0.1:{ports['fleet']}",
-            "--ca", str(certs / "ca.crt"), "--key", str(certs / "sites" / f"{site}.key"),
-            "--site", site, "--data", str(path), "--task", task,
-            "--state-dir", str(folder / "sites" / site), "--poll", "0.1",
-            "--log", str(folder / f"{site}.daemon.log")],
-            log=str(folder / f"{site}.log"), name=site))
-    return app
+        daemons.append(supernode(folder, site, path, task, used))
+    return (app, used) if ports else app
+
+
+def supernode(folder, site, path, task, ports):
+    """``deploy supernode`` for ``site`` (its key, folder and logs under ``folder``, as
+    :func:`start_federation` lays them out), started; a restart appends to the same logs."""
+    certs = folder / "certs"
+    return Daemon(DEPLOY + [
+        "supernode", "--superlink", f"127.0.0.1:{ports['fleet']}",
+        "--ca", str(certs / "ca.crt"), "--key", str(certs / "sites" / f"{site}.key"),
+        "--site", site, "--data", str(path), "--task", task,
+        "--state-dir", str(folder / "sites" / site), "--poll", "0.1",
+        "--log", str(folder / f"{site}.daemon.log")],
+        log=str(folder / f"{site}.log"), name=site)

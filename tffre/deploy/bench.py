@@ -190,7 +190,7 @@ def deployed_rounds(args, work):
         with open(os.path.join(work, "run.log"), "w") as log:
             for line in run.stdout:
                 log.write(line)
-                if line.startswith("round 1:") and "first_round" not in figures:
+                if line.startswith("round 1:") and "start_to_first_round_s" not in figures:
                     figures["start_to_first_round_s"] = time.monotonic() - started
                 if "ready after" in line:
                     figures["serverapp_ready_s"] = float(re.search(r"ready after ([\d.]+)",

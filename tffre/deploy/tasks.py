@@ -263,13 +263,10 @@ class RelationTask:
         """D_v at the server: (x, y) of the ``server-data`` file or folder of ``side`` (its
         train split, or all of it, as ``python -m tffre run --server-data`` reads it),
         tokenized as the sites tokenize their data; labels indexed by ``job.labels``."""
-        import types
-        from tffre.tasks.relations import server_split
+        from tffre.tasks.relations import read_server_data
         path = site_path(side, "server-data")
-        cfg = types.SimpleNamespace(dataset=job.dataset,
-                                    options=types.SimpleNamespace(server_data=path))
         try:
-            frame, _ = server_split(cfg, {}, list(job.labels))
+            frame = read_server_data(job.dataset, path, list(job.labels))
         except ValueError as err:   # REFormatError: "file line N: field: message"
             raise SiteDataError(f"server-data: {err}" if path not in str(err) else str(err)) \
                 from None

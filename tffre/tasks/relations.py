@@ -108,6 +108,20 @@ def loader_options(cfg):
     return {"raw_labels": True} if cfg.dataset == "chemprot" and cfg.options.raw_labels else {}
 
 
+def read_server_data(dataset, path, labels):
+    """D_v from ``path``, a file or folder of ``dataset``'s format (its train split, or all of
+    it), as a DataFrame; a label outside ``labels`` is refused in one line."""
+    from tffre.data.relations import load_re
+    examples, _ = load_re(dataset, path)
+    unknown = sorted(set(examples["label"]) - set(labels))
+    if unknown:
+        raise ValueError(f"{path}: label(s) {', '.join(map(str, unknown))} are "
+                         f"not among the training labels")
+    if "split" in examples:
+        examples = examples[examples["split"] == "train"].drop(columns="split")
+    return examples.reset_index(drop=True)
+
+
 def server_split(cfg, splits, labels):
     """The server's labelled set D_v (FedED section 3.1) as (DataFrame, description), or (None, None).
 
@@ -116,17 +130,9 @@ def server_split(cfg, splits, labels):
     fraction f of ``splits["train"]`` there, so that no client trains on it
     (FedED: "We random sample 20% of training data for validation").
     """
-    from tffre.data.relations import load_re
     o = cfg.options
     if o.server_data:
-        examples, _ = load_re(cfg.dataset, o.server_data)
-        unknown = sorted(set(examples["label"]) - set(labels))
-        if unknown:
-            raise ValueError(f"{o.server_data}: label(s) {', '.join(map(str, unknown))} are "
-                             f"not among the training labels")
-        if "split" in examples:
-            examples = examples[examples["split"] == "train"].drop(columns="split")
-        return examples.reset_index(drop=True), o.server_data
+        return read_server_data(cfg.dataset, o.server_data, labels), o.server_data
     if not o.server_fraction:
         return None, None
     train = splits["train"]

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tffre.deploy import cli
@@ -112,3 +113,26 @@ def test_the_daemon_launcher_keeps_tensorflow_out():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, env=dict(os.environ, FLWR_TELEMETRY_ENABLED="0"))
     assert out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
+def test_the_servers_labelled_set_is_tokenized_as_a_sites_data(tmp_path):
+    # FedED's D_v at the server (server-data) and the same file as a site's training data
+    # give the same token ids; labels index the run's labels; a bad label is named with its file,
+    # line and field.
+    folder = tmp_path / "dv"
+    folder.mkdir()
+    (folder / "train.tsv").write_text("Variants of @GENE$ raise @DISEASE$ risk.\t1\n"
+                                      "No link of @GENE$ with @DISEASE$ was found.\t0\n"
+                                      "@GENE$ expression rises in @DISEASE$.\t1\n")
+    job = DeployJob(task="relations", dataset="gad", algorithm="FedED", hparams={},
+                    options={"max_len": 24}, batch_size=2, seed=0, labels=("0", "1"))
+    task = RelationTask()
+    x, y = task.server_data(job, {"server-data": str(folder)})
+    site = task.site_data(job, {"site": "a", "data": str(folder)})
+    np.testing.assert_array_equal(x, site.train[0])
+    assert list(y) == [1, 0, 1]
+    (tmp_path / "bad.tsv").write_text("@GENE$ and @DISEASE$.\t2\n")
+    with pytest.raises(SiteDataError) as err:
+        task.server_data(job, {"server-data": str(tmp_path / "bad.tsv")})
+    message = str(err.value)
+    assert "\n" not in message and "bad.tsv line 1" in message and "label" in message

@@ -170,7 +170,14 @@ class NodeRuntime:
         """The job's round and data at this site (built once per job)."""
         key = (job.key(), site["site"])
         if key not in self._built:
+            import tensorflow as tf
             self._built.clear()   # one run at a time: a new job frees the last one's model
+            # A shuffle's op seed pairs with the process's global seed (tf.random.get_seed);
+            # the simulation shuffles under set_random_seed(seed), so a site's order matches
+            # only under the same global seed (a site process has none of its own). Set once
+            # per job: setting it again retraces the client's training (1 s a round for the
+            # benchmark's LSTM, four times its training).
+            tf.random.set_seed(job.seed)
             self._built[key] = _Built(job, self.task_of(site), site)
         return self._built[key]
 
@@ -195,14 +202,9 @@ class NodeRuntime:
 
     def train(self, built, broadcast, rnd):
         """The upload of round ``rnd`` (its kept state saved as that round's)."""
-        import tensorflow as tf
         from tffre.runner.loop import data_seed
         job, parts = built.job, built.parts
         name = next(iter(built.data.clients))
-        # A shuffle's op seed pairs with the process's global seed (tf.random.get_seed); the
-        # simulation shuffles under set_random_seed(seed), so a site's order matches only
-        # under the same global seed (a site process has none of its own).
-        tf.random.set_seed(job.seed)
         dataset = built.data.client_dataset(name, "train", batch_size=job.batch_size,
                                             seed=data_seed(job.seed, rnd))
         if not parts.round.stateful:

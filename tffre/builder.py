@@ -8,15 +8,12 @@ Tables 5 and 6) and its :class:`~tffre.definition.Definition`.
 executor (:mod:`tffre.execution`).
 """
 
-import tensorflow as tf
-
 from tffre import execution
 from tffre.client_model import ClientModel
 from tffre.client_work import ClientTrainer
 from tffre.mapreduce import RoundFactory
 from tffre.registry import (LOCAL_OPTIMIZERS, SERVER_AGGREGATORS, get_spec, local_optimizer_of,
                             resolve_hparams)
-
 
 def client_model_fn(model_fn, *, loss, input_spec, metrics=None):
     """Wraps a Keras ``model_fn`` as a :class:`~tffre.client_model.ClientModel` factory.
@@ -32,21 +29,6 @@ def client_model_fn(model_fn, *, loss, input_spec, metrics=None):
         return ClientModel(model_fn(), loss=loss, input_spec=input_spec, metrics=metrics or ())
     return make
 
-
-def check_model_accepts(model_fn, input_spec):
-    """Raises ValueError if the Keras model cannot consume ``input_spec`` batches."""
-    x_spec = input_spec[0] if isinstance(input_spec, (tuple, list)) else input_spec["x"]
-    with tf.Graph().as_default():
-        model = model_fn()
-        zeros = tf.nest.map_structure(
-            lambda spec: tf.zeros([1 if d is None else d for d in spec.shape], spec.dtype), x_spec)
-        try:
-            model(zeros)
-        except Exception as err:  # Keras raises several types for shape mismatches.
-            raise ValueError(f"the model from model_fn cannot take inputs of input_spec "
-                             f"x={x_spec}: {str(err).splitlines()[0]}") from err
-
-
 def round_factory(name, model_fn, *, loss, input_spec, metrics=None, context=None,
                   **hparams):
     """(:class:`tffre.mapreduce.RoundFactory`, definition, model_fn) of registry algorithm
@@ -55,7 +37,6 @@ def round_factory(name, model_fn, *, loss, input_spec, metrics=None, context=Non
     hp = resolve_hparams(name, hparams)
     definition = spec.load_definition()(hp, context)
     model_fn = definition.model_fn(model_fn)   # the algorithm's own model parts, if any
-    check_model_accepts(model_fn, input_spec)
     make_model = client_model_fn(model_fn, loss=loss, input_spec=input_spec, metrics=metrics)
     local = LOCAL_OPTIMIZERS[local_optimizer_of(spec, hp)]
     server = SERVER_AGGREGATORS[spec.aggregator]
@@ -69,7 +50,6 @@ def round_factory(name, model_fn, *, loss, input_spec, metrics=None, context=Non
                            learning_rate=hp.learning_rate, lr_decay=hp.lr_decay)
     return factory, definition, model_fn
 
-
 def build_round(name, model_fn, *, loss, input_spec, metrics=None, context=None, **hparams):
     """The :class:`tffre.mapreduce.Round` of registry algorithm ``name``, read off an eager
     slot (for executors of your own, e.g. a deployment: :mod:`tffre.deploy`); the arguments
@@ -77,7 +57,6 @@ def build_round(name, model_fn, *, loss, input_spec, metrics=None, context=None,
     factory, _, _ = round_factory(name, model_fn, loss=loss, input_spec=input_spec,
                                   metrics=metrics, context=context, **hparams)
     return factory.build(factory.probe())
-
 
 def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, context=None,
                     executor="auto", max_parallel_clients=1, loop="while",

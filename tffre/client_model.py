@@ -15,6 +15,7 @@ unfinalized values clients upload and the server sums.
 import collections
 
 import tensorflow as tf
+from keras.src.engine import input_spec as input_spec_lib
 from tensorflow_federated.python.learning.metrics import counters
 
 # The output the loss and the metrics read, when the model returns a dict.
@@ -39,6 +40,26 @@ class ClientModel:
         self.metrics = [m() for m in metrics] + [
             tf.keras.metrics.Mean("loss"), counters.NumExamplesCounter(),
             counters.NumBatchesCounter()]
+
+    def check_input_spec(self):
+        """Raises ValueError if the Keras model cannot consume ``input_spec`` batches.
+
+        A functional model's inputs are compared with the spec statically, by the check Keras
+        itself runs when the model is called (building a second model to call would cost
+        seconds for a transformer); any other model is traced once on the spec.
+        """
+        spec = self.input_spec
+        x_spec = spec[0] if isinstance(spec, (tuple, list)) else spec["x"]
+        model = self.keras_model
+        try:
+            if getattr(model, "_is_graph_network", False) and model.input_spec is not None:
+                input_spec_lib.assert_input_compatibility(model.input_spec, x_spec, model.name)
+            else:
+                tf.function(lambda x: model(x, training=False),
+                            autograph=False).get_concrete_function(x_spec)
+        except Exception as err:  # Keras raises several types for shape mismatches.
+            raise ValueError(f"the model from model_fn cannot take inputs of input_spec "
+                             f"x={x_spec}: {str(err).splitlines()[0]}") from err
 
     @property
     def trainable_variables(self):

@@ -311,8 +311,11 @@ class RoundFactory:
     lr_decay: float = 1.0
 
     def probe(self):
-        """A slot of the trainer to read the round's types off (builds a model)."""
-        return self.trainer.slot()
+        """A slot of the trainer to read the round's types off (builds a model, and raises
+        ValueError if that model cannot take the round's input_spec)."""
+        slot = self.trainer.slot()
+        slot.model.check_input_spec()
+        return slot
 
     def build(self, slot):
         """The :class:`Round`, its types read off ``slot`` (a :meth:`probe`)."""

@@ -179,13 +179,18 @@ class LocalExecutor:
 
     def upload_spec(self):
         """The TensorSpecs of one client's upload (traced, not run)."""
-        slot = self.slots[0].slot
+        first = self.slots[0]
         element = tf.nest.map_structure(lambda s: tf.TensorSpec(s.shape, s.dtype),
                                         self.round.input_spec)
         args = [self.round.broadcast_spec(), tf.data.DatasetSpec(element)]
         if self.round.stateful:
             args.append(self.round.client_state_spec)
-        outputs = tf.function(slot.train).get_concrete_function(*args).structured_outputs
+        # The slot's own client loop when it is a tf.function: the first round then reuses this
+        # trace instead of tracing the client's training (seconds for a transformer) again.
+        run = first.run if hasattr(first.run, "get_concrete_function") else tf.function(
+            first.slot.train)
+        with tf.device(first.device):
+            outputs = run.get_concrete_function(*args).structured_outputs
         return spec_of(outputs[0] if self.round.stateful else outputs)
 
 

@@ -206,6 +206,10 @@ def build_encoder(hf_config, freeze_embeddings=False):
         main.pooler.trainable = False
     if freeze_embeddings:
         encoder.get_input_embeddings().trainable = False
+    # Transformers' TF models are graph-safe as written (they compile under XLA), so autograph
+    # need not rewrite them: converting their source cost ~5 s at each process's first build.
+    # do_not_convert turns autograph off for the encoder's inner layers as well.
+    encoder.call = tf.autograph.experimental.do_not_convert(encoder.call)
     return encoder
 
 

@@ -71,14 +71,21 @@ class GlobalModelEvaluator:
 
     def predictions(self, split):
         """(per-example losses, predicted class indices) of the current model on ``split``."""
-        x, y = self._splits[split]
         losses, preds = [], []
-        for i in range(0, len(y), self.batch_size):
-            rows = slice(i, i + self.batch_size)
-            loss, pred = self._batch(take_rows(x, rows), y[rows])
+        for loss, pred in self._batch_results(split):
             losses.append(loss.numpy())
             preds.append(pred.numpy())
         return np.concatenate(losses), np.concatenate(preds)
+
+    def _batch_results(self, split):
+        """``self._batch`` of each batch of ``split``, in order."""
+        x, y = self._splits[split]
+        # One trace per split layout, its batch dimension free: a split's shorter last batch
+        # would otherwise trace the model again (seconds for a transformer).
+        self._batch.get_concrete_function(*tf.nest.map_structure(_batch_free_spec, (x, y)))
+        for i in range(0, num_rows(x), self.batch_size):
+            rows = slice(i, i + self.batch_size)
+            yield self._batch(take_rows(x, rows), y[rows])
 
     def model_for(self, model_weights):
         """Assigns ``model_weights`` to the evaluation model and returns it (a Keras model)."""
@@ -170,11 +177,8 @@ class DocREEvaluator(GlobalModelEvaluator):
     def predictions(self, split):
         """(summed pair losses, valid pairs, predicted multi-hot ``[n, P, R]``) of the current
         model on ``split``."""
-        x, y = self._splits[split]
         total, pairs, preds = 0.0, 0.0, []
-        for i in range(0, num_rows(x), self.batch_size):
-            rows = slice(i, i + self.batch_size)
-            loss, weight, pred = self._batch(take_rows(x, rows), y[rows])
+        for loss, weight, pred in self._batch_results(split):
             total += float(loss)
             pairs += float(weight)
             preds.append(pred.numpy())
@@ -206,6 +210,12 @@ def pooled_splits(data, train_loss=True):
     names = ["test"] + (["train"] if train_loss else []) + \
         (["dev"] if data.has_split("dev") else [])
     return {name: data.pooled(name) for name in names}
+
+
+def _batch_free_spec(array):
+    """The TensorSpec of ``array``'s batches: its shape with the first dimension free."""
+    array = np.asarray(array)
+    return tf.TensorSpec((None,) + array.shape[1:], tf.as_dtype(array.dtype))
 
 
 #: Evaluation kinds: {name: evaluator class}; a Job names one (``Job.evaluation``).

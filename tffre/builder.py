@@ -15,6 +15,7 @@ from tffre.mapreduce import RoundFactory
 from tffre.registry import (LOCAL_OPTIMIZERS, SERVER_AGGREGATORS, get_spec, local_optimizer_of,
                             resolve_hparams)
 
+
 def client_model_fn(model_fn, *, loss, input_spec, metrics=None):
     """Wraps a Keras ``model_fn`` as a :class:`~tffre.client_model.ClientModel` factory.
 
@@ -28,6 +29,7 @@ def client_model_fn(model_fn, *, loss, input_spec, metrics=None):
     def make():
         return ClientModel(model_fn(), loss=loss, input_spec=input_spec, metrics=metrics or ())
     return make
+
 
 def round_factory(name, model_fn, *, loss, input_spec, metrics=None, context=None,
                   **hparams):
@@ -50,6 +52,7 @@ def round_factory(name, model_fn, *, loss, input_spec, metrics=None, context=Non
                            learning_rate=hp.learning_rate, lr_decay=hp.lr_decay)
     return factory, definition, model_fn
 
+
 def build_round(name, model_fn, *, loss, input_spec, metrics=None, context=None, **hparams):
     """The :class:`tffre.mapreduce.Round` of registry algorithm ``name``, read off an eager
     slot (for executors of your own, e.g. a deployment: :mod:`tffre.deploy`); the arguments
@@ -57,6 +60,7 @@ def build_round(name, model_fn, *, loss, input_spec, metrics=None, context=None,
     factory, _, _ = round_factory(name, model_fn, loss=loss, input_spec=input_spec,
                                   metrics=metrics, context=context, **hparams)
     return factory.build(factory.probe())
+
 
 def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, context=None,
                     executor="auto", max_parallel_clients=1, loop="while",

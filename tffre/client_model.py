@@ -41,6 +41,12 @@ class ClientModel:
             tf.keras.metrics.Mean("loss"), counters.NumExamplesCounter(),
             counters.NumBatchesCounter()]
 
+    @property
+    def x_spec(self):
+        """The spec of one batch's model inputs: ``input_spec``'s x."""
+        spec = self.input_spec
+        return spec[0] if isinstance(spec, (tuple, list)) else spec["x"]
+
     def check_input_spec(self):
         """Raises ValueError if the Keras model cannot consume ``input_spec`` batches.
 
@@ -48,8 +54,7 @@ class ClientModel:
         itself runs when the model is called (building a second model to call would cost
         seconds for a transformer); any other model is traced once on the spec.
         """
-        spec = self.input_spec
-        x_spec = spec[0] if isinstance(spec, (tuple, list)) else spec["x"]
+        x_spec = self.x_spec
         model = self.keras_model
         try:
             if getattr(model, "_is_graph_network", False) and model.input_spec is not None:

@@ -109,7 +109,7 @@ def read_layout(slot, make_aggregator):
     # Normalisation statistics are averaged like the model; the other non-trainable
     # weights are constant (sent once per client, see Round.constant_broadcast_bytes).
     statistics = tuple(model.statistics_indices())
-    x_spec = input_spec[0] if isinstance(input_spec, (tuple, list)) else input_spec["x"]
+    x_spec = model.x_spec
     probe_x = tf.nest.map_structure(
         lambda s: tf.zeros([1 if d is None else d for d in s.shape], s.dtype), x_spec)
     traced = tf.function(lambda x: model.outputs(x, training=False))

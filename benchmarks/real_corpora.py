@@ -1,28 +1,36 @@
-"""The seeds' comparisons on real corpora, at a scale a 2-core CPU runs (issue 23).
+"""The seeds' comparisons on real corpora, at a scale a 2-core CPU runs (issues 23 and 29).
 
-    python benchmarks/real_corpora.py --root /work/corpora --only fedcmc-gad [--out results/real]
+    python benchmarks/real_corpora.py --root /work/corpora --only fedcmc-gad [--seeds 0,1,2]
 
 ``--root`` holds the public copies, as the README's "Real corpora" says where to get them:
 
-* ``biobert_RE/GAD/1`` and ``biobert_RE/euadr/1``: BioBERT's fold 1 (BioMedBERT/biomedbert);
+* ``biobert_RE/GAD/1`` and ``biobert_RE/euadr/1``: BioBERT's fold 1 (BioMedBERT/biomedbert at
+  commit 93fd69d, ``datasets/RE/``);
+* ``scibert_chemprot``: SciBERT's ChemProt JSON lines (allenai/scibert,
+  ``data/text_classification/chemprot/``);
 * ``cdr_pubtator``: BioCreative V CDR in PubTator (train, development and test files).
 
-Comparisons (``--only`` picks some; each is kept under 30 minutes here):
+Every comparison trains the top of all-MiniLM-L6-v2 on each client's cached activations of
+the frozen lower layers (``--trainable-layers``, :mod:`tffre.models.partial`), runs every
+seed of ``--seeds`` (each re-draws the split, the initial head and the client order) and
+the centralised upper bound at the same budget, and reports each F1 as the mean ± sd over
+the seeds beside the guesses (the majority class, and for a binary set a relation for every
+pair) and the paper's figure. A seed that finished before is read back, not run again.
 
-* ``fedcmc-gad``, ``fedcmc-euadr``: FedCMC Table 2 style: FedAvgT, MOON, FedRS, FedLC and
-  FedCMC at label-Dirichlet alpha 0.5 and 0.05, 10 clients, all every round;
+Comparisons (``--only`` picks some):
+
+* ``iid-gad``: FedAvgT on an IID split of GAD, the top 2 layers and the top 4;
+* ``fedcmc-gad``, ``fedcmc-euadr``, ``fedcmc-chemprot``: FedCMC Table 2 style: FedAvgT,
+  MOON, FedRS, FedLC and FedCMC at label-Dirichlet alpha 0.5 and 0.05, 10 clients, all
+  every round;
 * ``feded-gad``: FedED against FedAvgT (100 clients, 10% per round, 20% of train as the
   server's set D_v, IID, as FedED's setting);
-* ``fedcb-gad``: FedCB against FedAvg, alpha 0.5;
+* ``fedcb-gad``: FedCB against FedAvg (both with Adam), alpha 0.5;
 * ``fedlcc-cdr``: FedLCC against FedAvg and FedAtt on CDR, structural-entropy and IID splits.
 
-The scale (``SCALE_KEYS`` of each comparison, printed and written): the first
-``encoder_layers`` layers of all-MiniLM-L6-v2 with a frozen embedding, ``max_len`` word
-pieces, ``num_rounds`` rounds of one local epoch capped at ``num_iters`` steps (0: no cap),
-one seed. Every table shows what guessing scores (the majority class, and for a
-binary set a relation for every pair) beside the F1 and the paper's figure; each run's own
-folder holds metrics.csv, summary.json and its printed table. Writes ``<out>/<comparison>.csv``
-and ``<out>/summary.json``.
+Writes ``<out>/<comparison>.csv`` (one row per setting and algorithm), every run's folder
+(``<out>/<comparison>/<setting>/seed_<s>/``: metrics.csv, summary.json, models) and
+``<out>/summary.json`` (each comparison's rows, scale, seeds, time and peak memory).
 """
 
 import argparse
@@ -30,84 +38,93 @@ import os
 import sys
 import time
 
-SENTENCE = {"encoder_layers": 2, "freeze_embedding": True, "max_len": 64, "num_rounds": 3,
-            "num_epochs": 1, "num_iters": 0, "batch_size": 8, "learning_rate": 5e-4,
-            "executor": "local", "checkpoint_every": 0, "no_progress": True, "seed": 0}
-# CDR: a round of 10 clients' whole 50 documents (17 steps each) plus scoring 1,000 held-out
-# documents took ~2 min here: 18 such rounds exceed 30 minutes. 6 steps of 3 documents a
-# round, and no train_loss pass (a third 500 documents).
-DOCUMENT = {"encoder_layers": 1, "freeze_embedding": True, "max_len": 256, "num_rounds": 3,
-            "num_epochs": 1, "num_iters": 6, "batch_size": 3, "learning_rate": 3e-4,
-            "local_optimizer": "adam", "clients": 10, "clients_per_round": 10,
-            "no_train_loss": True, "executor": "local", "checkpoint_every": 0,
-            "no_progress": True, "seed": 0}
+# Sentence-level RE: the top 2 of MiniLM's 6 layers on cached activations of the 4 below,
+# 64 word pieces (GAD's p95 is 71), batch 16, Adam 3e-4, one local epoch a round.
+SENTENCE = {"trainable_layers": 2, "max_len": 64, "batch_size": 16, "learning_rate": 3e-4,
+            "num_epochs": 1, "num_iters": 0, "executor": "local", "checkpoint_every": 0,
+            "no_progress": True, "no_train_loss": True, "centralised": True}
+# Document-level RE: 512 word pieces (one window), the top 2 layers, batch 4, Adam 1e-4.
+DOCUMENT = {"trainable_layers": 2, "max_len": 512, "batch_size": 4, "learning_rate": 1e-4,
+            "local_optimizer": "adam", "num_epochs": 1, "num_iters": 0, "clients": 10,
+            "clients_per_round": 10, "executor": "local", "checkpoint_every": 0,
+            "no_progress": True, "no_train_loss": True, "centralised": True}
 LABEL_SKEW = "fedavgt,moon,fedrs,fedlc,fedcmc"
 # What "the scale" of a comparison is, printed with its table and written to summary.json.
-SCALE_KEYS = ("encoder_layers", "freeze_embedding", "max_len", "clients", "clients_per_round",
+SCALE_KEYS = ("trainable_layers", "lora_rank", "max_len", "clients", "clients_per_round",
               "client_fraction", "num_rounds", "num_epochs", "num_iters", "batch_size",
-              "learning_rate", "no_train_loss", "seed")
+              "learning_rate", "no_train_loss")
+DEFAULT_SEEDS = "0,1,2"
 
 
 def comparisons(root):
-    """{comparison: [(label, preset)]}: the runs of each comparison."""
+    """{comparison: [(setting label, preset)]}: the runs of each comparison (one per seed)."""
     gad = os.path.join(root, "biobert_RE", "GAD", "1")
     euadr = os.path.join(root, "biobert_RE", "euadr", "1")
+    chemprot = os.path.join(root, "scibert_chemprot")
     cdr = os.path.join(root, "cdr_pubtator")
-    # GAD's 10 clients hold ~380 training pairs each (48 batches of 8); capping a round at 12
-    # local steps keeps five algorithms at two alphas under 30 minutes on 2 cores.
-    skew = {"algorithm": LABEL_SKEW, "clients": 10, "clients_per_round": 10,
-            **dict(SENTENCE, num_iters=12)}
-    # On GAD (5,330 examples to score each round, 3,837 of them for train_loss) thirty
-    # evaluated rounds at 2 layers took ~2 min each here: one layer, and no train_loss pass.
-    gad_skew = dict(skew, encoder_layers=1, no_train_loss=True)
+    skew = {"algorithm": LABEL_SKEW, "clients": 10, "clients_per_round": 10, **SENTENCE}
     return {
-        "fedcmc-gad": [(f"alpha {a}", {"dataset": "gad", "data": gad, "alpha": a, **gad_skew})
-                       for a in (0.5, 0.05)],
+        "iid-gad": [(f"top {k}", {"dataset": "gad", "data": gad, "algorithm": "fedavgt",
+                                  "partition": "iid", "clients": 10, "clients_per_round": 10,
+                                  **dict(SENTENCE, trainable_layers=k, num_rounds=20)})
+                    for k in (2, 4)],
+        "fedcmc-gad": [(f"alpha {a}", {"dataset": "gad", "data": gad, "alpha": a,
+                                       **dict(skew, num_rounds=10)}) for a in (0.5, 0.05)],
         "fedcmc-euadr": [(f"alpha {a}", {"dataset": "euadr", "data": euadr, "alpha": a,
-                                         **skew}) for a in (0.5, 0.05)],
+                                         **dict(skew, num_rounds=20)}) for a in (0.5, 0.05)],
+        "fedcmc-chemprot": [(f"alpha {a}", {"dataset": "chemprot", "data": chemprot, "alpha": a,
+                                            **dict(skew, max_len=128, num_rounds=8)})
+                            for a in (0.5, 0.05)],
         "feded-gad": [("iid", {"dataset": "gad", "data": gad, "algorithm": "fedavgt,feded",
                                "clients": 100, "client_fraction": 0.1, "partition": "iid",
                                "server_fraction": 0.2, "representation": "cls_entities",
-                               **dict(SENTENCE, num_rounds=5, batch_size=4)})],
+                               **dict(SENTENCE, num_rounds=20)})],
         "fedcb-gad": [("alpha 0.5", {"dataset": "gad", "data": gad, "algorithm": "fedavg,fedcb",
                                      "alpha": 0.5, "clients": 10, "clients_per_round": 10,
-                                     "local_optimizer": "adam",
-                                     **dict(SENTENCE, num_iters=24)})],
+                                     "local_optimizer": "adam", **dict(SENTENCE, num_rounds=10)})],
         "fedlcc-cdr": [(part, {"dataset": "cdr", "data": cdr, "partition": part,
-                               "algorithm": "fedavg,fedatt,fedlcc", **DOCUMENT})
+                               "algorithm": "fedavg,fedatt,fedlcc",
+                               **dict(DOCUMENT, num_rounds=5)})
                        for part in ("structural-entropy", "iid")],
     }
 
 
-def rows_of(comparison, label, summary):
-    """The table rows of one run: each algorithm's F1 beside the guesses and the paper."""
+def rows_of(comparison, label, summaries):
+    """The table rows of one setting: each algorithm's F1 (mean ± sd over the seeds) beside
+    the guesses and the paper's figure."""
     from tffre import paper_tables
-    config = summary["config"]
+    from tffre.sweep import seeds_rows
+    config = next(iter(summaries.values()))["config"]
     _, paper = paper_tables.reference(config["dataset"], config["model"],
-                                      alpha=config.get("alpha"), algorithms=list(
-                                          summary["algorithms"]),
+                                      alpha=config.get("alpha"),
+                                      algorithms=list(next(iter(summaries.values()))["algorithms"]),
                                       partition=config.get("partition"))
-    out = []
-    for name, s in summary["algorithms"].items():
-        out.append({"comparison": comparison, "setting": label, "algorithm": name,
-                    "F1 at best dev": s.get("test_f1_at_best_dev"),
-                    "max F1": s.get("max_test_f1"), "final F1": s.get("final_test_f1"),
-                    "majority guess F1": summary.get("majority_class_test_f1"),
-                    "all-positive F1": summary.get("all_positive_test_f1"),
-                    "paper F1": paper.get(name, {}).get("test_f1"),
-                    "mean round ms": s.get("mean_round_ms")})
-    return out
+    rows = []
+    for row in seeds_rows(summaries):
+        name = row["algorithm"]
+        ms = [s["algorithms"][name]["mean_round_ms"] for s in summaries.values()
+              if s["algorithms"].get(name, {}).get("mean_round_ms") is not None]
+        rows.append({"comparison": comparison, "setting": label, **row,
+                     "paper F1": paper.get(name, {}).get("test_f1"),
+                     "mean round ms": sum(ms) / len(ms) if ms else None})
+    return rows
 
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="the folder of the public copies")
     parser.add_argument("--only", default=None, help="comma-separated comparisons")
+    parser.add_argument("--seeds", default=DEFAULT_SEEDS,
+                        help=f"comma-separated seeds (default {DEFAULT_SEEDS})")
     parser.add_argument("--out", default="results/real_corpora")
     args = parser.parse_args(argv)
     import pandas as pd
     from tffre.jsonio import read_json_object, write_json
-    from tffre.sweep import run_preset
+    from tffre.sweep import mean_sd, parse_seeds, run_seeds, SEED_FIGURES
+    try:
+        seeds = parse_seeds(args.seeds)
+    except ValueError as err:
+        parser.error(str(err))
     chosen = comparisons(args.root)
     names = args.only.split(",") if args.only else list(chosen)
     unknown = [n for n in names if n not in chosen]
@@ -120,23 +137,34 @@ def main(argv):
     if os.path.exists(path):
         report["comparisons"].update(read_json_object(path).get("comparisons", {}))
     for name in names:
-        start, rows = time.perf_counter(), []
+        start, rows, peaks, walls = time.perf_counter(), [], [], []
         first = chosen[name][0][1]     # the runs of a comparison share their scale
         scale = {k: first[k] for k in SCALE_KEYS if k in first}
         for label, preset in chosen[name]:
             folder = os.path.join(args.out, name, label.replace(" ", "_"))
             print(f"\n=== {name}: {label} ===")
-            rows += rows_of(name, label, run_preset(preset, folder,
-                                                    prog="benchmarks/real_corpora.py",
-                                                    rerun=True))
+            summaries = run_seeds(preset, folder, seeds, prog="benchmarks/real_corpora.py")
+            rows += rows_of(name, label, summaries)
+            peaks += [s.get("peak_rss_mib", {}).get("python", 0) for s in summaries.values()]
+            walls += [s.get("wall_seconds", 0) for s in summaries.values()]
         seconds = round(time.perf_counter() - start)
         table = pd.DataFrame(rows)
         table.to_csv(os.path.join(args.out, f"{name}.csv"), index=False)
-        report["comparisons"][name] = {"seconds": seconds, "scale": scale, "rows": rows}
-        print(f"\n{name} ({seconds} s): test relation F1 (positive class for binary sets)")
+        report["comparisons"][name] = {
+            "seconds_this_call": seconds, "run_seconds": walls, "peak_rss_mib": max(peaks),
+            "seeds": seeds, "scale": scale, "rows": rows}
+        print(f"\n{name}: test F1 over {len(seeds)} seed(s), mean ± sd (relation F1: positive "
+              f"class for binary sets, micro over the relation classes otherwise)")
         print("scale: " + ", ".join(f"{k} {v}" for k, v in scale.items()))
-        print(table.drop(columns="comparison").to_string(
-            index=False, na_rep="-", float_format=lambda v: f"{v:.4f}"))
+        print(f"runs took {min(walls):.0f}-{max(walls):.0f} s each; peak RSS "
+              f"{max(peaks):.0f} MiB")
+        shown = pd.DataFrame([{
+            "setting": r["setting"], "algorithm": r["algorithm"],
+            **{label: mean_sd(r, label) for label, _ in SEED_FIGURES},
+            "majority guess": r.get("majority guess F1"), "all-positive": r.get("all-positive F1"),
+            "paper": r.get("paper F1")} for r in rows])
+        print(shown.to_string(index=False, na_rep="-",
+                              float_format=lambda v: f"{v:.3f}"))
     write_json(path, report)
     print(f"\nwrote {args.out}/: " + ", ".join(f"{n}.csv" for n in names) + ", summary.json")
     return 0

@@ -117,4 +117,5 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, context=N
                                    max_parallel_clients=max_parallel_clients, loop=loop,
                                    client_workers=client_workers, name=get_spec(name).name,
                                    hparams=definition.hparams, model_fn=model_fn,
-                                   evaluation=definition.evaluation)
+                                   evaluation=definition.evaluation,
+                                   wrap_model_fn=definition.model_fn)

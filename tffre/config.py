@@ -298,7 +298,8 @@ def resolve(given, *, preset=None, config_path=None):
     try:
         run = RunSettings.resolve(run_values)
         options = task.Options.resolve(option_values)
-        hparams = {n: registry.resolve_hparams(n, registry.algorithm_hparams(n, hparam_values))
+        hparams = {n: registry.resolve_hparams(n, registry.algorithm_hparams(n, hparam_values),
+                                               learning_rates=task.learning_rates)
                    for n in names}
     except ParamsError as err:
         raise ConfigError(str(err)) from None

@@ -184,6 +184,20 @@ def choice(*choices):
     return parse
 
 
+def subset_of(*choices):
+    """A parser of a comma-separated list (or a sequence) of distinct ``choices``: a tuple."""
+    def parse(value):
+        items = value.split(",") if isinstance(value, str) else list(value)
+        items = tuple(str(i).strip() for i in items if str(i).strip())
+        wrong = [i for i in items if i not in choices]
+        if wrong or not items or len(set(items)) != len(items):
+            raise ValueError(f"expected distinct comma-separated names among "
+                             f"{', '.join(choices)}, got {value!r}")
+        return items
+    parse.__name__ = "names among " + "/".join(choices)
+    return parse
+
+
 def optional(parser, none_words=("none",)):
     """``parser``, or None for None or one of ``none_words`` (e.g. ``--clip-norm none``)."""
     def parse(value):

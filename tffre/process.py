@@ -39,6 +39,9 @@ class MeasuredLearningProcess:
       name, hparams: the algorithm and its resolved hyperparameters.
       model_fn: the Keras model the algorithm trains (the task's, or the definition's
         around it): what the runner evaluates and saves.
+      wrap_model_fn: the definition's transformation of a task's ``model_fn`` into
+        ``model_fn`` (identity for most algorithms): a task that saves another model than it
+        trains (a split encoder's full model) wraps that one alike.
       personal_indices: indices of the personal trainable weights (FedRep, FedRoD).
       evaluation: "global" or "personal" (:attr:`tffre.definition.Definition.evaluation`).
       executor: "tff" or "local".
@@ -55,7 +58,7 @@ class MeasuredLearningProcess:
                  hparams, executor, input_spec, broadcast_bytes_per_client,
                  upload_bytes_per_client, constant_bytes_per_client=0, tff_process=None,
                  initial_client_state=None, model_fn=None, personal_indices=(),
-                 evaluation="global"):
+                 evaluation="global", wrap_model_fn=None):
         self.initialize = initialize
         self._next = next_fn
         self.get_model_weights = get_model_weights
@@ -63,6 +66,7 @@ class MeasuredLearningProcess:
         self.name = name
         self.hparams = hparams
         self.model_fn = model_fn
+        self.wrap_model_fn = wrap_model_fn or (lambda fn: fn)
         self.personal_indices = tuple(personal_indices)
         self.evaluation = evaluation
         self.executor = executor

@@ -51,11 +51,15 @@ class AttentionHparams(Params):
 
 @dataclasses.dataclass(frozen=True)
 class LocalOptimizer:
-    """How a client optimizes: a Keras optimizer factory (hparams -> optimizer)."""
+    """How a client optimizes: a Keras optimizer factory (hparams -> optimizer).
+
+    ``family`` ("sgd" or "adam") keys a task's own default learning rates
+    (:attr:`tffre.tasks.Task.learning_rates`)."""
     description: str
     factory: Callable
     default_learning_rate: float
     hparams: type = NoHparams
+    family: str = "sgd"
 
     def make(self, hp):
         """A fresh optimizer of ``factory(hp)``; with the common ``clip_norm``, each step's
@@ -128,9 +132,10 @@ def _attention(hp):
 LOCAL_OPTIMIZERS = {
     "sgd": LocalOptimizer("SGD", _sgd, 0.01),
     "pgd": LocalOptimizer("PGD (SGD on Eq. 22)", _pgd, 0.01, ProximalHparams),
-    "self_adam": LocalOptimizer("Self-Adam (Eq. 15-20)", _self_adam, 0.001),
-    "tf_adam": LocalOptimizer("tf.keras Adam", _tf_adam, 0.001),
-    "padam": LocalOptimizer("PAdam (Eq. 21-27)", _padam, 0.001, ProximalHparams),
+    "self_adam": LocalOptimizer("Self-Adam (Eq. 15-20)", _self_adam, 0.001, family="adam"),
+    "tf_adam": LocalOptimizer("tf.keras Adam", _tf_adam, 0.001, family="adam"),
+    "padam": LocalOptimizer("PAdam (Eq. 21-27)", _padam, 0.001, ProximalHparams,
+                            family="adam"),
     "sgdm": LocalOptimizer("SGD, momentum 0.9, weight decay 5e-4", _sgdm, 0.01),
 }
 
@@ -276,14 +281,15 @@ def local_optimizer_of(spec, hparams):
     return replaced
 
 
-def resolve_hparams(name, values=None, **kwargs):
+def resolve_hparams(name, values=None, *, learning_rates=None, **kwargs):
     """The validated hyperparameters of algorithm ``name`` (its ``Hparams`` object).
 
     ``values`` (and keyword arguments) may use the declared names or their
     aliases (``mu``, ``temperature``); unset or None values take the row's
-    defaults; ``learning_rate`` defaults to the local optimizer's. Raises
-    :class:`tffre.hparams.ParamsError` (a ValueError) naming the algorithm and the
-    setting.
+    defaults; ``learning_rate`` defaults to ``learning_rates[family]`` of the local
+    optimizer's family ("adam", "sgd": a task's own rates, e.g. a transformer's), else to
+    the optimizer's. Raises :class:`tffre.hparams.ParamsError` (a ValueError) naming the
+    algorithm and the setting.
     """
     spec = get_spec(name)
     given = dict(values or {}, **kwargs)
@@ -293,7 +299,8 @@ def resolve_hparams(name, values=None, **kwargs):
     except ValueError as err:
         raise ParamsError(str(err)) from None
     if hp.learning_rate is None:
-        hp = dataclasses.replace(hp, learning_rate=local.default_learning_rate)
+        rate = (learning_rates or {}).get(local.family, local.default_learning_rate)
+        hp = dataclasses.replace(hp, learning_rate=rate)
     if hp.dp_on:
         reason = dp_refusal(spec, hp, weighting_given=given.get("client_weighting"))
         if reason:

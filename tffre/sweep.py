@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 
+import numpy as np
 import pandas as pd
 
 from tffre import cli
@@ -30,6 +31,66 @@ def run_preset(preset, out, *, prog, rerun=False):
     if code:
         raise SystemExit(f"{out}: the run failed (exit code {code})")
     return read_json_object(summary_path)
+
+
+#: The figures a seeds table gives per algorithm (summary.json keys), each as mean and sd.
+SEED_FIGURES = (("F1 at best dev", "test_f1_at_best_dev"), ("max F1", "max_test_f1"),
+                ("final F1", "final_test_f1"))
+
+
+def parse_seeds(value):
+    """``--seeds``: comma-separated seeds ("0,1,2"), or a count ("3" is not a list: use
+    "0,1,2")."""
+    try:
+        seeds = [int(s) for s in str(value).split(",") if s.strip()]
+    except ValueError:
+        raise ValueError(f"--seeds: expected comma-separated integers, got {value!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ValueError(f"--seeds: expected distinct non-negative integers, got {value!r}")
+    return seeds
+
+
+def run_seeds(preset, out, seeds, *, prog):
+    """Runs ``preset`` once per seed into ``out/seed_<s>/`` (each seed re-draws the split,
+    the initial weights and the client order); a seed that finished before is read back, not
+    repeated (:func:`run_preset`). Returns {seed: summary}."""
+    summaries = {}
+    for seed in seeds:
+        folder = os.path.join(out, f"seed_{seed}")
+        print(f"\n--- seed {seed} ---")
+        summaries[seed] = run_preset(dict(preset, seed=seed), folder, prog=prog)
+    return summaries
+
+
+def seeds_rows(summaries):
+    """One row per algorithm over the seeds' summaries: for each of :data:`SEED_FIGURES` its
+    mean and sample sd (0 for one seed), the seeds, and the guesses (the same split sizes
+    give them per seed; their mean is shown)."""
+    first = next(iter(summaries.values()))
+    rows = []
+    for name in first["algorithms"]:
+        row = {"algorithm": name, "seeds": len(summaries)}
+        for label, key in SEED_FIGURES:
+            values = [s["algorithms"].get(name, {}).get(key) for s in summaries.values()]
+            values = [v for v in values if v is not None]
+            if values:
+                row[label] = float(np.mean(values))
+                row[f"{label} sd"] = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+        rows.append(row)
+    guesses = {}
+    for label, key in (("majority guess F1", "majority_class_test_f1"),
+                       ("all-positive F1", "all_positive_test_f1")):
+        values = [s.get(key) for s in summaries.values() if s.get(key) is not None]
+        if values:
+            guesses[label] = float(np.mean(values))
+    return [dict(row, **guesses) for row in rows]
+
+
+def mean_sd(row, label):
+    """"0.753 ± 0.004" of a :func:`seeds_rows` row's figure (or "-")."""
+    if row.get(label) is None or (isinstance(row.get(label), float) and np.isnan(row[label])):
+        return "-"
+    return f"{row[label]:.3f} ± {row.get(f'{label} sd', 0.0):.3f}"
 
 
 def combined_table(out, alphas):

@@ -36,11 +36,12 @@ def test_privacy_presets_resolve(tmp_path, workload, epsilon):
 
 def test_real_corpora_presets_resolve(tmp_path):
     root = tmp_path / "corpora"
-    for folder in ("biobert_RE/GAD/1", "biobert_RE/euadr/1", "cdr_pubtator"):
+    for folder in ("biobert_RE/GAD/1", "biobert_RE/euadr/1", "scibert_chemprot",
+                   "cdr_pubtator"):
         (root / folder).mkdir(parents=True)      # resolve checks that --data exists
     comparisons = real_corpora.comparisons(str(root))
-    assert set(comparisons) == {"fedcmc-gad", "fedcmc-euadr", "feded-gad", "fedcb-gad",
-                                "fedlcc-cdr"}
+    assert set(comparisons) == {"iid-gad", "fedcmc-gad", "fedcmc-euadr", "fedcmc-chemprot",
+                                "feded-gad", "fedcb-gad", "fedlcc-cdr"}
     for name, runs in comparisons.items():
         for label, preset in runs:
             cfg = config.resolve(dict(preset, out=str(tmp_path / name / label)))

@@ -193,3 +193,38 @@ def test_feded_needs_a_server_set(tmp_path):
         config.vocabulary()["server_fraction"].parse("1")
     cfg = resolve(tmp_path, dataset="i2b2", algorithm="feded", server_fraction=0.2)
     assert cfg.options.server_fraction == 0.2
+
+
+def test_a_task_sets_its_own_learning_rate_per_optimizer_family(tmp_path, monkeypatch):
+    """A task's learning_rates replace the optimizer's default (by family); a given rate, or
+    a task without rates, keeps today's."""
+    import dataclasses
+    from tffre import registry, tasks as tasks_lib
+    from tffre.tasks import synthetic
+    task = dataclasses.replace(synthetic.TASK, learning_rates={"adam": 2e-4})
+    monkeypatch.setattr(synthetic, "TASK", task)
+    cfg = config.resolve({"dataset": "synthetic", "algorithm": "fedavgt,fedavg,fedproxp",
+                          "out": str(tmp_path / "o")})
+    assert cfg.hparams["FedAvgT"].learning_rate == 2e-4
+    assert cfg.hparams["FedProxP"].learning_rate == 2e-4
+    assert cfg.hparams["FedAvg"].learning_rate == 0.01          # SGD: the task says nothing
+    given = config.resolve({"dataset": "synthetic", "algorithm": "fedavgt",
+                            "learning_rate": 0.005, "out": str(tmp_path / "o")})
+    assert given.hparams["FedAvgT"].learning_rate == 0.005
+    assert registry.resolve_hparams("FedAvgT").learning_rate == 0.001
+    del tasks_lib
+
+
+def test_encoder_part_options_are_checked_before_any_work(tmp_path):
+    base = {"dataset": "gad", "out": str(tmp_path / "o")}
+    with pytest.raises(config.ConfigError, match="--trainable-layers 7 exceeds the encoder's 6"):
+        config.resolve(dict(base, trainable_layers=7))
+    with pytest.raises(config.ConfigError, match="exceeds the encoder's 2 layers"):
+        config.resolve(dict(base, trainable_layers=3, encoder_layers=2))
+    with pytest.raises(config.ConfigError, match="--lora-alpha applies with --lora-rank"):
+        config.resolve(dict(base, lora_alpha=16, trainable_layers=None))
+    with pytest.raises(config.ConfigError, match="--lora-targets: expected distinct"):
+        config.resolve(dict(base, lora_rank=4, lora_targets="query,keys"))
+    cfg = config.resolve(dict(base, lora_rank=4, lora_targets="query,key,value"))
+    assert cfg.options.lora_targets == ("query", "key", "value")
+    assert cfg.options.partial().lora_rank == 4

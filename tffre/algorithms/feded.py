@@ -119,7 +119,8 @@ def log_probabilities(model, outputs):
 
 
 def _server_arrays(server_data):
-    """(x, y) numpy arrays of a dataset of (x, y) batches, an (x, y) pair, and its batch size."""
+    """(x, y) numpy arrays of a dataset of (x, y) batches, an (x, y) pair, and its batch size.
+    ``x`` may be a dict of arrays (a split encoder's {"hidden", "inputs"})."""
     if server_data is None:
         raise ValueError("FedED needs server_data: the server's labelled set D_v, a "
                          "tf.data.Dataset of (x, y) batches (the command line: "
@@ -128,13 +129,14 @@ def _server_arrays(server_data):
         xs, ys = [], []
         for batch in server_data:
             x, y = (batch["x"], batch["y"]) if isinstance(batch, dict) else batch
-            xs.append(np.asarray(x))
+            xs.append(tf.nest.map_structure(np.asarray, x))
             ys.append(np.asarray(y))
         if not xs:
             raise ValueError("FedED: server_data is empty")
-        return np.concatenate(xs), np.concatenate(ys).reshape(-1), len(ys[0])
+        return (tf.nest.map_structure(lambda *parts: np.concatenate(parts), *xs),
+                np.concatenate(ys).reshape(-1), len(ys[0]))
     x, y = server_data
-    return np.asarray(x), np.asarray(y).reshape(-1), 32
+    return tf.nest.map_structure(np.asarray, x), np.asarray(y).reshape(-1), 32
 
 
 class FedED(Definition):
@@ -168,8 +170,9 @@ class FedED(Definition):
         super().__init__(hparams, context)
         self.server_x, self.server_y, self.server_batch_size = _server_arrays(
             self.context.server_data)
-        if len(self.server_x) != len(self.server_y) or not len(self.server_y):
-            raise ValueError(f"FedED: server_data has {len(self.server_x)} inputs and "
+        inputs = len(tf.nest.flatten(self.server_x)[0])
+        if inputs != len(self.server_y) or not len(self.server_y):
+            raise ValueError(f"FedED: server_data has {inputs} inputs and "
                              f"{len(self.server_y)} labels")
 
     # --- part 2: server extras: D_v's inputs, broadcast so that clients can predict on them ---
@@ -180,13 +183,17 @@ class FedED(Definition):
     # --- part 4: the upload: predictions on D_v only ---
 
     def predict(self, model, x):
-        """[|D_v|, C] probabilities (log-probabilities for the "logits" teacher), in chunks."""
-        n = int(x.shape[0])
+        """[|D_v|, C] probabilities (log-probabilities for the "logits" teacher), in chunks.
+        ``x``: a tensor, or a structure of tensors (a split encoder's inputs)."""
+        n = int(tf.nest.flatten(x)[0].shape[0])
         chunk = min(self.server_batch_size, n)
         pad = (-n) % chunk
-        padded = tf.concat([x, tf.zeros([pad] + x.shape[1:].as_list(), x.dtype)], 0) \
-            if pad else x
-        chunks = tf.reshape(padded, [-1, chunk] + x.shape[1:].as_list())
+
+        def chunked(t):
+            rest = t.shape[1:].as_list()
+            padded = tf.concat([t, tf.zeros([pad] + rest, t.dtype)], 0) if pad else t
+            return tf.reshape(padded, [-1, chunk] + rest)
+        chunks = tf.nest.map_structure(chunked, x)
         log_p = tf.map_fn(
             lambda c: log_probabilities(model, model.outputs(c, training=False)),
             chunks, fn_output_signature=tf.float32)

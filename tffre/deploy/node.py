@@ -44,14 +44,15 @@ def site_settings(node_config):
     return site
 
 
-def layout_key(parts):
+def layout_key(parts, identity=""):
     """A short description of the round's message types (broadcast and upload: paths, dtypes,
-    shapes): a site whose model differs from the server's is refused by it."""
+    shapes) and the model's ``identity`` (a frozen prefix's fingerprint): a site whose model
+    differs from the server's is refused by it."""
     import hashlib
     import tensorflow as tf
     text = repr([(p, s.dtype.name, s.shape.as_list()) for spec in
                  (parts.broadcast_spec(), parts.upload_spec())
-                 for p, s in zip(paths_of(spec), tf.nest.flatten(spec))])
+                 for p, s in zip(paths_of(spec), tf.nest.flatten(spec))]) + identity
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -85,7 +86,7 @@ class _Built:
         splits = {"train": data.train, **data.held_out}
         self.data = FederatedData({site["site"]: splits}, num_classes=len(job.labels),
                                   name=site["site"])
-        self.layout = layout_key(self.parts)
+        self.layout = layout_key(self.parts, model.identity)
         self.evaluator = SiteEvaluator(self.model_fn, model.loss, splits)
         self.folder = os.path.join(site["state-dir"], job.key())
 
@@ -186,8 +187,8 @@ class NodeRuntime:
         built = self.build(job, site)
         if config.get("layout") and config["layout"] != built.layout:
             raise MessageError(f"the model this site builds (encoder {site.get('encoder')!r}) "
-                               f"differs from the server's (layout {built.layout} vs "
-                               f"{config['layout']})")
+                               f"differs from the server's: its round's types or its frozen "
+                               f"prefix (layout {built.layout} vs {config['layout']})")
         rnd = int(config["round"])
         broadcast = self._broadcast(built, arrays, config.get("constants", ""), site)
         reply = {"site": site["site"], "round": rnd, "constants": config.get("constants", "")}

@@ -200,7 +200,7 @@ def serve(rounds, cfg, settings, task, log=log_line):
     tf.keras.utils.set_random_seed(run.seed)
     weights = pretrained_weights(model_fn, model.load_pretrained)
     state = parts.set_model_weights(parts.initialize(), weights)
-    layout = layout_key(parts)
+    layout = layout_key(parts, model.identity)
     write_json(os.path.join(run.out, JOB_FILE),
                {"job": job.to_json(), "head": head.to_json(), "settings": settings.asdict(),
                 "sites": [s.name for s in sites]})
@@ -256,6 +256,8 @@ def serve(rounds, cfg, settings, task, log=log_line):
         from tffre.bundle import save_bundle
         keras_model = model_fn()
         final.assign_weights_to(keras_model)
+        if model.export is not None:   # a split encoder: the full model, prefix grafted in
+            keras_model = model.export(keras_model, definition.model_fn)
         folder = os.path.join(run.out, "models", name)
         save_bundle(folder, keras_model, label_names=list(job.labels), encoder=model.encoder,
                     metadata={"algorithm": name, "round": run.num_rounds,

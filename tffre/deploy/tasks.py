@@ -95,6 +95,12 @@ class ModelParts:
     load_pretrained: object = None   # callable(keras_model), server side
     encoder: object = None           # what a bundle saves (a tokenizer), server side
     negative_label: Optional[int] = None
+    #: A split encoder (``--trainable-layers``, ``--lora-rank``): callable(trained model,
+    #: wrap) -> the full model a bundle saves (:attr:`tffre.runner.Job.export`), server side.
+    export: object = None
+    #: What must agree between the sides beyond the round's types (a frozen prefix's weights
+    #: fingerprint: each side builds the prefix from its own encoder folder and the seed).
+    identity: str = ""
 
 
 @dataclasses.dataclass
@@ -115,9 +121,19 @@ def public_hparams(hparams):
 
 
 def server_inputs(x):
-    """The job's description of D_v's inputs ``x``: {"shape", "dtype"}."""
+    """The job's description of D_v's inputs ``x``: {"shape", "dtype"}, or for a dict of
+    arrays (a split encoder's {"hidden", "inputs"}) {name: {"shape", "dtype"}}."""
+    if isinstance(x, dict):
+        return {k: server_inputs(v) for k, v in sorted(x.items())}
     x = np.asarray(x)
     return {"shape": [int(d) for d in x.shape], "dtype": x.dtype.name}
+
+
+def _zeros_of(described):
+    """Zero arrays of a :func:`server_inputs` description."""
+    if "shape" in described and "dtype" in described:
+        return np.zeros(described["shape"], described["dtype"])
+    return {k: _zeros_of(v) for k, v in described.items()}
 
 
 def task_context(job, server_data=None):
@@ -133,9 +149,8 @@ def task_context(job, server_data=None):
     import tensorflow as tf
     from tffre.definition import TaskContext
     if server_data is None and job.server_inputs:
-        shape = job.server_inputs["shape"]
-        server_data = (np.zeros(shape, job.server_inputs["dtype"]),
-                       np.zeros(shape[:1], np.int32))
+        x = _zeros_of(job.server_inputs)
+        server_data = (x, np.zeros(len(tf.nest.flatten(x)[0]), np.int32))
     values = {"num_clients": job.num_clients, "prompts": "text",
               "concepts": None if job.concepts is None else tuple(job.concepts),
               "clients_per_round": job.num_clients,
@@ -178,10 +193,17 @@ class RelationTask:
     dataset's format: :func:`tffre.data.relations.load_re`) and ``encoder`` (the local
     Hugging Face encoder folder; default the packaged all-MiniLM-L6-v2). The held-out
     splits a site has (dev, test) are evaluated there.
+
+    With a split encoder (the job's ``trainable_layers`` or ``lora_rank``) each side builds
+    the frozen prefix from its own encoder folder and the job's seed
+    (:func:`tffre.models.partial.frozen_prefix`); a site computes its examples' activations
+    once (in memory, or in the node configuration's ``prefix-cache`` folder) and trains the
+    top on them. The prefix's fingerprint is part of the round's layout, so a site whose
+    prefix differs from the server's is refused.
     """
 
     #: Task options that name local files: each side uses its own, so they stay out of the job.
-    LOCAL_OPTIONS = ("data", "encoder", "server_data", "concept_file")
+    LOCAL_OPTIONS = ("data", "encoder", "server_data", "concept_file", "prefix_cache")
 
     def _examples(self, job, site):
         from tffre.data.relations import by_split, load_re
@@ -217,26 +239,59 @@ class RelationTask:
             encoder_dir, max_length=o.get("max_len") or DEFAULT_MAX_LEN,
             blind_entities=bool(o.get("blind_entities")), entity_types=job.entity_types)
 
+    def _config(self, job, encoder_dir):
+        """(tokenizer, the job's :class:`tffre.models.relations.REModelConfig`) at a side."""
+        from tffre.models.relations import config_for
+        from tffre.tasks import EncoderOptions
+        tokenizer = self.tokenizer(job, encoder_dir)
+        o = job.options
+        known = {k: o[k] for k in EncoderOptions.names() if k in o and k != "encoder"}
+        partial = EncoderOptions.resolve(known).partial()
+        return tokenizer, config_for(tokenizer, encoder_dir, len(job.labels),
+                                     representation=o.get("representation", "entity_sum"),
+                                     num_layers=o.get("encoder_layers"),
+                                     freeze_embeddings=bool(o.get("freeze_embedding")),
+                                     partial=partial)
+
+    def _prefix(self, job, encoder_dir, config, folder=None):
+        """The frozen prefix of a split ``config`` and its activation store, built once per
+        (job, encoder folder) in this process."""
+        from tffre.models.partial import frozen_prefix
+        from tffre.models.relations import build_re_prefix, load_pretrained_encoder
+        key = (job.key(), encoder_dir, folder)
+        cache = self.__dict__.setdefault("_prefixes", {})
+        if key not in cache:
+            cache.clear()
+            cache[key] = frozen_prefix(lambda: build_re_prefix(config),
+                                       lambda m: load_pretrained_encoder(m, encoder_dir),
+                                       job.seed, folder)
+        return cache[key]
+
     def model(self, job, site):
         """The job's :class:`ModelParts` built from this side's encoder folder."""
         import tensorflow as tf
-        from tffre.models.relations import build_re_model, config_for, load_pretrained_encoder
+        from tffre.models.partial import graft
+        from tffre.models.relations import build_re_model, has_prefix, load_pretrained_encoder
         encoder_dir = self.encoder_dir(site)
-        tokenizer = self.tokenizer(job, encoder_dir)
-        o = job.options
-        config = config_for(tokenizer, encoder_dir, len(job.labels),
-                            representation=o.get("representation", "entity_sum"),
-                            num_layers=o.get("encoder_layers"),
-                            freeze_embeddings=bool(o.get("freeze_embedding")))
+        tokenizer, config = self._config(job, encoder_dir)
         x = tokenizer.encode([])
-        input_spec = (tf.TensorSpec((None,) + x.shape[1:], tf.int32),
-                      tf.TensorSpec((None,), tf.int32))
+        x_spec = tf.TensorSpec((None,) + x.shape[1:], tf.int32)
+        export, identity = None, ""
+        if has_prefix(config):
+            prefix, store = self._prefix(job, encoder_dir, config,
+                                         site_path(site, "prefix-cache", required=False))
+            identity = store.identity
+            x_spec = {"hidden": tf.TensorSpec((None,) + tuple(prefix.output_shape[1:]),
+                                              tf.float32), "inputs": x_spec}
+            export = lambda trained, wrap=None: graft(  # noqa: E731
+                (wrap or (lambda fn: fn))(lambda: build_re_model(config.full()))(), trained,
+                prefix.get_layer("encoder"))
         return ModelParts(
             model_fn=lambda: build_re_model(config),
             loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            input_spec=input_spec,
+            input_spec=(x_spec, tf.TensorSpec((None,), tf.int32)),
             load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
-            encoder=tokenizer, negative_label=0)
+            encoder=tokenizer, negative_label=0, export=export, identity=identity)
 
     def site_data(self, job, site):
         """The site's tokenized :class:`SiteData` (labels indexed by ``job.labels``)."""
@@ -244,7 +299,8 @@ class RelationTask:
         if list(labels) != list(job.labels):
             raise SiteDataError(f"{path}: labels {labels} differ from the run's "
                                 f"{list(job.labels)}")
-        tokenizer = self.tokenizer(job, self.encoder_dir(site))
+        encoder_dir = self.encoder_dir(site)
+        tokenizer, config = self._config(job, encoder_dir)
         arrays = {}
         for name, frame in splits.items():
             try:
@@ -252,6 +308,13 @@ class RelationTask:
             except ValueError as err:   # names the example and the field
                 raise SiteDataError(f"{path}: {name} split: {err}") from None
             arrays[name] = (x, self._label_ids(job, frame))
+        from tffre.models.relations import has_prefix
+        if has_prefix(config):   # this site's activations of the frozen prefix, once
+            from tffre.models.partial import cache_clients
+            prefix, store = self._prefix(job, encoder_dir, config,
+                                         site_path(site, "prefix-cache", required=False))
+            arrays = cache_clients({site.get("site", "site"): arrays}, prefix, store)
+            arrays = next(iter(arrays.values()))
         return SiteData(train=arrays.pop("train"), held_out=arrays)
 
     @staticmethod
@@ -272,9 +335,15 @@ class RelationTask:
                 from None
         if not len(frame):
             raise SiteDataError(f"{path}: server-data has no training examples")
-        tokenizer = self.tokenizer(job, self.encoder_dir(side))
+        encoder_dir = self.encoder_dir(side)
+        tokenizer, config = self._config(job, encoder_dir)
         try:
             x = tokenizer.encode(frame)
         except ValueError as err:   # names the example and the field
             raise SiteDataError(f"{path}: server-data: {err}") from None
+        from tffre.models.relations import has_prefix
+        if has_prefix(config):   # the sites predict on D_v through the same frozen prefix
+            from tffre.models.partial import activations, with_hidden
+            prefix, store = self._prefix(job, encoder_dir, config)
+            x = with_hidden(x, store.get(x, lambda x: activations(prefix, x)))
         return x, self._label_ids(job, frame)

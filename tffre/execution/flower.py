@@ -183,8 +183,10 @@ class RoundParts(LocalExecutor):
         them once."""
         names = paths_of(self.broadcast_spec())
         constant = {f"model/non_trainable/{i}" for i in self.round.constant}
-        constant.update(f"extras/{k}" for k in constant_extras(self.round.definition))
-        return [n for n in names if n in constant]
+        extras = tuple(f"extras/{k}" for k in constant_extras(self.round.definition))
+        # An extra may be a structure (a split encoder's D_v: extras/server_x/hidden, ...).
+        return [n for n in names if n in constant or n in extras
+                or n.startswith(tuple(e + "/" for e in extras))]
 
     # --- server ---
 

@@ -72,6 +72,8 @@ from typing import Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from tffre.models.partial import (HIDDEN, PartialTraining, as_partial, encoder_top,  # noqa: F401
+                                  has_prefix)
 from tffre.models.relations import (as_config, build_encoder, check_encoder_folder, config_from_dict,
                              hf_encoder_config, load_pretrained_encoder)
 from tffre.text.document_features import DocREFeaturizer, template_tokens
@@ -83,6 +85,7 @@ WINDOW_EPS = 1e-10     # ATLOP's epsilon when renormalising merged window attent
 
 __all__ = ["DocRELoss", "DocREModelConfig", "GroupedBilinear", "LOSSES", "LongInputMerge",
            "LongInputSplit", "MODEL_INPUTS", "PairPooling", "build_docre_model",
+           "build_docre_prefix", "has_prefix", "pack_windows", "unpack_windows",
            "docre_config_for", "docre_loss", "entity_attention", "entity_embeddings",
            "from_pretrained", "grouped_bilinear", "load_pretrained_encoder",
            "localized_context", "merge_long_input", "model_inputs", "pack_targets",
@@ -126,6 +129,10 @@ class DocREModelConfig:
       vocab_size: token-embedding rows; None keeps the encoder config's (the featurizer
         adds no tokens).
       freeze_embeddings: freeze the encoder's embedding layer.
+      partial: which part of the encoder trains (:class:`tffre.models.partial.PartialTraining`
+        or its dict); None: all. When the encoder splits, :func:`build_docre_model` builds
+        the top on cached prefix activations (input "hidden") and
+        :func:`build_docre_prefix` the prefix.
     """
 
     encoder_dir: str
@@ -141,9 +148,11 @@ class DocREModelConfig:
     end_tokens: Optional[Tuple[int, ...]] = None
     vocab_size: Optional[int] = None
     freeze_embeddings: bool = False
+    partial: Optional[PartialTraining] = None
 
     def __post_init__(self):
         self.encoder_dir = os.fspath(self.encoder_dir)
+        self.partial = as_partial(self.partial)
         for name in ("num_relations", "max_length", "group_size", "num_groups", "window") + tuple(
                 n for n in ("vocab_size", "num_layers") if getattr(self, n) is not None):
             value = getattr(self, name)
@@ -178,7 +187,12 @@ class DocREModelConfig:
         for key in ("start_tokens", "end_tokens"):
             if out[key] is not None:
                 out[key] = list(out[key])
+        out["partial"] = None if self.partial is None else self.partial.to_dict()
         return out
+
+    def full(self):
+        """The same model trained whole: the config a split model is saved as."""
+        return dataclasses.replace(self, partial=None)
 
     @classmethod
     def from_dict(cls, data):
@@ -344,6 +358,24 @@ def process_long_input(encode, input_ids, attention_mask, window=512, start_toke
     return merge_long_input(hidden, attention, attention_mask, window, start_tokens, end_tokens)
 
 
+def pack_windows(hidden, attention_mask, window=512):
+    """The windows' hidden states ``[batch + n_long, window, d]`` of :func:`split_long_input`
+    as one row per document, ``[batch, 2, window, d]``: its first window, then its second
+    (zeros for a document that fits one window). A cached prefix stores this."""
+    hidden = tf.convert_to_tensor(hidden)
+    batch = tf.shape(attention_mask)[0]
+    _, long_rows, _ = _window_parts(attention_mask, window)
+    second = tf.scatter_nd(long_rows[:, None], hidden[batch:],
+                           tf.shape(hidden[:batch], out_type=tf.int64))
+    return tf.stack([hidden[:batch], second], axis=1)
+
+
+def unpack_windows(packed, attention_mask, window=512):
+    """:func:`pack_windows` undone: ``[batch, 2, window, d]`` -> ``[batch + n_long, window, d]``."""
+    _, long_rows, _ = _window_parts(attention_mask, window)
+    return tf.concat([packed[:, 0], tf.gather(packed[:, 1], long_rows)], axis=0)
+
+
 class _WindowLayer(tf.keras.layers.Layer):
     def __init__(self, window=512, start_tokens=(101,), end_tokens=(102,), **kwargs):
         super().__init__(**kwargs)
@@ -364,6 +396,25 @@ class LongInputSplit(_WindowLayer):
         """``[ids, mask]`` of the documents -> ``[ids, mask]`` of the windows."""
         ids, mask = inputs
         return list(split_long_input(ids, mask, self.window, self.start_tokens, self.end_tokens))
+
+
+@tf.keras.utils.register_keras_serializable(package="tffre")
+class PackWindows(_WindowLayer):
+    """``[window hidden states, mask] -> [b, 2, window, d]`` (:func:`pack_windows`)."""
+
+    def call(self, inputs):
+        hidden, mask = inputs
+        return pack_windows(hidden, mask, self.window)
+
+
+@tf.keras.utils.register_keras_serializable(package="tffre")
+class CachedWindows(_WindowLayer):
+    """``[cached [b, 2, window, d], mask] -> [b + n_long, window, d]`` (:func:`unpack_windows`):
+    a split model's cached windows in :func:`split_long_input`'s row order."""
+
+    def call(self, inputs):
+        packed, mask = inputs
+        return unpack_windows(packed, mask, self.window)
 
 
 @tf.keras.utils.register_keras_serializable(package="tffre")
@@ -605,27 +656,37 @@ def build_docre_model(config):
     cheap, and safe as a TFF ``model_fn``.
     """
     config = _as_config(config)
-    encoder = build_encoder(_encoder_config(config), config.freeze_embeddings)
-
+    hf_config = _encoder_config(config)
     length = config.max_length
-    inputs = {
-        "input_ids": tf.keras.Input((length,), dtype=tf.int32, name="input_ids"),
-        "attention_mask": tf.keras.Input((length,), dtype=tf.int32, name="attention_mask"),
-        "mention_pos": tf.keras.Input((None,), dtype=tf.int32, name="mention_pos"),
-        "entity_mentions": tf.keras.Input((None, None), dtype=tf.int32, name="entity_mentions"),
-        "pairs": tf.keras.Input((None, 2), dtype=tf.int32, name="pairs"),
-    }
+    inputs = _document_inputs(length)
     ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    if has_prefix(config):
+        # The top on the cached prefix activations (input "hidden"), in window coordinates.
+        top, _ = encoder_top(hf_config, config.partial, output_attentions=True)
+        inputs[HIDDEN] = tf.keras.Input(_cached_shape(config, hf_config.hidden_size),
+                                        dtype=tf.float32, name=HIDDEN)
+
+        def encode(win_ids, win_mask):
+            cached = inputs[HIDDEN]
+            if length > config.window:
+                cached = CachedWindows(name="cached_windows", window=config.window)(
+                    [cached, mask])
+            return top([cached, win_mask])
+    else:
+        encoder = build_encoder(hf_config, config.freeze_embeddings)
+
+        def encode(win_ids, win_mask):
+            out = encoder(input_ids=win_ids, attention_mask=win_mask, output_attentions=True)
+            return out.last_hidden_state, out.attentions[-1]
     if length > config.window:
         start, end = _start_end_tokens(config)
         window = dict(window=config.window, start_tokens=start, end_tokens=end)
         win_ids, win_mask = LongInputSplit(name="long_input_split", **window)([ids, mask])
-        out = encoder(input_ids=win_ids, attention_mask=win_mask, output_attentions=True)
+        last, last_attention = encode(win_ids, win_mask)
         hidden, attention = LongInputMerge(name="long_input_merge", **window)(
-            [out.last_hidden_state, out.attentions[-1], mask])
+            [last, last_attention, mask])
     else:
-        out = encoder(input_ids=ids, attention_mask=mask, output_attentions=True)
-        hidden, attention = out.last_hidden_state, out.attentions[-1]
+        hidden, attention = encode(ids, mask)
 
     h_s, h_o, context = PairPooling(name="pair_pooling")(
         [hidden, attention, inputs["mention_pos"], inputs["entity_mentions"], inputs["pairs"]])
@@ -642,6 +703,52 @@ def build_docre_model(config):
     features = tf.keras.layers.Concatenate(axis=-1, name="features")([z_s, z_o])
     return tf.keras.Model(inputs, {"logits": logits, "context": context, "features": features},
                           name="docre_model")
+
+
+def _document_inputs(length):
+    """The Keras inputs of :data:`MODEL_INPUTS` for documents of ``length`` tokens."""
+    return {
+        "input_ids": tf.keras.Input((length,), dtype=tf.int32, name="input_ids"),
+        "attention_mask": tf.keras.Input((length,), dtype=tf.int32, name="attention_mask"),
+        "mention_pos": tf.keras.Input((None,), dtype=tf.int32, name="mention_pos"),
+        "entity_mentions": tf.keras.Input((None, None), dtype=tf.int32, name="entity_mentions"),
+        "pairs": tf.keras.Input((None, 2), dtype=tf.int32, name="pairs"),
+    }
+
+
+def _cached_shape(config, hidden_size):
+    """A document's cached prefix activations: ``[max_length, d]``, or ``[2, window, d]``
+    (:func:`pack_windows`) for documents read as two windows."""
+    if config.max_length > config.window:
+        return (2, config.window, hidden_size)
+    return (config.max_length, hidden_size)
+
+
+def build_docre_prefix(config):
+    """The frozen prefix of a split ``config`` (:mod:`tffre.models.partial`), random weights:
+    a model from the document inputs (``input_ids``, ``attention_mask``) to the hidden states
+    below the top, ``[batch, max_length, d]`` or, for two windows, ``[batch, 2, window, d]``.
+    Its Transformers layer is "encoder" (load the checkpoint with
+    :func:`load_pretrained_encoder`)."""
+    config = _as_config(config)
+    hf_config = _encoder_config(config)
+    hf_config.output_attentions = False
+    hf_config.num_hidden_layers = config.partial.first_top_layer(hf_config.num_hidden_layers)
+    encoder = build_encoder(hf_config, freeze_embeddings=True)
+    encoder.trainable = False
+    length = config.max_length
+    inputs = {k: v for k, v in _document_inputs(length).items()
+              if k in ("input_ids", "attention_mask")}
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    if length > config.window:
+        start, end = _start_end_tokens(config)
+        window = dict(window=config.window, start_tokens=start, end_tokens=end)
+        win_ids, win_mask = LongInputSplit(name="long_input_split", **window)([ids, mask])
+        hidden = encoder(input_ids=win_ids, attention_mask=win_mask).last_hidden_state
+        hidden = PackWindows(name="pack_windows", **window)([hidden, mask])
+    else:
+        hidden = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+    return tf.keras.Model(inputs, hidden, name="docre_prefix")
 
 
 def model_inputs(batch):

@@ -40,6 +40,8 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from tffre.models.partial import (HIDDEN, PartialTraining, as_partial,  # noqa: F401
+                                  encoder_depth, encoder_top, has_prefix, load_pretrained_top)
 from tffre.text.relation_tokenizer import (  # noqa: F401  (re-exported)
     REPRESENTATIONS, EncoderFolderError, RETokenizer, check_encoder_folder, default_encoder_dir)
 
@@ -60,8 +62,8 @@ tf.get_logger().addFilter(_drop_unused_assert_report)
 
 __all__ = ["EncoderFolderError", "EntityPooling", "REModelConfig", "REPRESENTATIONS",
            "RETokenizer", "as_config", "build_encoder", "build_re_model", "check_encoder_folder",
-           "config_from_dict", "default_encoder_dir", "from_pretrained", "hf_encoder_config",
-           "load_pretrained_encoder"]
+           "build_re_prefix", "config_from_dict", "default_encoder_dir", "from_pretrained",
+           "hf_encoder_config", "has_prefix", "load_pretrained_encoder"]
 
 @dataclasses.dataclass
 class REModelConfig:
@@ -83,6 +85,10 @@ class REModelConfig:
         embeddings and their LayerNorm). Their gradients and uploads vanish: with
         all-MiniLM-L6-v2 cut to 2 layers, 3.6M trainable parameters instead of 15.5M, and
         a local step about half as long on a CPU. The added markers keep their random rows.
+      partial: which part of the encoder trains (a
+        :class:`tffre.models.partial.PartialTraining` or its dict: ``trainable_layers``,
+        LoRA); None: all of it. When the encoder splits, :func:`build_re_model` builds the
+        top, on cached prefix activations, and :func:`build_re_prefix` the prefix.
     """
 
     encoder_dir: str
@@ -94,9 +100,11 @@ class REModelConfig:
     blind_entities: bool = False
     num_layers: Optional[int] = None
     freeze_embeddings: bool = False
+    partial: Optional[PartialTraining] = None
 
     def __post_init__(self):
         self.encoder_dir = os.fspath(self.encoder_dir)
+        self.partial = as_partial(self.partial)
         for name in ("num_labels", "max_length") + tuple(
                 n for n in ("vocab_size", "num_layers") if getattr(self, n) is not None):
             value = getattr(self, name)
@@ -113,11 +121,17 @@ class REModelConfig:
         self.freeze_embeddings = bool(self.freeze_embeddings)
 
     def to_dict(self):
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["partial"] = None if self.partial is None else self.partial.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data):
         return config_from_dict(cls, data)
+
+    def full(self):
+        """The same model trained whole: the config a split model is saved as."""
+        return dataclasses.replace(self, partial=None)
 
 
 def config_from_dict(cls, data):
@@ -227,16 +241,42 @@ def build_re_model(config):
     frozen too), "features", "dropout", "classifier".
     """
     config = _as_config(config)
-    encoder = build_encoder(hf_encoder_config(config.encoder_dir, config.max_length,
-                                              config.vocab_size, config.num_layers),
-                            config.freeze_embeddings)
-
+    hf_config = hf_encoder_config(config.encoder_dir, config.max_length, config.vocab_size,
+                                  config.num_layers)
     inputs = tf.keras.Input((4, config.max_length), dtype=tf.int32, name="inputs")
-    hidden = encoder(input_ids=inputs[:, 0], attention_mask=inputs[:, 1]).last_hidden_state
+    if has_prefix(config):
+        # The top on the cached prefix activations: inputs {"hidden", "inputs"}.
+        cached = tf.keras.Input((config.max_length, hf_config.hidden_size), dtype=tf.float32,
+                                name=HIDDEN)
+        top, _ = encoder_top(hf_config, config.partial)
+        hidden = top([cached, inputs[:, 1]])
+        model_inputs = {HIDDEN: cached, "inputs": inputs}
+    else:
+        encoder = build_encoder(hf_config, config.freeze_embeddings)
+        hidden = encoder(input_ids=inputs[:, 0], attention_mask=inputs[:, 1]).last_hidden_state
+        model_inputs = inputs
     features = EntityPooling(config.representation, name="features")([hidden, inputs])
     dropped = tf.keras.layers.Dropout(config.dropout, name="dropout")(features)
     logits = tf.keras.layers.Dense(config.num_labels, name="classifier")(dropped)
-    return tf.keras.Model(inputs, {"features": features, "logits": logits}, name="re_model")
+    return tf.keras.Model(model_inputs, {"features": features, "logits": logits},
+                          name="re_model")
+
+
+def build_re_prefix(config):
+    """The frozen prefix of a split ``config`` (:mod:`tffre.models.partial`), random weights:
+    a model from the packed input ``[batch, 4, max_length]`` to the hidden states below the
+    top ``[batch, max_length, H]``. Its Transformers layer is "encoder" (load the checkpoint
+    with :func:`load_pretrained_encoder`)."""
+    config = _as_config(config)
+    hf_config = hf_encoder_config(config.encoder_dir, config.max_length, config.vocab_size,
+                                  config.num_layers)
+    first = config.partial.first_top_layer(hf_config.num_hidden_layers)
+    hf_config.num_hidden_layers = first
+    encoder = build_encoder(hf_config, freeze_embeddings=True)
+    encoder.trainable = False
+    inputs = tf.keras.Input((4, config.max_length), dtype=tf.int32, name="inputs")
+    hidden = encoder(input_ids=inputs[:, 0], attention_mask=inputs[:, 1]).last_hidden_state
+    return tf.keras.Model(inputs, hidden, name="re_prefix")
 
 
 def _key(variable_name, prefix):
@@ -303,8 +343,13 @@ def load_pretrained_encoder(model, encoder_dir):
     Returns ``model``. Call it outside any TFF ``model_fn`` (eagerly).
     """
     encoder_dir = check_encoder_folder(encoder_dir, weights=True)
-    encoder = model.get_layer("encoder")
     pretrained = load_tf_encoder(encoder_dir)
+    if "encoder" not in [layer.name for layer in model.layers]:   # a split model's top
+        top = model.get_layer("encoder_top")
+        # The top holds the last K of the (possibly cut) encoder's layers.
+        load_pretrained_top(top, pretrained, top.hf_config["num_hidden_layers"] - top.num_layers)
+        return model
+    encoder = model.get_layer("encoder")
 
     prefix = getattr(encoder, "base_model_prefix", "")
     source = {}
@@ -336,7 +381,7 @@ def load_pretrained_encoder(model, encoder_dir):
 
 
 def config_for(tokenizer, encoder_dir, num_labels, *, representation="entity_sum", dropout=0.1,
-               num_layers=None, freeze_embeddings=False):
+               num_layers=None, freeze_embeddings=False, partial=None):
     """The :class:`REModelConfig` of a model that takes ``tokenizer``'s packed inputs.
 
     The embedding gets ``max(len(tokenizer), encoder vocab)`` rows, so the
@@ -348,7 +393,7 @@ def config_for(tokenizer, encoder_dir, num_labels, *, representation="entity_sum
                          max_length=tokenizer.max_length, representation=representation,
                          vocab_size=max(tokenizer.vocab_size, base_vocab), dropout=dropout,
                          blind_entities=tokenizer.blind_entities, num_layers=num_layers,
-                         freeze_embeddings=freeze_embeddings)
+                         freeze_embeddings=freeze_embeddings, partial=partial)
 
 
 def from_pretrained(encoder_dir, num_labels, *, max_length=128,

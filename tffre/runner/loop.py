@@ -140,7 +140,8 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None):
                 write_per_class(model, data, out_dir, name, job.label_names)
             if save_model is not None:
                 folder = os.path.join(out_dir, "models", name)
-                save_model(folder, model.model, name, settings.num_rounds, extra)
+                save_model(folder, job.saved_model(model.model, states[name][0].wrap_model_fn),
+                           name, settings.num_rounds, extra)
                 summary["algorithms"][name]["model"] = os.path.relpath(folder, out_dir)
         if centralised:
             summary["algorithms"][CENTRALISED] = {"epochs": centralised}

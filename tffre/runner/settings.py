@@ -105,6 +105,10 @@ class Job:
       macro_f1: report macro-F1 over the classes (FedCB's image tables).
       evaluation: the evaluation kind, a key of :data:`tffre.evaluation.EVALUATORS`.
       metrics: optional Keras metric constructors for the training metrics.
+      export: optional callable(trained keras model, wrap) returning the model a bundle saves
+        when it differs from the one trained (a split encoder: the full model, the frozen
+        prefix's weights grafted in; ``wrap`` is the algorithm's
+        :attr:`tffre.process.MeasuredLearningProcess.wrap_model_fn`, or None).
     """
     data: Any
     model_fn: Callable[[], Any]
@@ -122,3 +126,8 @@ class Job:
     macro_f1: bool = False
     evaluation: str = "classification"
     metrics: Optional[list] = None
+    export: Optional[Callable[[Any, Any], Any]] = None
+
+    def saved_model(self, model, wrap=None):
+        """The Keras model a bundle of the trained ``model`` saves (:attr:`export`)."""
+        return model if self.export is None else self.export(model, wrap)

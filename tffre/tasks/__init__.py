@@ -16,12 +16,15 @@ import dataclasses
 import importlib
 from typing import Any, Dict, Optional, Tuple
 
-from tffre.hparams import Params, boolean, existing_file, optional, param, positive_int, text
+from tffre.hparams import (Params, boolean, choice, existing_file, optional, param,
+                           positive_float, positive_int, subset_of, text)
 
 #: The task modules, in the order the command line lists their datasets.
 MODULES = ("synthetic", "imcs", "relations", "images", "documents")
 #: ``--data sample``: the task's embedded synthetic sample.
 SAMPLE = "sample"
+#: ``--lora-targets`` (the keys of :data:`tffre.models.lora.TARGETS`, which imports TensorFlow).
+LORA_TARGETS = ("query", "key", "value", "attention_output", "intermediate", "output")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +43,9 @@ class Task:
         where an embedded sample exists).
       environment: environment variables to set before TensorFlow is imported.
       dp_refusal: why client-level DP is not sound for the task's models, or None.
+      learning_rates: {optimizer family ("adam", "sgd"): the task's default local learning
+        rate} where it differs from the optimizer's (FLCMC's 0.001 for Adam suits its LSTM,
+        not a pretrained transformer); a row's own default, or a given rate, comes first.
     """
     name: str
     description: str
@@ -50,6 +56,7 @@ class Task:
     dataset_defaults: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)
     environment: Dict[str, str] = dataclasses.field(default_factory=dict)
     dp_refusal: Optional[str] = None
+    learning_rates: Dict[str, float] = dataclasses.field(default_factory=dict)
 
     def defaults_for(self, dataset):
         """The task's defaults for ``dataset`` (run settings and options)."""
@@ -142,16 +149,82 @@ class EncoderOptions(Params):
     freeze_embedding: bool = param(
         False, boolean, "freeze the encoder's embedding layer (neither trained nor uploaded)",
         flag=True)
+    trainable_layers: Optional[int] = param(
+        None, optional(positive_int), "train only the encoder's top K layers and the head: the "
+        "embeddings and the layers below are frozen, each client computes their outputs on "
+        "its own examples once and reuses them every round (never uploaded); K at least the "
+        "encoder's depth, or none: full fine-tuning")
+    lora_rank: Optional[int] = param(
+        None, optional(positive_int), "LoRA adapters of rank R on the (top) layers' "
+        "projections: only the adapters and the head train and upload; a saved model has "
+        "them merged into plain weights", paper="Hu et al. 2021, Eq. 3")
+    lora_alpha: Optional[float] = param(
+        None, optional(positive_float), "LoRA's alpha: the update is scaled by alpha / R "
+        "(default alpha = R, the paper's choice)", paper="Hu et al. 2021, Sect. 4.1")
+    lora_targets: Tuple[str, ...] = param(
+        ("query", "value"), subset_of(*LORA_TARGETS), "the projections that get LoRA adapters, "
+        "comma-separated: " + ", ".join(LORA_TARGETS) + " (default query,value, the paper's)",
+        paper="Hu et al. 2021, Sect. 7.1")
+    lora_init: str = param(
+        "gaussian", choice("gaussian", "kaiming"), "initialisation of the adapters' A: "
+        "gaussian (the paper; std 1/R) or kaiming (the authors' loralib)")
+    prefix_cache: Optional[str] = param(
+        None, optional(text), "a folder for each client's cached frozen-prefix activations "
+        "(--trainable-layers, --lora-rank), reused by later runs with the same prefix and "
+        "data; default: memory only")
+
+    def partial(self):
+        """The :class:`tffre.models.partial.PartialTraining` of these options, or None when
+        the whole encoder trains."""
+        if self.trainable_layers is None and self.lora_rank is None:
+            return None
+        from tffre.models.partial import PartialTraining
+        return PartialTraining(self.trainable_layers, self.lora_rank, self.lora_alpha,
+                               self.lora_targets, self.lora_init)
 
 
 def check_encoder(cfg):
-    """Raises ValueError for an encoder folder that cannot be used (no TensorFlow needed)."""
+    """Raises ValueError for an encoder folder that cannot be used, or a trained part it does
+    not have (no TensorFlow needed)."""
+    import json
+    import os
     from tffre.text.relation_tokenizer import (EncoderFolderError, check_encoder_folder,
                                                default_encoder_dir)
+    o = cfg.options
     try:
-        check_encoder_folder(cfg.options.encoder or default_encoder_dir(), weights=True)
+        folder = check_encoder_folder(o.encoder or default_encoder_dir(), weights=True)
     except EncoderFolderError as err:
         raise ValueError(f"--encoder: {err}") from None
+    if o.lora_rank is None:
+        given = [name for name in ("lora_alpha", "lora_targets", "lora_init")
+                 if name in cfg.given]
+        if given:
+            raise ValueError(f"--{given[0].replace('_', '-')} applies with --lora-rank")
+    if o.prefix_cache and o.partial() is None:
+        raise ValueError("--prefix-cache applies with --trainable-layers or --lora-rank")
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        depth = json.load(f).get("num_hidden_layers")
+    if depth and o.encoder_layers:
+        depth = min(depth, o.encoder_layers)
+    if "trainable_layers" in cfg.given and o.trainable_layers and depth \
+            and o.trainable_layers > depth:   # a task's default K is "at most K"
+        raise ValueError(f"--trainable-layers {o.trainable_layers} exceeds the encoder's "
+                         f"{depth} layers" + (" (--encoder-layers)" if o.encoder_layers else ""))
+
+
+def with_cached_prefix(data, config, build_prefix, load_pretrained, cfg):
+    """(``data`` with every client's inputs and their frozen-prefix activations, the prefix
+    model, a description): the prefix is built from the run's seed with the checkpoint's
+    weights, and each client's activations are computed once (or read from
+    ``--prefix-cache``), see :mod:`tffre.models.partial`. Prints what trains."""
+    import dataclasses as dc
+    from tffre.models.partial import cache_clients, encoder_depth, frozen_prefix
+    prefix, store = frozen_prefix(build_prefix, load_pretrained, cfg.run.seed,
+                                  cfg.options.prefix_cache)
+    data = dc.replace(data, clients=cache_clients(data.clients, prefix, store))
+    described = config.partial.describe(encoder_depth(config))
+    print(f"trains the {described}")
+    return data, prefix, store, described
 
 
 def data_path(cfg, sample_path):

@@ -47,7 +47,8 @@ from typing import Optional
 from tffre.hparams import choice, optional, param, positive_int
 from tffre.lazy import np
 from tffre.runner.settings import Job
-from tffre.tasks import SAMPLE, DataOption, EncoderOptions, Task, check_encoder, require_data
+from tffre.tasks import (SAMPLE, DataOption, EncoderOptions, Task, check_encoder, require_data,
+                         with_cached_prefix)
 
 DEFAULT_MAX_LEN = 1024   # ATLOP's and the FedLCC authors' document length (two 512 windows)
 # A relation type's pairs and the candidate pairs: DocRED scores every ordered entity pair.
@@ -76,7 +77,8 @@ class Options(DataOption, EncoderOptions):
 
 TASK = Task("documents", "document-level relation extraction (FedLCC Tables 3-5, 7)",
             ("cdr", "gda", "chr", "docred"), ("encoder",), Options,
-            defaults={"clients": 10, "batch_size": 3},
+            defaults={"clients": 10, "batch_size": 3, "trainable_layers": 2},
+            learning_rates={"adam": 1e-4},
             dataset_defaults={"cdr": {"data": SAMPLE}})
 
 
@@ -163,8 +165,9 @@ def prepare(cfg):
     from tffre.data.doc_graph import describe_split, iid_split, plot_split
     from tffre.data.documents import fact_keys
     from tffre.metrics import docre_baselines
-    from tffre.models.documents import (DocRELoss, build_docre_model, docre_config_for,
-                                    load_pretrained_encoder, model_inputs, pack_targets)
+    from tffre.models.documents import (DocRELoss, build_docre_model, build_docre_prefix,
+                                        docre_config_for, has_prefix, load_pretrained_encoder,
+                                        model_inputs, pack_targets)
     from tffre.text.document_features import DocREFeaturizer
     from tffre.text.relation_tokenizer import default_encoder_dir
 
@@ -257,7 +260,12 @@ def prepare(cfg):
         + f"; featurizer cuts {cut}")
     config = docre_config_for(featurizer, encoder_dir, loss=cfg.options.loss,
                               num_layers=cfg.options.encoder_layers,
-                              freeze_embeddings=cfg.options.freeze_embedding)
+                              freeze_embeddings=cfg.options.freeze_embedding,
+                              partial=cfg.options.partial())
+    load = lambda model: load_pretrained_encoder(model, encoder_dir)  # noqa: E731
+    if has_prefix(config):   # a frozen prefix: each client's activations once
+        data, _, _, info["partial"] = with_cached_prefix(
+            data, config, lambda: build_docre_prefix(config), load, cfg)
 
     def model_fn():
         return build_docre_model(config)
@@ -270,5 +278,4 @@ def prepare(cfg):
     return Job(data=data, model_fn=model_fn, loss=DocRELoss(cfg.options.loss),
                title=f"{data.name}, {os.path.basename(os.path.normpath(encoder_dir))}",
                label_names=relation_types, encoder=None, info=info, write_extras=write_extras,
-               load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
-               evaluation="docre")
+               load_pretrained=load, evaluation="docre")

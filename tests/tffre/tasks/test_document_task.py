@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -136,3 +137,31 @@ def test_docred_scores_dev_as_test_with_the_training_facts(tmp_path, encoder):
     seen = notes["pair_in_train"].astype(bool) & gold
     assert gold.sum() == 4 and seen.sum() == 3
     assert notes["pair_intra"].shape == y.shape[:2]
+
+
+def test_fedlcc_and_moon_train_the_top_on_cached_activations(tmp_path, data_dir, encoder):
+    """FedLCC's context contrast (it reads the last layer's attention) and MOON on the top
+    layer of a split encoder, on cached prefix activations: the run trains, and only the top
+    and the head are uploaded (fewer bytes than the whole model). The two-window reading of a
+    split model is tested in tests/tffre/models/test_partial.py."""
+    runs = {}
+    for tag, extra in (("top", ["--trainable-layers", "1"]), ("full", ["--trainable-layers",
+                                                                       "2"])):
+        out = tmp_path / tag
+        proc = subprocess.run(
+            [sys.executable, "-m", "tffre", "run", "--dataset", "cdr", "--data", data_dir,
+             "--encoder", encoder, "--algorithm", "fedlcc,moon", "--partition", "iid",
+             "--clients", "2", "--clients-per-round", "2", "--num-rounds", "2",
+             "--num-epochs", "1", "--num-iters", "2", "--learning-rate", "1e-3",
+             "--max-len", "120", "--executor", "local", "--checkpoint-every", "0",
+             "--no-progress", "--out", str(out), *extra],
+            capture_output=True, text=True, env=ENV, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[tag] = json.loads((out / "summary.json").read_text())
+        metrics = pd.read_csv(out / "metrics.csv")
+        assert np.isfinite(metrics["local_train_loss"]).all()
+    assert runs["top"]["partial"] == "top 1 of 2 layers, layers 0-0 and embeddings cached"
+    assert "partial" not in runs["full"]      # the whole of a 2-layer encoder: no split
+    for name in ("FedLCC", "MOON"):
+        assert (runs["top"]["algorithms"][name]["bytes_uploaded_per_round"]
+                < runs["full"]["algorithms"][name]["bytes_uploaded_per_round"])

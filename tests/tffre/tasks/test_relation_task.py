@@ -256,3 +256,119 @@ def test_an_empty_dev_file_is_noted_in_the_summary(tmp_path, encoder):
     assert any("dev.jsonl" in n and "empty" in n for n in notes), notes
     assert any("held out 10 of 40" in n for n in notes), notes     # 25% of train became dev
     assert all(n in proc.stdout for n in notes)
+
+
+def trainable_count(encoder_folder, num_labels, layers=None, embeddings=True, vocab_extra=4):
+    """Parameters of the relation model's trained part, counted from config.json (hidden H,
+    intermediate I, L layers): per layer 4 attention projections, 2 LayerNorms, the
+    feed-forward pair; the embeddings (rows incl. the 4 markers, positions, types,
+    LayerNorm); the classifier over 2H entity features."""
+    c = json.loads(open(os.path.join(encoder_folder, "config.json")).read())
+    h, i = c["hidden_size"], c["intermediate_size"]
+    layer = 4 * (h * h + h) + 2 * 2 * h + (h * i + i) + (i * h + h)
+    count = (c["num_hidden_layers"] if layers is None else layers) * layer
+    if embeddings:
+        count += (c["vocab_size"] + vocab_extra + c["max_position_embeddings"]
+                  + c["type_vocab_size"]) * h + 2 * h
+    return count + 2 * h * num_labels + num_labels
+
+
+def test_trainable_layers_train_and_upload_the_top_and_save_the_whole_model(tmp_path, encoder,
+                                                                           data_dir):
+    """--trainable-layers 1 of 2: the upload is the top layer and the head (bytes against a
+    count from config.json); the saved bundle is the plain full model, and its predictions
+    on the raw test records score the run's own final test accuracy."""
+    from tffre.bundle import load_bundle
+    runs = {}
+    for tag, extra in (("full", []), ("top", ["--trainable-layers", "1"]),
+                       ("lora", ["--lora-rank", "2", "--lora-targets", "query,key,value"])):
+        out = tmp_path / tag
+        proc = run_cli("run", "--dataset", "jsonl", "--data", data_dir, "--encoder", encoder,
+                       "--algorithm", "fedavgt", "--clients", "3", "--clients-per-round", "3",
+                       "--num-rounds", "2", "--num-epochs", "1", "--num-iters", "0",
+                       "--learning-rate", "0.01", "--max-len", "24", "--executor", "local",
+                       "--checkpoint-every", "0", "--no-progress", "--out", str(out), *extra)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[tag] = (json.loads((out / "summary.json").read_text()),
+                     pd.read_csv(out / "metrics.csv"))
+    labels = len(runs["full"][0]["labels"])
+    up = {tag: s["algorithms"]["FedAvgT"]["bytes_uploaded_per_round"] / 3
+          for tag, (s, _) in runs.items()}
+    assert up["full"] - up["top"] == 4 * (trainable_count(encoder, labels)
+                                          - trainable_count(encoder, labels, 1, False))
+    c = json.loads(open(os.path.join(encoder, "config.json")).read())
+    lora = 2 * 3 * 2 * (c["hidden_size"] * 2)         # 2 layers x q,k,v x (A [H, 2] + B [2, H])
+    assert up["full"] - up["lora"] == 4 * (trainable_count(encoder, labels)
+                                           - lora - trainable_count(encoder, labels, 0, False))
+    summary, metrics = runs["top"]
+    assert summary["partial"] == "top 1 of 2 layers, layers 0-0 and embeddings cached"
+    assert runs["lora"][0]["partial"].startswith("top 2 of 2 layers, LoRA r=2")
+    records = [json.loads(line) for line in open(os.path.join(data_dir, "test.jsonl"))]
+    truth = np.array([summary["labels"].index(r["label"]) for r in records])
+    for tag in ("top", "lora"):
+        summary, metrics = runs[tag]
+        bundle = load_bundle(str(tmp_path / tag / "models" / "FedAvgT"))
+        hf = [layer for layer in bundle.model.layers if hasattr(layer, "config")]
+        assert len(hf) == 1 and hf[0].config.num_hidden_layers == 2   # the whole encoder
+        assert "encoder_top" not in [layer.name for layer in bundle.model.layers]
+        assert not any("lora" in v.name for v in bundle.model.weights)
+        accuracy = float(np.mean(bundle.predict(records).argmax(1) == truth))
+        assert accuracy == pytest.approx(metrics["test_accuracy"].iloc[-1], abs=1e-9)
+
+
+def test_split_round_is_the_same_on_both_executors(tmp_path, data_dir):
+    """One FedAttS round of a top layer with LoRA adapters on cached activations, on TFF's
+    runtime and in-process, to 1e-5 (dropout off, as the executors draw masks apart)."""
+    from tffre import build_algorithm
+    from tffre.models.relations import build_re_model, config_for
+    from tffre.tasks import relations as relation
+    folder = tmp_path / "enc"
+    make_encoder_folder(str(folder), weights="tf")
+    settings = json.loads((folder / "config.json").read_text())
+    settings.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (folder / "config.json").write_text(json.dumps(settings))
+    cfg = config_lib.resolve({"dataset": "jsonl", "data": data_dir, "encoder": str(folder),
+                              "max_len": 24, "clients": 3, "clients_per_round": 2,
+                              "trainable_layers": 1, "lora_rank": 2,
+                              "out": str(tmp_path / "o")})
+    job = relation.prepare(cfg)
+    assert sorted(job.data.element_spec()[0]) == ["hidden", "inputs"]
+    config = config_for(job.encoder, str(folder), len(job.label_names), dropout=0.0,
+                        partial=cfg.options.partial())
+    datasets = [job.data.client_dataset(c, batch_size=4) for c in job.data.client_ids[:2]]
+    states = {}
+    for executor in ("tff", "local"):
+        tf.keras.utils.set_random_seed(0)
+        process = build_algorithm("FedAttS", lambda: build_re_model(config), loss=job.loss,
+                                  input_spec=job.data.element_spec(), executor=executor,
+                                  learning_rate=0.05, num_epochs=1, num_iters=3)
+        state = process.initialize()
+        if executor == "tff":
+            initial = state["model"]
+        state = process.set_model_weights(state, initial)
+        states[executor] = process.next(state, datasets).state["model"]
+    for a, b in zip(states["tff"].trainable, states["local"].trainable):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    for a, b, c in zip(states["tff"].non_trainable, states["local"].non_trainable,
+                       initial.non_trainable):       # the frozen base weights stay as they were
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(b, c)
+
+
+def test_label_skew_and_feature_algorithms_train_on_a_frozen_prefix(tmp_path, encoder):
+    """The algorithms whose objective reads the model's features (FedCMC, MOON, FedCB) run
+    on the top of a split encoder, on the GAD sample, with a server set (FedED) too."""
+    out = tmp_path / "algos"
+    proc = run_cli("run", "--dataset", "gad", "--encoder", encoder,
+                   "--algorithm", "fedcmc,moon,fedcb,feded", "--clients", "3",
+                   "--clients-per-round", "3", "--num-rounds", "2", "--num-iters", "2",
+                   "--max-len", "24", "--trainable-layers", "1", "--server-fraction", "0.1",
+                   "--executor", "local", "--checkpoint-every", "0", "--no-progress",
+                   "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert set(metrics["algorithm"]) == {"FedCMC", "MOON", "FedCB", "FedED"}
+    assert np.isfinite(metrics["local_train_loss"]).all()
+    assert (metrics["num_excluded_clients"] == 0).all()
+    for name in ("FedCMC", "MOON", "FedCB", "FedED"):
+        assert (out / "models" / name / "model.keras").is_file()

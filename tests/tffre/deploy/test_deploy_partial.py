@@ -1,0 +1,191 @@
+"""A split encoder across sites, in-process: each site caches its own frozen-prefix
+activations, only the top (or LoRA adapters) and the head cross the wire, the rounds equal
+the local executor's on the same sites' data, SecAgg+ sums only the uploads, DP clips and
+noises only what trains, and a site whose prefix differs from the server's is refused."""
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+
+from deploy_fakes import FakeGrid, run_config
+from tiny_encoder import make_encoder_folder
+
+from tffre import builder
+from tffre.data import FederatedData
+from tffre.deploy.client_app import make_client_app
+from tffre.deploy.node import NodeRuntime
+from tffre.deploy.server_app import run_server
+from tffre.deploy.tasks import DeployJob, RelationTask, task_context
+from tffre.runner.checkpoints import Checkpoints
+from tffre.runner.loop import data_seed
+from tffre.runner.processes import pretrained_weights
+
+SITES = ("a", "b", "c")
+WORDS = [("the patient was given", "aspirin", "for", "headache", "1"),
+         ("her", "fever", "improved after", "morphine", "1"),
+         ("no history of", "diabetes", "and", "cough", "0"),
+         ("severe", "chest pain", "after", "aspirin", "0")]
+ROUNDS = 2
+HPARAMS = {"learning-rate": 0.02, "num-epochs": 1, "num-iters": 3, "max-len": 24}
+
+
+class Task(RelationTask):
+    """The relation task with the classifier's dropout off: a deployed round equals the local
+    executor's only for a deterministic model (the two draw dropout masks apart)."""
+
+    def _config(self, job, encoder_dir):
+        import dataclasses
+        tokenizer, config = super()._config(job, encoder_dir)
+        return tokenizer, dataclasses.replace(config, dropout=0.0)
+
+
+def site_folder(root, site, n, offset):
+    folder = root / site
+    folder.mkdir(parents=True)
+    with open(folder / "train.jsonl", "w") as f:
+        for i in range(n):
+            before, e1, between, e2, label = WORDS[(i + offset) % len(WORDS)]
+            text = f"{before} {e1} {between} {e2} ."
+            s1 = len(before) + 1
+            s2 = s1 + len(e1) + 1 + len(between) + 1
+            f.write(json.dumps({"text": text, "e1_start": s1, "e1_end": s1 + len(e1),
+                                "e2_start": s2, "e2_end": s2 + len(e2), "e1_type": "drug",
+                                "e2_type": "problem", "label": label}) + "\n")
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """(encoder folder without dropout, another encoder's folder, {site: data folder})."""
+    root = tmp_path_factory.mktemp("partial_deploy")
+    encoders = []
+    for name, seed in (("enc", 0), ("other", 5)):
+        folder = root / name
+        make_encoder_folder(str(folder), weights="tf", seed=seed)
+        settings = json.loads((folder / "config.json").read_text())
+        settings.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        (folder / "config.json").write_text(json.dumps(settings))
+        encoders.append(str(folder))
+    sites = {s: site_folder(root / "data", s, n, k)
+             for k, (s, n) in enumerate(zip(SITES, (8, 10, 6)))}
+    return encoders[0], encoders[1], sites
+
+
+def deploy(tmp_path, world, tag, name="FedAvgT", encoders=None, **config):
+    encoder, _, sites = world
+    encoders = encoders or {}
+    task = Task()
+    nodes = {s: (make_client_app(NodeRuntime(task)),
+                 {"site": s, "state-dir": str(tmp_path / tag / "sites" / s), "data": sites[s],
+                  "encoder": encoders.get(s, encoder),
+                  "prefix-cache": str(tmp_path / tag / "sites" / s / "activations")})
+             for s in SITES}
+    grid = FakeGrid(nodes)
+    out = tmp_path / tag / "out"
+    run_server(grid, run_config(name, out, dataset="jsonl", encoder=encoder, **{
+        "num-rounds": ROUNDS, **HPARAMS, **config}), task=task)
+    return grid, out
+
+
+def local_reference(out, world, name="FedAvgT"):
+    """The local executor over the same sites (name order), seed, initial weights and
+    batches, from the deployed run's own job (``deploy.json``): (final state, model parts)."""
+    encoder, _, sites = world
+    job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
+    task = Task()
+    model = task.model(job, {"encoder": encoder})
+    arrays = {s: task.site_data(job, {"site": s, "data": sites[s], "encoder": encoder}).train
+              for s in SITES}
+    tf.keras.utils.set_random_seed(job.seed)
+    process = builder.build_algorithm(name, model.model_fn, loss=model.loss,
+                                      input_spec=model.input_spec, executor="local",
+                                      context=task_context(job), **job.hparams)
+    tf.keras.utils.set_random_seed(job.seed)
+    state = process.set_model_weights(process.initialize(), pretrained_weights(
+        process.model_fn, model.load_pretrained))
+    data = FederatedData({s: {"train": arrays[s]} for s in SITES}, num_classes=2)
+    for rnd in range(1, ROUNDS + 1):
+        datasets = [data.client_dataset(s, "train", batch_size=job.batch_size,
+                                        seed=data_seed(job.seed, rnd)) for s in SITES]
+        state = process.next(state, datasets, client_ids=list(SITES)).state
+    return state, model
+
+
+def state_structure(out, world, **server_only):
+    """The server state's structure of a deployed run (its own job: DP adds its state)."""
+    from tffre.deploy.round_factory import make_round
+    job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
+    model = Task().model(job, {"encoder": world[0]})
+    parts, _, _ = make_round("FedAvgT", model.model_fn, loss=model.loss,
+                             input_spec=model.input_spec, hparams=dict(job.hparams,
+                                                                       **server_only),
+                             context=task_context(job))
+    return parts.initialize()
+
+
+@pytest.mark.parametrize("flags", [{"trainable-layers": 1},
+                                   {"lora-rank": 2, "lora-targets": "query,value"}])
+def test_deployed_split_encoder_equals_the_local_executor(flags, tmp_path, world):
+    grid, out = deploy(tmp_path, world, "plain", **flags)
+    want, model = local_reference(out, world)
+    got, done = Checkpoints(str(out / "checkpoints" / "FedAvgT")).load_latest(want)
+    assert done == ROUNDS
+    for g, w in zip(got["model"].trainable, want["model"].trainable):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    # Only the top's weights (and LoRA's frozen base, once) are broadcast: no embedding.
+    probe = model.model_fn()
+    assert not any("embeddings" in v.name for v in probe.weights)
+    assert "hidden" in probe.input_names
+    # Each site cached its activations in its own folder.
+    for s in SITES:
+        assert os.listdir(tmp_path / "plain" / "sites" / s / "activations")
+    # The saved model is the whole encoder with the trained top grafted in.
+    from tffre.bundle import load_bundle
+    bundle = load_bundle(str(out / "models" / "FedAvgT"))
+    hf = [layer for layer in bundle.model.layers if hasattr(layer, "config")]
+    assert hf and hf[0].config.num_hidden_layers == 2
+    rows = pd.read_csv(out / "metrics.csv")
+    assert list(rows["clients"]) == ["a b c"] * ROUNDS
+    del grid
+
+
+def test_secure_and_private_rounds_of_a_split_encoder(tmp_path, world):
+    """SecAgg+ sums the uploads of the top only and matches the plain sum within its
+    quantization bound; DP clips and noises the trainable adapters and head only, and the
+    frozen base weights stay the checkpoint's."""
+    flags = {"lora-rank": 2}
+    _, plain = deploy(tmp_path, world, "plain", **flags)
+    grid, secure = deploy(tmp_path, world, "secure", secagg=True, **{
+        "secagg-max-weight": 16.0, "secagg-clip": 8.0}, **flags)
+    want, _ = local_reference(plain, world)
+    a, _ = Checkpoints(str(plain / "checkpoints" / "FedAvgT")).load_latest(want)
+    b, _ = Checkpoints(str(secure / "checkpoints" / "FedAvgT")).load_latest(want)
+    for g, w in zip(b["model"].trainable, a["model"].trainable):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-3)
+    _, private = deploy(tmp_path, world, "dp", **flags, **{
+        "dp-noise-multiplier": 0.5, "dp-clip": 0.1, "dp-seed": 3})
+    c, done = Checkpoints(str(private / "checkpoints" / "FedAvgT")).load_latest(
+        state_structure(private, world, dp_seed=3))
+    assert done == ROUNDS
+    initial = want["model"].non_trainable
+    for got, base in zip(c["model"].non_trainable, initial):
+        np.testing.assert_array_equal(got, base)       # the frozen base: untouched
+    moved = [np.abs(g - w).max() for g, w in zip(c["model"].trainable, a["model"].trainable)]
+    assert max(moved) > 0                              # noised: not the plain run's weights
+    del grid
+
+
+def test_a_site_whose_prefix_differs_is_refused(tmp_path, world, capsys):
+    """Site c holds another encoder checkpoint: its frozen prefix differs from the server's, so
+    its round's layout does, and the server leaves it out, naming it."""
+    _, other, _ = world
+    _, out = deploy(tmp_path, world, "mixed", encoders={"c": other}, **{
+        "trainable-layers": 1, "min-nodes": 2})
+    rows = pd.read_csv(out / "metrics.csv")
+    assert list(rows["clients"]) == ["a b"] * ROUNDS
+    log = capsys.readouterr().out
+    assert log.count("site c (node") == ROUNDS and "differs from the server's" in log

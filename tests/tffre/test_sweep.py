@@ -1,0 +1,54 @@
+"""Seeds in a comparison: each seed runs once into its own folder, finished ones are read
+back, and the table gives each F1's mean and sample sd over the seeds (numpy's)."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tffre import sweep
+
+F1 = {0: 0.70, 1: 0.74, 2: 0.75}
+
+
+def fake_run_main(calls):
+    """A stand-in for ``python -m tffre run`` that writes a summary from the preset's seed."""
+    def run_main(argv, *, preset, prog):
+        calls.append(preset["seed"])
+        os.makedirs(preset["out"], exist_ok=True)
+        f1 = F1[preset["seed"]]
+        summary = {"config": {"dataset": "gad", "model": "encoder"},
+                   "majority_class_test_f1": 0.69, "all_positive_test_f1": 0.69,
+                   "algorithms": {"FedAvgT": {"test_f1_at_best_dev": f1, "max_test_f1": f1 + 0.01,
+                                              "final_test_f1": f1 - 0.01}}}
+        with open(os.path.join(preset["out"], "summary.json"), "w") as f:
+            json.dump(summary, f)
+        return 0
+    return run_main
+
+
+def test_seeds_run_once_and_are_read_back(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(sweep.cli, "run_main", fake_run_main(calls))
+    preset = {"dataset": "gad", "seed": 99}
+    first = sweep.run_seeds(preset, str(tmp_path), [0, 1], prog="x")
+    assert calls == [0, 1] and sorted(os.listdir(tmp_path)) == ["seed_0", "seed_1"]
+    again = sweep.run_seeds(preset, str(tmp_path), [0, 1, 2], prog="x")
+    assert calls == [0, 1, 2]                         # seeds 0 and 1 were read back
+    assert again[0] == first[0]
+    (row,) = sweep.seeds_rows(again)
+    values = np.array([F1[s] for s in (0, 1, 2)])
+    assert row["F1 at best dev"] == pytest.approx(values.mean())
+    assert row["F1 at best dev sd"] == pytest.approx(values.std(ddof=1))
+    assert row["final F1"] == pytest.approx(values.mean() - 0.01)
+    assert row["majority guess F1"] == 0.69 and row["seeds"] == 3
+    assert sweep.mean_sd(row, "F1 at best dev") == \
+        f"{values.mean():.3f} ± {values.std(ddof=1):.3f}"
+
+
+@pytest.mark.parametrize("text,error", [("0,0", "distinct"), ("a", "integers"), ("", "distinct")])
+def test_seed_lists_are_checked(text, error):
+    with pytest.raises(ValueError, match=error):
+        sweep.parse_seeds(text)
+    assert sweep.parse_seeds("2, 0") == [2, 0]

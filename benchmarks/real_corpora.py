@@ -39,8 +39,9 @@ import sys
 import time
 
 # Sentence-level RE: the top 2 of MiniLM's 6 layers on cached activations of the 4 below,
-# 64 word pieces (GAD's p95 is 71), batch 16, Adam 3e-4, one local epoch a round.
-SENTENCE = {"trainable_layers": 2, "max_len": 64, "batch_size": 16, "learning_rate": 3e-4,
+# 64 word pieces (GAD's p95 is 71), batch 8, Adam 3e-4 (the task's defaults), one local
+# epoch a round. Batch 8 rather than 16: twice the local steps for the same round time here.
+SENTENCE = {"trainable_layers": 2, "max_len": 64, "batch_size": 8, "learning_rate": 3e-4,
             "num_epochs": 1, "num_iters": 0, "executor": "local", "checkpoint_every": 0,
             "no_progress": True, "no_train_loss": True, "centralised": True}
 # Document-level RE: 512 word pieces (one window), the top 2 layers, batch 4, Adam 1e-4.
@@ -64,10 +65,12 @@ def comparisons(root):
     cdr = os.path.join(root, "cdr_pubtator")
     skew = {"algorithm": LABEL_SKEW, "clients": 10, "clients_per_round": 10, **SENTENCE}
     return {
+        # The centralised bound runs once, beside the first setting (it needs no split).
         "iid-gad": [(f"top {k}", {"dataset": "gad", "data": gad, "algorithm": "fedavgt",
                                   "partition": "iid", "clients": 10, "clients_per_round": 10,
-                                  **dict(SENTENCE, trainable_layers=k, num_rounds=20)})
-                    for k in (2, 4)],
+                                  **dict(SENTENCE, trainable_layers=k, num_rounds=rounds,
+                                         centralised=k == 2)})
+                    for k, rounds in ((2, 30), (4, 20))],
         "fedcmc-gad": [(f"alpha {a}", {"dataset": "gad", "data": gad, "alpha": a,
                                        **dict(skew, num_rounds=10)}) for a in (0.5, 0.05)],
         "fedcmc-euadr": [(f"alpha {a}", {"dataset": "euadr", "data": euadr, "alpha": a,

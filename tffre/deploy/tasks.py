@@ -37,6 +37,7 @@ three methods (:func:`load_task` imports ``"module:attribute"``, from a node's o
 server's own configuration only).
 """
 
+import collections
 import dataclasses
 import hashlib
 import importlib
@@ -205,6 +206,9 @@ class RelationTask:
     #: Task options that name local files: each side uses its own, so they stay out of the job.
     LOCAL_OPTIONS = ("data", "encoder", "server_data", "concept_file", "prefix_cache")
 
+    def __init__(self):
+        self._prefixes = {}   # (job key, encoder folder, cache folder) -> (prefix, store)
+
     def _examples(self, job, site):
         from tffre.data.relations import by_split, load_re
         path = site_path(site, "data")
@@ -259,13 +263,12 @@ class RelationTask:
         from tffre.models.partial import frozen_prefix
         from tffre.models.relations import build_re_prefix, load_pretrained_encoder
         key = (job.key(), encoder_dir, folder)
-        cache = self.__dict__.setdefault("_prefixes", {})
-        if key not in cache:
-            cache.clear()
-            cache[key] = frozen_prefix(lambda: build_re_prefix(config),
-                                       lambda m: load_pretrained_encoder(m, encoder_dir),
-                                       job.seed, folder)
-        return cache[key]
+        if key not in self._prefixes:
+            self._prefixes.clear()   # one job at a time: a new job frees the last prefix
+            self._prefixes[key] = frozen_prefix(lambda: build_re_prefix(config),
+                                                lambda m: load_pretrained_encoder(m, encoder_dir),
+                                                job.seed, folder)
+        return self._prefixes[key]
 
     def model(self, job, site):
         """The job's :class:`ModelParts` built from this side's encoder folder."""
@@ -281,8 +284,9 @@ class RelationTask:
             prefix, store = self._prefix(job, encoder_dir, config,
                                          site_path(site, "prefix-cache", required=False))
             identity = store.identity
-            x_spec = {"hidden": tf.TensorSpec((None,) + tuple(prefix.output_shape[1:]),
-                                              tf.float32), "inputs": x_spec}
+            x_spec = collections.OrderedDict(   # as FederatedData orders a dict: by key
+                hidden=tf.TensorSpec((None,) + tuple(prefix.output_shape[1:]), tf.float32),
+                inputs=x_spec)
             export = lambda trained, wrap=None: graft(  # noqa: E731
                 (wrap or (lambda fn: fn))(lambda: build_re_model(config.full()))(), trained,
                 prefix.get_layer("encoder"))

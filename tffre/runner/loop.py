@@ -10,6 +10,7 @@ is the same computation whether or not the run was interrupted before it
 
 import os
 import sys
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -131,6 +132,7 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None):
         log = MetricsLog(out_dir, columns, kept)
         for name in names:
             summary["algorithms"][name] = {"hparams": _public(hparams[name])}
+            started = time.perf_counter()
             model = _train(name, job, settings, states[name], log, bar, private[name])
             extra = {}
             if private[name] is not None:
@@ -143,13 +145,18 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None):
                 save_model(folder, job.saved_model(model.model, states[name][0].wrap_model_fn),
                            name, settings.num_rounds, extra)
                 summary["algorithms"][name]["model"] = os.path.relpath(folder, out_dir)
+            # This invocation's wall time for the algorithm (rounds, evaluation, saving).
+            summary["algorithms"][name]["wall_seconds"] = round(time.perf_counter() - started, 1)
         if centralised:
             summary["algorithms"][CENTRALISED] = {"epochs": centralised}
             if done_centralised:
                 bar.update(centralised)
             else:
+                started = time.perf_counter()
                 run_centralised(job, names[0], hparams[names[0]], settings, log=log, bar=bar,
                                 save_model=save_model)
+                summary["algorithms"][CENTRALISED]["wall_seconds"] = round(
+                    time.perf_counter() - started, 1)
     finally:
         bar.close()
         if log is not None:

@@ -66,10 +66,10 @@ class Options(DataOption, EncoderOptions, ConceptOption):
 
 
 # A pretrained transformer's defaults, not FLCMC's LSTM's: the top 2 layers train on cached
-# activations of the frozen layers below (tffre.models.partial), batch 16, and Adam at 3e-4
+# activations of the frozen layers below (tffre.models.partial), batch 8, and Adam at 3e-4
 # (measured on GAD: see the README; FLCMC's 1e-3 for Adam left the top at the guess).
 TASK = Task("relations", "sentence-level relation extraction (FedCMC, FedED)", DATASETS,
-            ("encoder",), Options, defaults={"clients": 10, "batch_size": 16,
+            ("encoder",), Options, defaults={"clients": 10, "batch_size": 8,
                                              "trainable_layers": 2},
             dataset_defaults={"i2b2": {"data": SAMPLE}, "gad": {"data": SAMPLE}},
             learning_rates={"adam": 3e-4})

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tiny_documents import document
 from tiny_encoder import VOCAB, make_encoder_folder
-from tffre.data.documents import Document, Mention, Relation
 from tffre.models.documents import (DocRELoss, DocREModelConfig, GroupedBilinear, build_docre_model,
                                 docre_config_for, docre_loss, entity_attention, entity_embeddings,
                                 load_pretrained_encoder, localized_context,
@@ -285,30 +285,19 @@ def folder(tmp_path_factory):
                                vocab=VOCAB + ["*"])
 
 
-def _doc(pmid, text, mentions, relations):
-    ms = []
-    for word, typ, eid, nth in mentions:
-        start = -1
-        for _ in range(nth + 1):
-            start = text.index(word, start + 1)
-        ms.append(Mention(start, start + len(word), word, typ, (eid,)))
-    return Document(pmid, text, ms, [Relation("CID", a, b) for a, b in relations],
-                    [(0, len(text))])
-
-
 LONG = "the patient was given morphine for his fever . " * 5 + "no history of diabetes ."
 DOCS = [
-    _doc("1", "the patient was given aspirin for his headache .",
+    document("1", "the patient was given aspirin for his headache .",
          [("aspirin", "Chemical", "C1", 0), ("headache", "Disease", "D1", 0)], [("C1", "D1")]),
-    _doc("2", "her chest pain improved after morphine .",
+    document("2", "her chest pain improved after morphine .",
          [("chest pain", "Disease", "D2", 0), ("morphine", "Chemical", "C2", 0)], []),
-    _doc("3", "a severe cough and fever with diabetes after aspirin .",
+    document("3", "a severe cough and fever with diabetes after aspirin .",
          [("cough", "Disease", "D3", 0), ("fever", "Disease", "D4", 0),
           ("diabetes", "Disease", "D5", 0), ("aspirin", "Chemical", "C1", 0)],
          [("C1", "D4")]),
     # Longer than one window (32) and truncated at 48: "fever" keeps a mention in each window
     # and loses its 5th, "diabetes" loses its only mention (a zero embedding, as in ATLOP).
-    _doc("4", LONG, [("morphine", "Chemical", "C2", 0), ("fever", "Disease", "D4", 0),
+    document("4", LONG, [("morphine", "Chemical", "C2", 0), ("fever", "Disease", "D4", 0),
                      ("fever", "Disease", "D4", 3), ("fever", "Disease", "D4", 4),
                      ("diabetes", "Disease", "D5", 0)],
          [("C2", "D4")]),

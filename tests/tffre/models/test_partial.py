@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 import tensorflow as tf
 
+from tiny_documents import document
 from tiny_encoder import VOCAB, make_encoder_folder
-from tffre.data.documents import Document, Mention, Relation
 from tffre.models import documents as D
 from tffre.models import relations as R
 from tffre.models.partial import (ActivationStore, PartialTraining, activations, graft,
@@ -149,21 +149,13 @@ def test_activation_store_reads_back_what_it_wrote(tmp_path):
 
 # ---------------------------------------------------------------------- documents
 
-def _doc(pmid, text, mentions, relations):
-    ms = []
-    for word, typ, eid in mentions:
-        start = text.index(word)
-        ms.append(Mention(start, start + len(word), word, typ, (eid,)))
-    return Document(pmid, text, ms, [Relation("CID", a, b) for a, b in relations],
-                    [(0, len(text))])
-
-
 LONG = "the patient was given morphine for his fever . " * 4 + "no history of diabetes ."
 DOCS = [
-    _doc("1", "the patient was given aspirin for his headache .",
-         [("aspirin", "Chemical", "C1"), ("headache", "Disease", "D1")], [("C1", "D1")]),
-    _doc("2", LONG, [("morphine", "Chemical", "C2"), ("fever", "Disease", "D4"),
-                     ("diabetes", "Disease", "D5")], [("C2", "D4")]),
+    document("1", "the patient was given aspirin for his headache .",
+             [("aspirin", "Chemical", "C1", 0), ("headache", "Disease", "D1", 0)],
+             [("C1", "D1")]),
+    document("2", LONG, [("morphine", "Chemical", "C2", 0), ("fever", "Disease", "D4", 0),
+                         ("diabetes", "Disease", "D5", 0)], [("C2", "D4")]),
 ]
 
 

@@ -133,9 +133,18 @@ def test_relation_round_is_the_same_on_both_executors(tmp_path, encoder, data_di
     Dropout is off (in the encoder's config and before the classifier): the two executors
     draw dropout masks from different random streams, so only a deterministic model can match.
     """
+    states, _ = one_round_per_executor("FedAtt", tmp_path, data_dir)
+    for a, b in zip(states["tff"].trainable, states["local"].trainable):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def one_round_per_executor(name, tmp_path, data_dir, **options):
+    """({executor: the model after one round of ``name`` from the same initial weights},
+    those initial weights) for "tff" and "local", on the jsonl fixture with a tiny encoder
+    whose dropout is off (in its config and before the classifier), and the task ``options``."""
     from tffre import build_algorithm
-    from tffre.tasks import relations as relation
     from tffre.models.relations import build_re_model, config_for
+    from tffre.tasks import relations as relation
     folder = tmp_path / "enc"
     make_encoder_folder(str(folder), weights="tf")
     settings = json.loads((folder / "config.json").read_text())
@@ -143,23 +152,23 @@ def test_relation_round_is_the_same_on_both_executors(tmp_path, encoder, data_di
     (folder / "config.json").write_text(json.dumps(settings))
     cfg = config_lib.resolve({"dataset": "jsonl", "data": data_dir, "encoder": str(folder),
                               "max_len": 24, "clients": 3, "clients_per_round": 2,
-                              "out": str(tmp_path / "o")})
+                              "out": str(tmp_path / "o"), **options})
     job = relation.prepare(cfg)
-    config = config_for(job.encoder, str(folder), len(job.label_names), dropout=0.0)
+    config = config_for(job.encoder, str(folder), len(job.label_names), dropout=0.0,
+                        partial=cfg.options.partial())
     datasets = [job.data.client_dataset(c, batch_size=4) for c in job.data.client_ids[:2]]
     states = {}
     for executor in ("tff", "local"):
         tf.keras.utils.set_random_seed(0)
-        process = build_algorithm("FedAtt", lambda: build_re_model(config), loss=job.loss,
+        process = build_algorithm(name, lambda: build_re_model(config), loss=job.loss,
                                   input_spec=job.data.element_spec(), executor=executor,
                                   learning_rate=0.05, num_epochs=1, num_iters=3)
         state = process.initialize()
         if executor == "tff":
             initial = state["model"]
         state = process.set_model_weights(state, initial)
-        states[executor] = process.next(state, datasets).state["model"].trainable
-    for a, b in zip(states["tff"], states["local"]):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        states[executor] = process.next(state, datasets).state["model"]
+    return states, initial
 
 
 @pytest.mark.parametrize("flags,message", [
@@ -319,34 +328,8 @@ def test_trainable_layers_train_and_upload_the_top_and_save_the_whole_model(tmp_
 def test_split_round_is_the_same_on_both_executors(tmp_path, data_dir):
     """One FedAttS round of a top layer with LoRA adapters on cached activations, on TFF's
     runtime and in-process, to 1e-5 (dropout off, as the executors draw masks apart)."""
-    from tffre import build_algorithm
-    from tffre.models.relations import build_re_model, config_for
-    from tffre.tasks import relations as relation
-    folder = tmp_path / "enc"
-    make_encoder_folder(str(folder), weights="tf")
-    settings = json.loads((folder / "config.json").read_text())
-    settings.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(settings))
-    cfg = config_lib.resolve({"dataset": "jsonl", "data": data_dir, "encoder": str(folder),
-                              "max_len": 24, "clients": 3, "clients_per_round": 2,
-                              "trainable_layers": 1, "lora_rank": 2,
-                              "out": str(tmp_path / "o")})
-    job = relation.prepare(cfg)
-    assert sorted(job.data.element_spec()[0]) == ["hidden", "inputs"]
-    config = config_for(job.encoder, str(folder), len(job.label_names), dropout=0.0,
-                        partial=cfg.options.partial())
-    datasets = [job.data.client_dataset(c, batch_size=4) for c in job.data.client_ids[:2]]
-    states = {}
-    for executor in ("tff", "local"):
-        tf.keras.utils.set_random_seed(0)
-        process = build_algorithm("FedAttS", lambda: build_re_model(config), loss=job.loss,
-                                  input_spec=job.data.element_spec(), executor=executor,
-                                  learning_rate=0.05, num_epochs=1, num_iters=3)
-        state = process.initialize()
-        if executor == "tff":
-            initial = state["model"]
-        state = process.set_model_weights(state, initial)
-        states[executor] = process.next(state, datasets).state["model"]
+    states, initial = one_round_per_executor("FedAttS", tmp_path, data_dir, trainable_layers=1,
+                                             lora_rank=2)
     for a, b in zip(states["tff"].trainable, states["local"].trainable):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
     for a, b, c in zip(states["tff"].non_trainable, states["local"].non_trainable,

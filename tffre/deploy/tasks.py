@@ -273,7 +273,7 @@ class RelationTask:
     def model(self, job, site):
         """The job's :class:`ModelParts` built from this side's encoder folder."""
         import tensorflow as tf
-        from tffre.models.partial import graft
+        from tffre.models.partial import exporter
         from tffre.models.relations import build_re_model, has_prefix, load_pretrained_encoder
         encoder_dir = self.encoder_dir(site)
         tokenizer, config = self._config(job, encoder_dir)
@@ -287,9 +287,7 @@ class RelationTask:
             x_spec = collections.OrderedDict(   # as FederatedData orders a dict: by key
                 hidden=tf.TensorSpec((None,) + tuple(prefix.output_shape[1:]), tf.float32),
                 inputs=x_spec)
-            export = lambda trained, wrap=None: graft(  # noqa: E731
-                (wrap or (lambda fn: fn))(lambda: build_re_model(config.full()))(), trained,
-                prefix.get_layer("encoder"))
+            export = exporter(lambda: build_re_model(config.full()), prefix)
         return ModelParts(
             model_fn=lambda: build_re_model(config),
             loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),

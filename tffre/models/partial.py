@@ -292,6 +292,16 @@ def graft(full, trained, prefix_encoder, top_name="encoder_top"):
     return full
 
 
+def exporter(full_model_fn, prefix):
+    """``export(trained, wrap=None)``: the plain model of ``full_model_fn`` (as the algorithm
+    wraps a task model: ``wrap``, e.g. FedCB's frozen head) with :func:`graft`'s weights from
+    a trained split model and the prefix model ``prefix`` (:attr:`tffre.runner.Job.export`)."""
+    def export(trained, wrap=None):
+        full = (wrap or (lambda fn: fn))(full_model_fn)()
+        return graft(full, trained, prefix.get_layer("encoder"))
+    return export
+
+
 def _encoder_key(name):
     """A Transformers variable's name from its main layer on ("bert/embeddings/...")."""
     parts = name.split(":")[0].split("/")

@@ -159,7 +159,7 @@ def prepare(cfg):
                                       label_mix)
     from tffre.data.relations import load_relation_splits
     from tffre.metrics import trivial_baselines
-    from tffre.models.partial import activations, graft, with_hidden
+    from tffre.models.partial import activations, exporter, with_hidden
     from tffre.models.relations import (build_re_model, build_re_prefix, config_for, has_prefix,
                                         load_pretrained_encoder)
     from tffre.data.concepts import concepts_for
@@ -225,9 +225,7 @@ def prepare(cfg):
         if server_x is not None:   # D_v's inputs, as the clients will predict on them
             server_x = with_hidden(server_x, store.get(server_x, lambda x: activations(
                 prefix, x)))
-        export = lambda trained, wrap=None: graft(  # noqa: E731
-            (wrap or (lambda fn: fn))(lambda: build_re_model(config.full()))(), trained,
-            prefix.get_layer("encoder"))
+        export = exporter(lambda: build_re_model(config.full()), prefix)
 
     def model_fn():
         return build_re_model(config)

@@ -20,14 +20,21 @@ def run_preset(preset, out, *, prog, rerun=False):
     """Runs ``python -m tffre run`` with ``preset`` into ``out`` and returns its summary.
 
     A run that finished before (its ``summary.json`` exists) is read back unless ``rerun``;
-    any other content of ``out`` (a run cut short or refused) is overwritten. SystemExit
-    when the run fails.
+    a run cut short (its ``metrics.csv`` but no summary) is resumed from its last checkpoint
+    when its options are the same, else overwritten, as is any other content of ``out``.
+    SystemExit when the run fails.
     """
     summary_path = os.path.join(out, "summary.json")
     if not rerun and os.path.exists(summary_path):
         return read_json_object(summary_path)
-    argv = ["--overwrite"] if os.path.isdir(out) and os.listdir(out) else []
-    code = cli.run_main(argv, preset=dict(preset, out=out), prog=prog)
+    code = None
+    if not rerun and os.path.exists(os.path.join(out, "metrics.csv")):
+        code = cli.run_main(["--resume"], preset=dict(preset, out=out), prog=prog)
+        if code:
+            print(f"note: {out} could not be resumed; running it again")
+    if code is None or code:
+        argv = ["--overwrite"] if os.path.isdir(out) and os.listdir(out) else []
+        code = cli.run_main(argv, preset=dict(preset, out=out), prog=prog)
     if code:
         raise SystemExit(f"{out}: the run failed (exit code {code})")
     return read_json_object(summary_path)
@@ -39,8 +46,7 @@ SEED_FIGURES = (("F1 at best dev", "test_f1_at_best_dev"), ("max F1", "max_test_
 
 
 def parse_seeds(value):
-    """``--seeds``: comma-separated seeds ("0,1,2"), or a count ("3" is not a list: use
-    "0,1,2")."""
+    """``--seeds``: the list of comma-separated, distinct, non-negative seeds ("0,1,2")."""
     try:
         seeds = [int(s) for s in str(value).split(",") if s.strip()]
     except ValueError:

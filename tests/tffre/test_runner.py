@@ -149,3 +149,9 @@ def test_personal_evaluation_averages_the_clients_trained_so_far():
         assert evaluate_state(_Evaluator(), _Process(), weights)["test_accuracy"] == 0.5
     finally:
         _Process.evaluation = "personal"
+
+
+def test_progress_postfix_without_a_train_loss_pass():
+    """--no-train-loss rows (the centralised bound's too) have no train_loss to show."""
+    from tffre.runner.outputs import postfix
+    assert postfix({"test_accuracy": 0.5, "test_f1": 0.25}) == {"acc": "0.500", "f1": "0.250"}

@@ -145,8 +145,9 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None):
                 save_model(folder, job.saved_model(model.model, states[name][0].wrap_model_fn),
                            name, settings.num_rounds, extra)
                 summary["algorithms"][name]["model"] = os.path.relpath(folder, out_dir)
-            # This invocation's wall time for the algorithm (rounds, evaluation, saving).
-            summary["algorithms"][name]["wall_seconds"] = round(time.perf_counter() - started, 1)
+            if not states[name][3]:   # its whole run in this invocation (not resumed)
+                summary["algorithms"][name]["wall_seconds"] = round(
+                    time.perf_counter() - started, 1)   # rounds, evaluation, saving
         if centralised:
             summary["algorithms"][CENTRALISED] = {"epochs": centralised}
             if done_centralised:

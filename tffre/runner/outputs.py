@@ -128,7 +128,8 @@ def warn_exclusions(name, rnd, row, num_clients):
 
 def postfix(row):
     """The progress bar's figures for ``row``."""
-    shown = {"acc": row["test_accuracy"], "loss": row["train_loss"]}
+    # train_loss is missing without its pass (--no-train-loss).
+    shown = {"acc": row["test_accuracy"], "loss": row.get("train_loss")}
     if row.get("test_f1") is not None:
         shown["f1"] = row["test_f1"]
     return {k: f"{v:.3f}" for k, v in shown.items() if v is not None}

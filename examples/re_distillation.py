@@ -3,7 +3,7 @@
     python examples/re_distillation.py                    # embedded synthetic i2b2-format sample, CPU
     python examples/re_distillation.py --dataset gad --clients 50
     python examples/re_distillation.py --data /path/to/i2b2 --encoder /path/to/ClinicalBERT \\
-        --encoder-layers 12 --no-freeze-embedding --num-rounds 50 --grid 2x1,8x1,2x3,8x3
+        --trainable-layers 12 --num-rounds 50 --grid 2x1,8x1,2x3,8x3
 
 Runs FedAvgT, FedAttT (FedAvg and FedAtt with tf.keras Adam: FedED trains at 2.5e-5, an
 Adam rate) and FedED on K = 100 clients with C = 0.1 of them a round (FedED section 4.2;
@@ -21,11 +21,10 @@ with ``--server-data``); no client trains on it, for any algorithm. Then it prin
 Each setting writes metrics.csv, summary.json, curves.png, per_class/ and models/ under
 ``--out``/B<b>_E<e>/; the tables go to ``--out``/table_*.csv.
 
-The preset is sized for a 2-core CPU (measured: about an hour there, see the README):
-25 rounds, 40 word
-pieces, the first 2 of all-MiniLM-L6-v2's layers with a frozen embedding layer
-(``--encoder-layers``, ``--freeze-embedding``), learning rate 5e-4 and the in-process
-executor. The numbers are the synthetic sample's: compare the shape (FedED above FedAvg
+The preset is sized for a 2-core CPU (see the README for its measured time): 25 rounds, 40
+word pieces, the top 2 of all-MiniLM-L6-v2's 6 layers trained on each client's cached
+activations of the 4 below (``--trainable-layers 2``), learning rate 5e-4 and the
+in-process executor. The numbers are the synthetic sample's: compare the shape (FedED above FedAvg
 and FedAtt, its upload three to four orders of magnitude smaller), not the values.
 """
 
@@ -39,7 +38,7 @@ from tffre.experiments import distillation
 PRESET = {"dataset": "i2b2", "algorithm": "fedavgt,fedattt,feded", "clients": 100,
           "client_fraction": 0.1, "partition": "iid", "num_rounds": 25, "eval_every": 1,
           "num_epochs": 2, "num_iters": 0, "batch_size": 4, "learning_rate": 5e-4,
-          "max_len": 40, "encoder_layers": 2, "freeze_embedding": True,
+          "max_len": 40, "trainable_layers": 2,
           "blind_entities": True, "representation": "cls_entities", "server_fraction": 0.2,
           "executor": "local", "checkpoint_every": 0, "centralised": True}
 

@@ -13,16 +13,16 @@ classifier vectors at alpha = 0.01. Each run writes metrics.csv, summary.json,
 curves.png (F1 against round, as Fig. 3), partition.csv/png, per_class/ and models/
 under ``--out``.
 
-The preset is sized for a 2-core CPU (measured: about 50 min per alpha there, see the
-README): 10 rounds of one
-local epoch of batch 8 (as FedCMC), learning rate 5e-4, 40 word pieces, the in-process
-executor, the first 2 of all-MiniLM-L6-v2's 6 layers (``--encoder-layers``; FedCMC uses
-DistilBERT, BERT's 6-layer distillation, for the same reason: 13 federated runs on a CPU)
-and a frozen embedding layer (``--freeze-embedding``: 3.6M trained and uploaded parameters
-instead of 15.5M, and half the step time). ``--encoder-layers 6`` uses the whole encoder;
-``--no-freeze-embedding`` fine-tunes everything, as the paper. The numbers are the
-synthetic sample's: compare the shape (centralised above the federated rows, FedCMC above
-FedAvg), not the values, with the paper's.
+The preset is sized for a 2-core CPU (see the README for its measured time): 10 rounds of
+one local epoch of batch 8 (as FedCMC), learning rate 5e-4, 40 word pieces, the in-process
+executor, and the whole all-MiniLM-L6-v2 of which the top 2 layers train
+(``--trainable-layers 2``): each client computes the 4 frozen layers' outputs on its
+examples once and trains the top on them (3.6M trained and uploaded parameters, as many as
+the 2-layer cut encoder this preset used before, with the pretrained lower layers kept).
+FedCMC uses DistilBERT, BERT's 6-layer distillation; ``--trainable-layers 6`` fine-tunes
+every layer, as the paper. The numbers are the synthetic sample's: compare the shape
+(centralised above the federated rows, FedCMC above FedAvg), not the values, with the
+paper's.
 """
 
 import sys
@@ -32,8 +32,7 @@ from tffre.sweep import run_sweep
 PRESET = {"dataset": "i2b2", "algorithm": "fedavgt,moon,fedrs,fedlc,fedcmc", "clients": 10,
           "clients_per_round": 10, "num_rounds": 10, "eval_every": 1, "num_epochs": 1,
           "num_iters": 0, "learning_rate": 5e-4, "batch_size": 8, "max_len": 40,
-          "encoder_layers": 2, "freeze_embedding": True, "executor": "local", "checkpoint_every": 0,
-          "centralised": True}
+          "trainable_layers": 2, "executor": "local", "checkpoint_every": 0, "centralised": True}
 ABLATION = ("ablation_alpha_0.01",
             "ablation (FedCMC section 4.3, Fig. 4): major / minor / random vectors, alpha = 0.01",
             {"algorithm": "fedcmc,fedcmc-minor,fedcmc-random", "alpha": 0.01,

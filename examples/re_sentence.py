@@ -31,7 +31,8 @@ from tffre.sweep import run_sweep
 PRESET = {"dataset": "i2b2", "algorithm": "fedavgt,fedproxp,fedatts", "clients": 10,
           "clients_per_round": 5, "num_rounds": 6, "eval_every": 2, "num_epochs": 1,
           "num_iters": 0, "learning_rate": 1e-4, "mu": 0.01, "batch_size": 8, "max_len": 40,
-          "executor": "local", "checkpoint_every": 0, "centralised": True}
+          "trainable_layers": 2, "executor": "local", "checkpoint_every": 0,
+          "centralised": True}
 
 if __name__ == "__main__":
     sys.exit(run_sweep(sys.argv[1:], preset=PRESET, prog="examples/re_sentence.py", doc=__doc__,

@@ -217,10 +217,11 @@ def test_a_task_sets_its_own_learning_rate_per_optimizer_family(tmp_path, monkey
 
 def test_encoder_part_options_are_checked_before_any_work(tmp_path):
     base = {"dataset": "gad", "out": str(tmp_path / "o")}
-    with pytest.raises(config.ConfigError, match="--trainable-layers 7 exceeds the encoder's 6"):
-        config.resolve(dict(base, trainable_layers=7))
-    with pytest.raises(config.ConfigError, match="exceeds the encoder's 2 layers"):
-        config.resolve(dict(base, trainable_layers=3, encoder_layers=2))
+    # K at least the depth is full fine-tuning: no error (the task's default 2 on a cut encoder).
+    assert config.resolve(dict(base, trainable_layers=3, encoder_layers=2)).options.partial() \
+        .first_top_layer(2) == 0
+    with pytest.raises(config.ConfigError, match="--prefix-cache applies with"):
+        config.resolve(dict(base, trainable_layers=None, prefix_cache=str(tmp_path)))
     with pytest.raises(config.ConfigError, match="--lora-alpha applies with --lora-rank"):
         config.resolve(dict(base, lora_alpha=16, trainable_layers=None))
     with pytest.raises(config.ConfigError, match="--lora-targets: expected distinct"):

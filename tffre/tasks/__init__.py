@@ -184,10 +184,8 @@ class EncoderOptions(Params):
 
 
 def check_encoder(cfg):
-    """Raises ValueError for an encoder folder that cannot be used, or a trained part it does
-    not have (no TensorFlow needed)."""
-    import json
-    import os
+    """Raises ValueError for an encoder folder that cannot be used, or LoRA options without
+    LoRA (no TensorFlow needed)."""
     from tffre.text.relation_tokenizer import (EncoderFolderError, check_encoder_folder,
                                                default_encoder_dir)
     o = cfg.options
@@ -202,14 +200,8 @@ def check_encoder(cfg):
             raise ValueError(f"--{given[0].replace('_', '-')} applies with --lora-rank")
     if o.prefix_cache and o.partial() is None:
         raise ValueError("--prefix-cache applies with --trainable-layers or --lora-rank")
-    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-        depth = json.load(f).get("num_hidden_layers")
-    if depth and o.encoder_layers:
-        depth = min(depth, o.encoder_layers)
-    if "trainable_layers" in cfg.given and o.trainable_layers and depth \
-            and o.trainable_layers > depth:   # a task's default K is "at most K"
-        raise ValueError(f"--trainable-layers {o.trainable_layers} exceeds the encoder's "
-                         f"{depth} layers" + (" (--encoder-layers)" if o.encoder_layers else ""))
+    # --trainable-layers at least the encoder's depth is full fine-tuning (the task's default
+    # 2 on an encoder cut to 1 layer with --encoder-layers included), not an error.
 
 
 def with_cached_prefix(data, config, build_prefix, load_pretrained, cfg):

@@ -76,7 +76,7 @@ def comparisons(root, cache=None):
                                          centralised=k == 2)})
                     for k, rounds in ((2, 30), (4, 20))],
         "fedcmc-gad": [(f"alpha {a}", {"dataset": "gad", "data": gad, "alpha": a,
-                                       **dict(skew, num_rounds=8, centralised=a == 0.5)})
+                                       **dict(skew, num_rounds=7, centralised=a == 0.5)})
                        for a in (0.5, 0.05)],
         "fedcmc-euadr": [(f"alpha {a}", {"dataset": "euadr", "data": euadr, "alpha": a,
                                          **dict(skew, num_rounds=20, centralised=a == 0.5)})

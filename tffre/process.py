@@ -101,13 +101,23 @@ class MeasuredLearningProcess:
             raise ClientDataError(f"{self.name} keeps per-client state: pass client_ids, one "
                                   f"per client dataset")
         start = time.perf_counter()
-        if self.stateful:
-            states = [self.client_states[c] if c in self.client_states
-                      else self._initial_client_state() for c in client_ids]
-            output, new_states = self._next(state, client_data, states)
-            self.client_states.update(zip(client_ids, new_states))
-        else:
-            output = self._next(state, client_data)
+        try:
+            if self.stateful:
+                states = [self.client_states[c] if c in self.client_states
+                          else self._initial_client_state() for c in client_ids]
+                output, new_states = self._next(state, client_data, states)
+                self.client_states.update(zip(client_ids, new_states))
+            else:
+                output = self._next(state, client_data)
+        except Exception as err:
+            # TFF's runtime serializes each client dataset and refuses one over 100 MB (a
+            # large client's cached encoder activations): say what to do instead.
+            if "Serialized size of Dataset" in str(err):
+                raise ClientDataError(
+                    f"{self.name}: a client's dataset is larger than TFF's runtime takes "
+                    f"({str(err).split('(')[1].split(')')[0]}): use --executor local (in "
+                    f"this process, no such cap)") from None
+            raise
         seconds = time.perf_counter() - start
         metrics = collections.OrderedDict(output.metrics)
         n = len(client_data)

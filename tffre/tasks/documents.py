@@ -77,7 +77,8 @@ class Options(DataOption, EncoderOptions):
 
 TASK = Task("documents", "document-level relation extraction (FedLCC Tables 3-5, 7)",
             ("cdr", "gda", "chr", "docred"), ("encoder",), Options,
-            defaults={"clients": 10, "batch_size": 3, "trainable_layers": 2},
+            defaults={"clients": 10, "batch_size": 3, "trainable_layers": 2,
+                      "executor": "local"},
             learning_rates={"adam": 3e-4},
             dataset_defaults={"cdr": {"data": SAMPLE}})
 

@@ -67,10 +67,12 @@ class Options(DataOption, EncoderOptions, ConceptOption):
 
 # A pretrained transformer's defaults, not FLCMC's LSTM's: the top 2 layers train on cached
 # activations of the frozen layers below (tffre.models.partial), batch 8, and Adam at 3e-4
-# (measured on GAD: see the README; FLCMC's 1e-3 for Adam left the top at the guess).
+# (measured on GAD: see the README; FLCMC's 1e-3 for Adam left the top at the guess); the
+# in-process executor (TFF's runtime refuses a client dataset over 100 MB, which a large
+# client's cached activations exceed, and costs 2-4x on a transformer).
 TASK = Task("relations", "sentence-level relation extraction (FedCMC, FedED)", DATASETS,
             ("encoder",), Options, defaults={"clients": 10, "batch_size": 8,
-                                             "trainable_layers": 2},
+                                             "trainable_layers": 2, "executor": "local"},
             dataset_defaults={"i2b2": {"data": SAMPLE}, "gad": {"data": SAMPLE}},
             learning_rates={"adam": 3e-4})
 

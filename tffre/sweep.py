@@ -99,19 +99,34 @@ def mean_sd(row, label):
     return f"{row[label]:.3f} ± {row.get(f'{label} sd', 0.0):.3f}"
 
 
-def combined_table(out, alphas):
-    """Rows: algorithms; columns: max test F1 per alpha (and the paper's, where it has them)."""
+def alpha_folder(out, alpha, seed=None):
+    """The run folder of ``alpha`` (and of ``seed`` when a sweep runs several)."""
+    folder = os.path.join(out, f"alpha_{alpha}")
+    return folder if seed is None else os.path.join(folder, f"seed_{seed}")
+
+
+def combined_table(out, alphas, seeds=None):
+    """Rows: algorithms; columns: max test F1 per alpha (and the paper's, where it has them).
+
+    With ``seeds``, each F1 is the mean over those seeds' runs, beside its sample sd (the
+    columns "... sd")."""
     from tffre import paper_tables
     rows = {}
     for alpha in alphas:
-        summary = read_json_object(os.path.join(out, f"alpha_{alpha}", "summary.json"))
-        _, reference = paper_tables.reference(summary["config"]["dataset"], "encoder",
+        summaries = {s: read_json_object(os.path.join(alpha_folder(out, alpha, s),
+                                                      "summary.json"))
+                     for s in (seeds or [None])}
+        first = next(iter(summaries.values()))
+        _, reference = paper_tables.reference(first["config"]["dataset"], "encoder",
                                               alpha=alpha)
-        for name, s in summary["algorithms"].items():
+        by_name = {row["algorithm"]: row for row in seeds_rows(summaries)}
+        for name in first["algorithms"]:
             column = "any alpha" if name == "Centralised" else f"alpha={alpha}"
             row = rows.setdefault(name, {})
-            row[f"F1 {column}"] = s.get("max_test_f1")
-            row[f"F1@best dev {column}"] = s.get("test_f1_at_best_dev")
+            for label, figure in (("F1", "max F1"), ("F1@best dev", "F1 at best dev")):
+                row[f"{label} {column}"] = by_name[name].get(figure)
+                if seeds:
+                    row[f"{label} sd {column}"] = by_name[name].get(f"{figure} sd")
             if name in reference:
                 row[f"paper {column}"] = reference[name]["test_f1"]
     # Columns with no value at all (F1@best dev on data without a dev split) are left out.
@@ -120,7 +135,9 @@ def combined_table(out, alphas):
 
 def run_sweep(argv, *, preset, prog, doc, default_out, default_alphas="0.5,0.05",
               extra_runs=()):
-    """Runs ``preset`` (overridden by ``argv``) once per ``--alphas`` value, then the table.
+    """Runs ``preset`` (overridden by ``argv``) once per ``--alphas`` value (and per seed of
+    ``--seeds``, each into alpha_<a>/seed_<s>/, the table giving means and sds), then the
+    table.
 
     Each alpha's run writes to ``--out``/alpha_<a>/ (the centralised upper bound, if the
     preset asks for it, only in the first: it does not depend on alpha); the table goes to
@@ -131,8 +148,13 @@ def run_sweep(argv, *, preset, prog, doc, default_out, default_alphas="0.5,0.05"
     """
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--alphas", default=default_alphas)
+    parser.add_argument("--seeds", default=None)
+    # The run's --seed, declared here so that argparse does not read it as --seeds.
+    parser.add_argument("--seed", default=None)
     parser.add_argument("--out", default=default_out)
     ours, rest = parser.parse_known_args(argv)
+    if ours.seed is not None:
+        rest = ["--seed", ours.seed] + rest
     if "-h" in rest or "--help" in rest:
         print(doc)
         return cli.run_main(["--help"], preset=preset, prog=prog)
@@ -141,21 +163,33 @@ def run_sweep(argv, *, preset, prog, doc, default_out, default_alphas="0.5,0.05"
     except ValueError:
         print(f"{prog}: error: --alphas: expected numbers, got {ours.alphas!r}", file=sys.stderr)
         return 2
+    try:
+        seeds = None if ours.seeds is None else parse_seeds(ours.seeds)
+    except ValueError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    if seeds is not None and ours.seed is not None:
+        print(f"{prog}: error: give --seed or --seeds, not both", file=sys.stderr)
+        return 2
     from tffre import runner
     runner.reuse_processes()   # each algorithm's round is traced once for every alpha
     for i, alpha in enumerate(alphas):
-        run_preset = dict(preset, alpha=alpha, out=os.path.join(ours.out, f"alpha_{alpha}"),
-                          centralised=preset.get("centralised", False) and i == 0)
-        print(f"\n=== alpha = {alpha} ===")
-        code = cli.run_main(rest, preset=run_preset, prog=prog)
-        if code:
-            return code
-    table = combined_table(ours.out, alphas)
+        for seed in seeds or [None]:
+            run_preset = dict(preset, alpha=alpha, out=alpha_folder(ours.out, alpha, seed),
+                              centralised=preset.get("centralised", False) and i == 0)
+            if seed is not None:   # each seed re-draws the split, the head and the order
+                run_preset["seed"] = seed
+            print(f"\n=== alpha = {alpha}" + ("" if seed is None else f", seed {seed}") + " ===")
+            code = cli.run_main(rest, preset=run_preset, prog=prog)
+            if code:
+                return code
+    table = combined_table(ours.out, alphas, seeds)
     table.to_csv(os.path.join(ours.out, "table.csv"), index_label="algorithm")
     write_json(os.path.join(ours.out, "summary.json"),
                {"alphas": alphas, "table": table.where(table.notna(), None).to_dict("index")})
     print("\nmax test F1 over rounds (as the paper reports; F1@best dev selects the round on "
-          "the dev split where there is one)")
+          "the dev split where there is one)" + ("" if seeds is None else
+                                                 f"; mean and sd over seeds {seeds}"))
     print(table.to_string(float_format=lambda v: f"{v:.4f}", na_rep="-"))
     print(f"wrote {ours.out}/table.csv, summary.json and alpha_*/")
     for folder, title, overrides in extra_runs:

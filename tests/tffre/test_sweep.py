@@ -52,3 +52,20 @@ def test_seed_lists_are_checked(text, error):
     with pytest.raises(ValueError, match=error):
         sweep.parse_seeds(text)
     assert sweep.parse_seeds("2, 0") == [2, 0]
+
+
+def test_an_alpha_sweep_over_seeds_gives_means_and_sds(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(sweep.cli, "run_main", fake_run_main(calls))
+    preset = {"dataset": "gad", "algorithm": "fedavgt"}
+    code = sweep.run_sweep(["--alphas", "0.5", "--seeds", "0,2", "--out", str(tmp_path)],
+                           preset=preset, prog="x", doc="", default_out=str(tmp_path))
+    assert code == 0 and calls == [0, 2]
+    assert sorted(os.listdir(tmp_path / "alpha_0.5")) == ["seed_0", "seed_2"]
+    import pandas as pd
+    table = pd.read_csv(tmp_path / "table.csv", index_col="algorithm")
+    values = np.array([F1[0], F1[2]]) + 0.01        # max F1 of the fake runs
+    assert table.loc["FedAvgT", "F1 alpha=0.5"] == pytest.approx(values.mean())
+    assert table.loc["FedAvgT", "F1 sd alpha=0.5"] == pytest.approx(values.std(ddof=1))
+    assert sweep.run_sweep(["--seeds", "0", "--seed", "3"], preset=preset, prog="x", doc="",
+                           default_out=str(tmp_path)) == 2

@@ -14,14 +14,15 @@ its flags overrides it) and writes metrics.csv, summary.json, curves.png,
 partition.csv/png, models/ and checkpoints/ to ``--out``/alpha_<a>/; the
 combined table goes to ``--out``/table.csv and ``--out``/summary.json.
 
-The preset is sized for a 2-core CPU (measured: about 40 min per alpha there, see the
-README): 6
-rounds, 5 of 10 clients a round, one local epoch of batch 8 (as FedCMC), an
-Adam-family local optimizer at learning rate 1e-4 (FedCMC's 5e-5 is an Adam
-rate; with SGD the encoder needs many more rounds: use ``--algorithm
-fedavg,fedprox,fedatt --learning-rate 0.01 --num-rounds 50``), 40 word pieces
-(the sample's longest example has 37), and the in-process executor (TFF's
-runtime costs 2-4x for transformer models on CPU; see README "Execution").
+The preset is sized for a 2-core CPU (measured: about 7 min per alpha there with another
+job running, see the README): 20 rounds, 5 of 10 clients a round, one local epoch of batch 8
+(as FedCMC), the top 2 of all-MiniLM-L6-v2's 6 layers trained on each client's cached
+activations of the 4 below (``--trainable-layers 2``; ``--trainable-layers 6`` fine-tunes
+every layer), an Adam-family local optimizer at learning rate 3e-4 (FedCMC's 5e-5 is an
+Adam rate for a whole encoder; with SGD the encoder needs many more rounds: use
+``--algorithm fedavg,fedprox,fedatt --learning-rate 0.01 --num-rounds 50``), 40 word pieces
+(the sample's longest example has 37), and the in-process executor (TFF's runtime costs
+2-4x for transformer models on CPU; see README "Execution").
 """
 
 import sys
@@ -29,8 +30,8 @@ import sys
 from tffre.sweep import run_sweep
 
 PRESET = {"dataset": "i2b2", "algorithm": "fedavgt,fedproxp,fedatts", "clients": 10,
-          "clients_per_round": 5, "num_rounds": 6, "eval_every": 2, "num_epochs": 1,
-          "num_iters": 0, "learning_rate": 1e-4, "mu": 0.01, "batch_size": 8, "max_len": 40,
+          "clients_per_round": 5, "num_rounds": 20, "eval_every": 2, "num_epochs": 1,
+          "num_iters": 0, "learning_rate": 3e-4, "mu": 0.01, "batch_size": 8, "max_len": 40,
           "trainable_layers": 2, "executor": "local", "checkpoint_every": 0,
           "centralised": True}
 

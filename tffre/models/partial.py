@@ -31,6 +31,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import weakref
 from typing import Optional, Tuple
 
 import numpy as np
@@ -311,6 +312,10 @@ def _encoder_key(name):
     return "/".join(parts)
 
 
+#: The traced inference step of each prefix model (kept as long as the model lives).
+_STEPS = weakref.WeakKeyDictionary()
+
+
 def with_hidden(x, hidden):
     """A split model's input: ``x`` (a dict of arrays, or the one array named "inputs")
     plus the cached prefix activations ``hidden``."""
@@ -330,10 +335,11 @@ def activations(prefix, x, batch_size=64):
     if isinstance(x, dict) and names:   # only the inputs the prefix reads (ids, mask)
         x = {k: x[k] for k in names}
     n = len(tf.nest.flatten(x)[0])
-    step = getattr(prefix, "_tffre_activations", None)
+    step = _STEPS.get(prefix)
     if step is None:
-        step = tf.function(lambda batch: prefix(batch, training=False), autograph=False)
-        prefix._tffre_activations = step
+        model = weakref.ref(prefix)   # the step must not keep its prefix alive
+        step = _STEPS[prefix] = tf.function(lambda batch: model()(batch, training=False),
+                                            autograph=False)
     parts = []
     for start in range(0, n, batch_size):
         rows = min(batch_size, n - start)

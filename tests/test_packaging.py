@@ -50,11 +50,11 @@ assert "支气管肺炎" in tokens, tokens
 splits = tffre.data.imcs.load_imcs(tffre.resources.path("imcs_sample"), verbose=False)
 assert len(splits["train"]) == 320, {k: len(v) for k, v in splits.items()}
 
-import tffre.data.relations
-examples, labels = tffre.data.relations.load_re("i2b2", tffre.resources.path("re_sample", "i2b2"))
+from tffre.data.sentence_sets import load_re
+examples, labels = load_re("i2b2", tffre.resources.path("re_sample", "i2b2"))
 assert inside(tffre.resources.path("re_sample", "i2b2"), package)
 assert len(examples) == 696 and labels[0] == "None", (len(examples), labels)
-gad, _ = tffre.data.relations.load_re("gad", tffre.resources.path("re_sample", "gad"))
+gad, _ = load_re("gad", tffre.resources.path("re_sample", "gad"))
 assert len(gad) == 560, len(gad)
 print("ok")
 """

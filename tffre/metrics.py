@@ -174,7 +174,7 @@ def docre_scores(gold, pred, pair_mask, intra=None, in_train=None):
         (the featurizer's ``pair_intra``): adds ``intra_f1`` (those pairs only) and
         ``inter_f1`` (the others), the split CDR and GDA results are reported by.
       in_train: optional ``[n, P, R]``, 1 where the fact is among the training set's
-        (:func:`tffre.data.documents.fact_keys`): adds DocRED's ``ign_f1``, whose precision
+        (:func:`tffre.data.formats.docred.fact_keys`): adds DocRED's ``ign_f1``, whose precision
         leaves out correct facts seen in training, ``(TP - TP_train) / (#pred - TP_train)``,
         with the ordinary recall (DocRED's ``evaluation.py``).
 

@@ -128,7 +128,7 @@ RELATION_FIELDS = ("text", "e1_start", "e1_end", "e2_start", "e2_end")
 
 
 def read_relation_jsonl(path):
-    """Reads ``(id, record)`` pairs of relation examples (the tffre.data.relations schema, no label).
+    """Reads ``(id, record)`` pairs of relation examples (tffre.data.sentence_schema's schema, no label).
 
     Each line is an object with text and the character offsets of the two entities
     (e1_type and e2_type optional). InputError names the file, line and field.

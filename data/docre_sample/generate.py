@@ -7,7 +7,7 @@
 of BioCreative V CDR (``PMID|t|title``, ``PMID|a|abstract``, tab-separated mention lines
 ``PMID start end text type id [texts]`` and relation lines ``PMID CID chemical disease``,
 documents separated by a blank line), so that
-:func:`tffre.data.documents.load_pubtator` reads it like the real corpus. Everything comes
+:func:`tffre.data.formats.pubtator.load_pubtator` reads it like the real corpus. Everything comes
 from the templates below and ``random.Random(SEED)``; no real abstract, patient or
 annotation is behind it. The chemical names, the PMIDs (91000000+, 92000000+, 93000000+)
 and the MeSH-like ids (``C9xxxxx`` chemicals, ``D9xxxxx`` diseases) are invented; the

@@ -2,7 +2,10 @@
 
 import pytest
 
-from tffre.data import documents as docre, relations as rel
+from tffre.data.document_schema import DocREFormatError
+from tffre.data.formats.blue import load_blue_tsv
+from tffre.data.formats.pubtator import load_pubtator
+from tffre.data.sentence_schema import REFormatError
 from tffre.errors import read_utf8, text_lines
 
 
@@ -38,9 +41,9 @@ def test_text_lines_keeps_inner_empty_lines():
 def test_loaders_name_file_and_line_of_bad_bytes(tmp_path):
     tsv = tmp_path / "train.tsv"
     tsv.write_bytes(b"index\tsentence\tlabel\n0\tbad \xe9 byte\t0\n")
-    with pytest.raises(rel.REFormatError, match=r"train\.tsv line 2: not UTF-8 text"):
-        rel.load_blue_tsv(tsv, "gad")
+    with pytest.raises(REFormatError, match=r"train\.tsv line 2: not UTF-8 text"):
+        load_blue_tsv(tsv, "gad")
     pubtator = tmp_path / "docs.pubtator"
     pubtator.write_bytes(b"7|t|Drug X\n7|a|caused \xe9 rash.\n")
-    with pytest.raises(docre.DocREFormatError, match=r"docs\.pubtator line 2: not UTF-8 text"):
-        docre.load_pubtator(pubtator)
+    with pytest.raises(DocREFormatError, match=r"docs\.pubtator line 2: not UTF-8 text"):
+        load_pubtator(pubtator)

@@ -132,8 +132,8 @@ def test_the_checker_finds_a_back_edge_and_a_circle(tmp_path):
     """The rules above are not vacuous: a planted back edge and circle are reported."""
     a, b = tmp_path / "a.py", tmp_path / "b.py"
     a.write_text("def f():\n    from tffre import cli\n")
-    b.write_text("from tffre.data import relations\n")
-    modules = {"tffre.data.relations": str(b), "tffre.cli": "", "tffre.data.x": str(a)}
+    b.write_text("from tffre.data import sentence_sets\n")
+    modules = {"tffre.data.sentence_sets": str(b), "tffre.cli": "", "tffre.data.x": str(a)}
     found = imports_of(str(a), "tffre.data.x", modules)
     assert found == {"tffre.cli"} and layer_of("tffre.cli") > layer_of("tffre.data.x")
-    assert imports_of(str(b), "tffre.cli", modules) == {"tffre.data.relations"}
+    assert imports_of(str(b), "tffre.cli", modules) == {"tffre.data.sentence_sets"}

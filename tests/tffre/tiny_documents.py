@@ -1,6 +1,6 @@
 """Small hand-made documents for the document-level RE tests."""
 
-from tffre.data.documents import Document, Mention, Relation
+from tffre.data.document_schema import Document, Mention, Relation
 
 
 def document(pmid, text, mentions, relations):

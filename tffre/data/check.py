@@ -240,7 +240,7 @@ def check_dataset(kind, dataset, path, *, tokenizer=None, max_len=None, seed=0,
     notes, problems, labels, splits = [], [], [], {}
     # Each kind imports only its loaders: a document check needs no pandas (CDR in ~1 s).
     if kind == "relations":
-        from tffre.data.relations import REFormatError, load_relation_splits
+        from tffre.data.sentence_sets import REFormatError, load_relation_splits
         try:
             splits, labels = load_relation_splits(dataset, path, seed=seed, notes=notes,
                                                   problems=problems, **loader_options)
@@ -251,7 +251,7 @@ def check_dataset(kind, dataset, path, *, tokenizer=None, max_len=None, seed=0,
         _shared_examples(splits, notes)
         rule = f"text + special tokens + {RELATION_MARKERS} entity markers"
     else:
-        from tffre.data.documents import DocREFormatError, load_document_splits
+        from tffre.data.document_sets import DocREFormatError, load_document_splits
         try:
             splits = load_document_splits(path, seed=seed, notes=notes, problems=problems,
                                           **loader_options)

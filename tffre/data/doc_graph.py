@@ -8,7 +8,7 @@ C equal-width intervals and gives each client the documents of one interval
 (Section 4.2, "Experimental settings", Figure 2). Client sizes differ by
 design: that imbalance is part of the non-IID scenario.
 
-* :func:`document_graph` -- the EoG adjacency of a :class:`~tffre.data.documents.Document`
+* :func:`document_graph` -- the EoG adjacency of a :class:`~tffre.data.document_schema.Document`
   (node order: :func:`graph_nodes`).
 * :func:`degree_entropy` -- Eq. 15 over the degree distribution, or the
   authors' code's variant (``form="authors"``).
@@ -80,7 +80,7 @@ def document_graph(document):
       an entity and itself, add nothing.
 
     Args:
-      document: a :class:`tffre.data.documents.Document`. Every mention's
+      document: a :class:`tffre.data.document_schema.Document`. Every mention's
         ``sentence`` must index ``document.sentences``.
 
     Returns:
@@ -316,7 +316,7 @@ def structural_entropy_split(documents, num_clients, form="paper", allow_empty=T
     there for the interval rule, empty clients and errors). Deterministic.
 
     Args:
-      documents: :class:`tffre.data.documents.Document` objects, e.g. a loader's training set.
+      documents: :class:`tffre.data.document_schema.Document` objects, e.g. a loader's training set.
       num_clients: C (the paper uses 10).
       form: ``"paper"`` or ``"authors"``, as in :func:`degree_entropy`.
       allow_empty: as in :func:`entropy_interval_split`.

@@ -191,7 +191,7 @@ class RelationTask:
     """Sentence-level relation extraction (:mod:`tffre.tasks.relations`) across sites.
 
     Node configuration: ``data`` (a file, or a folder of train/dev/test files, of the
-    dataset's format: :func:`tffre.data.relations.load_re`) and ``encoder`` (the local
+    dataset's format: :func:`tffre.data.sentence_sets.load_re`) and ``encoder`` (the local
     Hugging Face encoder folder; default the packaged all-MiniLM-L6-v2). The held-out
     splits a site has (dev, test) are evaluated there.
 
@@ -210,7 +210,7 @@ class RelationTask:
         self._prefixes = {}   # (job key, encoder folder, cache folder) -> (prefix, store)
 
     def _examples(self, job, site):
-        from tffre.data.relations import by_split, load_re
+        from tffre.data.sentence_sets import by_split, load_re
         path = site_path(site, "data")
         try:
             examples, labels = load_re(job.dataset, path)

@@ -1,7 +1,7 @@
 """Document-level biomedical relation extraction (FedLCC Tables 3-5, 7) on a Hugging Face encoder.
 
 Loads CDR, GDA or CHR (PubTator or EoG ``.data``) or DocRED-style JSON with
-:func:`tffre.data.documents.load_document_splits` (the embedded, invented CDR-style sample
+:func:`tffre.data.document_sets.load_document_splits` (the embedded, invented CDR-style sample
 by default for ``--dataset cdr``), marks and packs the documents with
 :class:`tffre.text.document_features.DocREFeaturizer`, splits the training
 documents over the clients by the paper's structural-entropy rule (Sect. 4.2,
@@ -91,14 +91,14 @@ def check(cfg):
 
 def data_path(cfg):
     """The file or folder ``cfg.options.data`` names (the embedded sample for "sample")."""
-    from tffre.data.documents import sample_path
+    from tffre.data.document_sets import sample_path
     return sample_path() if cfg.options.data == SAMPLE else cfg.options.data
 
 
 def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
     """The data check of what a run would load (``python -m tffre data check``)."""
     from tffre.data.check import check_dataset
-    from tffre.data.documents import sample_path
+    from tffre.data.document_sets import sample_path
     path = sample_path() if options.data == SAMPLE else options.data
     return check_dataset("documents", dataset, path, tokenizer=tokenizer,
                          max_len=max_len or options.max_len or DEFAULT_MAX_LEN, seed=seed,
@@ -107,9 +107,9 @@ def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
 
 def load_splits(cfg):
     """{"train", "dev", "test": [Document]} of ``cfg``, and the notes on what was held out
-    (:func:`tffre.data.documents.load_document_splits`: DocRED's dev split scored as test, a
+    (:func:`tffre.data.document_sets.load_document_splits`: DocRED's dev split scored as test, a
     missing dev split a seeded 20% of train)."""
-    from tffre.data.documents import load_document_splits
+    from tffre.data.document_sets import load_document_splits
     notes = []
     splits = load_document_splits(data_path(cfg), seed=cfg.run.seed,
                                   eog_variant=cfg.options.eog_variant,
@@ -134,7 +134,7 @@ def relation_schema(dataset, train):
 
 def facts_seen_in_training(featurizer, documents, facts):
     """int8 ``[n, P, R]``: 1 where (pair row, relation) is a fact of ``facts``
-    (:func:`tffre.data.documents.fact_keys` of the training set) by some mention names of the
+    (:func:`tffre.data.formats.docred.fact_keys` of the training set) by some mention names of the
     pair's entities, DocRED's rule for Ign F1."""
     shapes = featurizer.shapes()
     out = np.zeros((len(documents),) + shapes["labels"], np.int8)
@@ -164,7 +164,7 @@ def prepare(cfg):
 
     from tffre.data import FederatedData
     from tffre.data.doc_graph import describe_split, iid_split, plot_split
-    from tffre.data.documents import fact_keys
+    from tffre.data.formats.docred import fact_keys
     from tffre.metrics import docre_baselines
     from tffre.models.documents import (DocRELoss, build_docre_model, build_docre_prefix,
                                         docre_config_for, has_prefix, load_pretrained_encoder,

@@ -1,6 +1,6 @@
 """Sentence-level relation extraction (FedCMC Table 2, FedED Tables 3-8) on a Hugging Face encoder.
 
-Loads a relation set (:mod:`tffre.data.relations`; the embedded synthetic sample for
+Loads a relation set (:mod:`tffre.data.sentence_sets`; the embedded synthetic sample for
 i2b2 and GAD by default), tokenizes it with entity markers
 (:class:`tffre.text.relation_tokenizer.RETokenizer`), splits the training examples
 over clients by label skew (each label's examples over the clients in
@@ -118,7 +118,7 @@ def loader_options(cfg):
 def read_server_data(dataset, path, labels):
     """D_v from ``path``, a file or folder of ``dataset``'s format (its train split, or all of
     it), as a DataFrame; a label outside ``labels`` is refused in one line."""
-    from tffre.data.relations import load_re
+    from tffre.data.sentence_sets import load_re
     examples, _ = load_re(dataset, path)
     unknown = sorted(set(examples["label"]) - set(labels))
     if unknown:
@@ -159,7 +159,7 @@ def prepare(cfg):
     from tffre.data import FederatedData
     from tffre.data.partition import (dirichlet_label_split, format_label_mix, iid_split,
                                       label_mix)
-    from tffre.data.relations import load_relation_splits
+    from tffre.data.sentence_sets import load_relation_splits
     from tffre.metrics import trivial_baselines
     from tffre.models.partial import activations, exporter, with_hidden
     from tffre.models.relations import (build_re_model, build_re_prefix, config_for, has_prefix,

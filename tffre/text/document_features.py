@@ -1,6 +1,6 @@
 """Document-level relation-extraction inputs (FedLCC 3.2, after ATLOP): fixed-shape arrays.
 
-:class:`DocREFeaturizer` turns :class:`tffre.data.documents.Document` objects
+:class:`DocREFeaturizer` turns :class:`tffre.data.document_schema.Document` objects
 into what :func:`tffre.models.documents.build_docre_model` takes: a dict of int32
 numpy arrays, one row per document, that ``tf.data.Dataset.from_tensor_slices``
 slices and ``.batch`` batches::
@@ -86,7 +86,7 @@ import os
 
 import numpy as np
 
-from tffre.data.documents import Document
+from tffre.data.document_schema import Document
 from tffre.text.relation_tokenizer import check_encoder_folder
 from tffre.errors import positive_int
 
@@ -278,7 +278,7 @@ class DocREFeaturizer:
         """Encodes documents as the dict of int32 arrays described in the module docstring.
 
         Args:
-          documents: a :class:`~tffre.data.documents.Document` or a sequence of them.
+          documents: a :class:`~tffre.data.document_schema.Document` or a sequence of them.
 
         Raises ValueError naming the document for a relation type not in
         ``relation_types`` and for an empty mention span or one outside its text.

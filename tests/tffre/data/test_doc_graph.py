@@ -14,7 +14,7 @@ from tffre.data import partition
 from tffre.data.doc_graph import (EntropySplit, degree_entropy, describe_split, document_graph,
                                   entropy_interval_split, graph_nodes, iid_split, plot_split,
                                   structural_entropy_split)
-from tffre.data.documents import Document, Mention, Relation
+from tffre.data.document_schema import Document, Mention, Relation
 
 
 def plogp(*ps, log=math.log):

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from tffre import config as config_lib
-from tffre.data.documents import sample_path
+from tffre.data.document_sets import sample_path
 from tiny_encoder import VOCAB, make_encoder_folder
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}

@@ -82,7 +82,7 @@ def test_relation_run_end_to_end(tmp_path, encoder, data_dir):
 
     # The saved global model, reloaded, reproduces the last round's test F1 under sklearn.
     from tffre.bundle import load_bundle
-    from tffre.data.relations import load_jsonl
+    from tffre.data.formats.jsonl import load_jsonl
     bundle = load_bundle(str(out / "models" / "FedAvgT"))
     test, _ = load_jsonl(os.path.join(data_dir, "test.jsonl"))
     probs = bundle.predict(test.to_dict("records"))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tiny_encoder import VOCAB, make_encoder_folder
-from tffre.data.documents import Document, Mention, Relation
+from tffre.data.document_schema import Document, Mention, Relation
 from tffre.text.document_features import DocREFeaturizer, FEATURE_KEYS, STAT_KEYS
 
 TEXT = "aspirin was given for headache and fever . the patient on aspirin improved ."

@@ -43,13 +43,13 @@ import time
 # 64 word pieces (GAD's p95 is 71), batch 8, Adam 3e-4 (the task's defaults), one local
 # epoch a round. Batch 8 rather than 16: twice the local steps for the same round time here.
 SENTENCE = {"trainable_layers": 2, "max_len": 64, "batch_size": 8, "learning_rate": 3e-4,
-            "num_epochs": 1, "num_iters": 0, "executor": "local", "checkpoint_every": 0,
+            "num_epochs": 1, "num_iters": 0, "executor": "local", "checkpoint_every": 5,
             "no_progress": True, "no_train_loss": True, "centralised": True}
 # Document-level RE: 512 word pieces (one window: CDR's median abstract has 340, its p95 610),
 # the top 2 layers, batch 4, Adam 3e-4.
 DOCUMENT = {"trainable_layers": 2, "max_len": 512, "batch_size": 4, "learning_rate": 3e-4,
             "local_optimizer": "adam", "num_epochs": 1, "num_iters": 0, "clients": 10,
-            "clients_per_round": 10, "executor": "local", "checkpoint_every": 0,
+            "clients_per_round": 10, "executor": "local", "checkpoint_every": 5,
             "no_progress": True, "no_train_loss": True, "centralised": True}
 LABEL_SKEW = "fedavgt,moon,fedrs,fedlc,fedcmc"
 # What "the scale" of a comparison is, printed with its table and written to summary.json.
@@ -135,6 +135,9 @@ def main(argv):
     parser.add_argument("--only", default=None, help="comma-separated comparisons")
     parser.add_argument("--seeds", default=DEFAULT_SEEDS,
                         help=f"comma-separated seeds (default {DEFAULT_SEEDS})")
+    parser.add_argument("--settings", default=None,
+                        help="comma-separated settings to run, e.g. 'top 2' or 'alpha 0.5' "
+                             "(default: every setting of each comparison)")
     parser.add_argument("--out", default="results/real_corpora")
     args = parser.parse_args(argv)
     import pandas as pd
@@ -149,6 +152,13 @@ def main(argv):
     unknown = [n for n in names if n not in chosen]
     if unknown:
         parser.error(f"unknown comparison(s) {', '.join(unknown)}; valid: {', '.join(chosen)}")
+    wanted = [w.strip() for w in args.settings.split(",")] if args.settings else None
+    if wanted:
+        known = {label for n in names for label, _ in chosen[n]}
+        missing = [w for w in wanted if w not in known]
+        if missing:
+            parser.error(f"unknown setting(s) {', '.join(missing)}; valid: "
+                         f"{', '.join(sorted(known))}")
     os.makedirs(args.out, exist_ok=True)
     # Comparisons run one at a time (--only) add to the summary rather than replace it.
     path = os.path.join(args.out, "summary.json")
@@ -160,6 +170,8 @@ def main(argv):
         first = chosen[name][0][1]     # the runs of a comparison share their scale
         scale = {k: first[k] for k in SCALE_KEYS if k in first}
         for label, preset in chosen[name]:
+            if wanted and label not in wanted:
+                continue
             folder = os.path.join(args.out, name, label.replace(" ", "_"))
             print(f"\n=== {name}: {label} ===")
             summaries = run_seeds(preset, folder, seeds, prog="benchmarks/real_corpora.py")

@@ -32,7 +32,7 @@ from typing import Callable, Tuple
 from tffre import registry, tasks
 from tffre.hparams import (ParamsError, boolean, choice, non_negative_float,  # noqa: F401
                            num_iters, positive_int, same_parser, seed, text, union)
-from tffre.jsonio import read_json_object
+from tffre.jsonio import json_safe, read_json_object
 from tffre.runner.settings import RunSettings
 from tffre.tasks import SAMPLE, RunConfig  # noqa: F401  (SAMPLE re-exported)
 
@@ -376,7 +376,8 @@ def check_resume(cfg):
         raise ConfigError(f"--resume: {path} is missing, so the run cannot be checked; use "
                           f"--overwrite")
     saved = read_json_object(path, ConfigError)
-    now = cfg.values
+    # Compared as config.json holds them: a tuple option (--lora-targets) was saved as a list.
+    now = json_safe(cfg.values)
     changed = [f"--{k.replace('_', '-')} {saved.get(k)!r} -> {now[k]!r}" for k in now
                if k != "hparams" and not resumable(k) and saved.get(k) != now[k]]
     if not changed:   # the hyperparameters only matter where the algorithms are the same

@@ -7,11 +7,13 @@ import os
 import numpy as np
 
 
-def _json_safe(value):
+def json_safe(value):
+    """``value`` as :func:`write_json` writes it: tuples as lists, numpy scalars as Python
+    numbers, NaN and infinities as None."""
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     if isinstance(value, (np.floating, float)):
         return float(value) if math.isfinite(value) else None
     if isinstance(value, np.integer):
@@ -22,7 +24,7 @@ def _json_safe(value):
 def write_json(path, obj):
     """Writes ``obj`` as strict JSON (NaN and infinities become null); returns ``path``."""
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(_json_safe(obj), f, indent=2, ensure_ascii=False, allow_nan=False)
+        json.dump(json_safe(obj), f, indent=2, ensure_ascii=False, allow_nan=False)
         f.write("\n")
     return path
 

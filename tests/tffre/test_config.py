@@ -229,3 +229,19 @@ def test_encoder_part_options_are_checked_before_any_work(tmp_path):
     cfg = config.resolve(dict(base, lora_rank=4, lora_targets="query,key,value"))
     assert cfg.options.lora_targets == ("query", "key", "value")
     assert cfg.options.partial().lora_rank == 4
+
+
+def test_resume_compares_a_tuple_option_as_config_json_holds_it(tmp_path):
+    # config.json holds --lora-targets as a list; the resolved option is a tuple. A resumed run
+    # with the same flags must be accepted (it was refused: ['query', 'value'] -> ('query', ...)).
+    from tffre.jsonio import write_json
+    out = tmp_path / "o"
+    base = {"dataset": "gad", "out": str(out), "lora_rank": 4}
+    cfg = config.resolve(dict(base))
+    out.mkdir()
+    write_json(str(out / "config.json"), cfg.values)
+    (out / "metrics.csv").write_text("algorithm,round\n")
+    config.check_resume(config.resolve(dict(base, resume=True)))
+    with pytest.raises(config.ConfigError, match=r"--lora-targets \['query', 'value'\] -> "
+                                                 r"\['query', 'key'\]"):
+        config.check_resume(config.resolve(dict(base, resume=True, lora_targets="query,key")))

@@ -52,15 +52,18 @@ def build_parser(prog=PROG):
     return parser
 
 
-DATA_CHECK_OPTIONS = ("data", "max_len", "encoder", "raw_labels", "eog_variant", "dev_fraction")
+# The run's options a data check reads (each applies to the datasets that declare it).
+DATA_CHECK_OPTIONS = ("data", "task", "max_len", "encoder", "user_dict", "dict_from_clients",
+                      "raw_labels", "eog_variant", "dev_fraction")
 
 
 def data_check_main(argv=None, *, prog=f"{PROG} data check"):
     """``data check``: loads exactly what a run of ``--dataset`` would load and prints, per
-    split, the examples, labels, entity-type pairs and (with ``--encoder``) the lengths in
-    word pieces; then every problem found (the first 20), each naming file, line and field.
-    Returns 0 without problems, 1 with, 2 for bad arguments. Without ``--encoder`` it imports
-    no TensorFlow."""
+    split, the examples (documents, dialogues and sentences, images), the labels (IMCS: of
+    ``--task``; images: classes), entity-type pairs and the lengths (word pieces with
+    ``--encoder``, IMCS: jieba tokens) with how many exceed ``--max-len``; then every problem
+    found (the first 20), each naming its file and line, record or image. Returns 0 without
+    problems, 1 with, 2 for bad arguments. Without ``--encoder`` it imports no TensorFlow."""
     parser = OneLineParser(prog=prog, description=data_check_main.__doc__.split("\n\n")[0])
     vocab = config_lib.vocabulary()
     parser.add_argument("--dataset", required=True, help=vocab["dataset"].help)
@@ -79,8 +82,8 @@ def data_check_main(argv=None, *, prog=f"{PROG} data check"):
         dataset = args.pop("dataset")
         task = tasks.task_of(dataset)
         if not task.checks_data:
-            raise ValueError(f"data check reads the relation and document sets; --dataset "
-                             f"{dataset} is not one")
+            raise ValueError(f"--dataset {dataset} has no data check (the {task.name} task "
+                             "declares none)")
         seed = parse_seed(args.pop("seed"))
         known = set(task.Options.names())
         for name in args:
@@ -91,7 +94,7 @@ def data_check_main(argv=None, *, prog=f"{PROG} data check"):
         options = task.Options.resolve({**defaults, **args})
         tasks.require_data(argparse.Namespace(dataset=dataset, options=options))
         tokenizer = None
-        if options.encoder:
+        if getattr(options, "encoder", None):  # only the encoder tasks declare it
             from transformers import AutoTokenizer
             tokenizer = AutoTokenizer.from_pretrained(options.encoder, local_files_only=True)
         report = task.check_data(dataset, options, tokenizer=tokenizer, seed=seed)

@@ -190,7 +190,36 @@ def test_data_check_reports_what_a_run_would_load(tmp_path):
     (bad / "train.tsv").write_text("\n".join(lines[:2] + ["only one column"] + lines[2:]) + "\n")
     proc = run_cli("data", "check", "--dataset", "gad", "--data", str(bad))
     assert proc.returncode == 1 and "train.tsv line 3" in proc.stdout, proc.stdout
-    proc = run_cli("data", "check", "--dataset", "imcs", "--data", str(bad))
-    assert proc.returncode == 2 and "is not one" in proc.stderr
+    proc = run_cli("data", "check", "--dataset", "synthetic")
+    assert proc.returncode == 2 and "--dataset synthetic has no data check" in proc.stderr
     proc = run_cli("data", "check", "--dataset", "gad", "--data", fold, "--eog-variant", "plain")
     assert proc.returncode == 2 and "--eog-variant applies to --dataset" in proc.stderr
+
+
+def test_data_check_of_imcs_and_of_an_image_set(tmp_path):
+    """``data check`` takes IMCS's --task and --max-len (the run's flags) and reads an image set;
+    one IMCS training file gets the sentence sets' held-out test split, a test file alone is
+    refused by its name; --task is IMCS's alone."""
+    problems = os.path.join(os.path.dirname(__file__), "data", "fixtures", "imcs", "problems")
+    proc = run_cli("data", "check", "--dataset", "imcs", "--data", problems, "--task",
+                   "dialogue-act", "--max-len", "4")
+    assert proc.returncode == 1, proc.stderr
+    assert "label (--task dialogue-act)" in proc.stdout and "> 4" in proc.stdout
+    assert ("IMCS-V2_train.json, example_id=103, sentence_id=2, field=speaker: missing field"
+            in proc.stdout)
+    proc = run_cli("data", "check", "--dataset", "imcs", "--data",
+                   os.path.join(problems, "IMCS-V2_test.json"))
+    assert proc.returncode == 1 and "the split its name names, here 'test'" in proc.stdout
+    from tffre import resources
+    train = os.path.join(resources.path("imcs_sample"), "IMCS-V2_train.json")
+    with open(train, encoding="utf-8") as f:
+        total = len(json.load(f))
+    proc = run_cli("data", "check", "--dataset", "imcs", "--data", train)
+    assert proc.returncode == 0, proc.stdout
+    assert f"no test split: held out {round(total * 0.2)} of {total}" in proc.stdout
+    proc = run_cli("data", "check", "--dataset", "imcs", "--task", "ner")
+    assert proc.returncode == 2 and "task: expected one of symptom" in proc.stderr
+    proc = run_cli("data", "check", "--dataset", "oct-c8")
+    assert proc.returncode == 0 and "images" in proc.stdout and "no problems" in proc.stdout
+    proc = run_cli("data", "check", "--dataset", "oct-c8", "--task", "symptom")
+    assert proc.returncode == 2 and "--task applies to --dataset imcs" in proc.stderr

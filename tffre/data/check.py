@@ -1,14 +1,22 @@
 """The check behind ``python -m tffre data check``: what a run would read, and every problem.
 
-:func:`check_dataset` loads a relation set or a document set with the very functions a run
-loads it with (:func:`tffre.data.relations.load_relation_splits`,
-:func:`tffre.data.documents.load_document_splits`: the same files, options and split
-completion), but leniently: a bad line is recorded and skipped instead of stopping the
-load, so one pass finds every problem. The :class:`CheckReport` it returns holds, per
-split, the examples (documents), the label distribution (relation types), the entity-type
-pairs and, given a tokenizer, the text lengths in word pieces and how many exceed
-``max_len``; then the loaders' notes and the problems. ``CheckReport.format()`` is the
-printed text; ``CheckReport.exit_code`` is 0 without problems, 1 with.
+:func:`check_dataset` loads a dataset of any task that reads files -- a relation set, a
+document set, IMCS's dialogues, an image set (``kind``, which the task's ``check_data``
+names) -- with the very functions a run loads it with
+(:func:`tffre.data.sentence_sets.load_relation_splits`,
+:func:`tffre.data.document_sets.load_document_splits`,
+:func:`tffre.data.imcs.load_imcs_splits`, :func:`tffre.data.images.list_image_splits`: the
+same files, options and split completion), but leniently: a bad line (record, image) is
+recorded and skipped instead of stopping the load, so one pass finds every problem. A single
+file is read as a run reads it (a file of training data has a seeded test split held out,
+with a note).
+The :class:`CheckReport` it returns holds, per split, the examples (documents, dialogues
+and sentences, images), the label distribution (relation types, ``--task``'s labels,
+classes), the entity-type pairs and the text lengths (in word pieces given a tokenizer, in
+jieba tokens for IMCS) and how many exceed ``max_len``; then the loaders' notes, the
+warnings (images of an odd size) and the problems. ``CheckReport.format()`` is the printed
+text; ``CheckReport.exit_code`` is 0 without problems, 1 with. The dialogue and image checks
+are in :mod:`tffre.data.check_dialogues` and :mod:`tffre.data.check_images`.
 
 Besides the loaders' problems (each naming file, line and field), the check reports
 documents that appear in two splits (same pmid) or twice in one, and relations naming an
@@ -16,125 +24,19 @@ entity without a mention. Examples shared by two splits of a sentence-level set 
 and entity offsets) are noted, not counted as problems: published GAD and ChemProt hold a
 few.
 
-Nothing here imports TensorFlow; a tokenizer, if given, is an already-loaded Hugging Face
-tokenizer.
+Nothing here imports TensorFlow (images are read with Pillow); a tokenizer, if given, is an
+already-loaded Hugging Face tokenizer.
 """
 
 import collections
-import dataclasses
-from typing import Dict, List, Optional, Tuple
 
-KINDS = ("relations", "documents")
-PROBLEMS_SHOWN = 20
-PERCENTILES = (0, 50, 95, 100)
+# The report (also check.CheckReport, as before); the dialogue and image checks build it too.
+from tffre.data.check_report import PERCENTILES, PROBLEMS_SHOWN  # noqa: F401  (re-exported)
+from tffre.data.check_report import CheckReport, SplitSummary
+
+KINDS = ("relations", "documents", "dialogues", "images")
 # Word pieces a marked input adds to its text: RETokenizer's <e1> </e1> <e2> </e2>.
 RELATION_MARKERS = 4
-
-
-@dataclasses.dataclass
-class SplitSummary:
-    """One split of a checked dataset.
-
-    ``count`` is its examples (documents); ``labels`` maps each label (relation type) to its
-    count, in the dataset's label order; ``type_pairs`` maps (e1 type, e2 type) -- for
-    documents, the types of each relation's two entities -- to a count; ``details`` holds
-    document counts (mentions, entities, relations, excluded pairs); ``lengths`` the word
-    pieces per example when a tokenizer was given.
-    """
-
-    name: str
-    count: int
-    labels: Dict[str, int]
-    type_pairs: Dict[Tuple[str, str], int]
-    details: Dict[str, int] = dataclasses.field(default_factory=dict)
-    lengths: Optional[List[int]] = None
-
-
-@dataclasses.dataclass
-class CheckReport:
-    """What :func:`check_dataset` found; :meth:`format` prints it."""
-
-    kind: str
-    dataset: str
-    path: str
-    splits: List[SplitSummary]
-    labels: List[str]
-    notes: List[str]
-    problems: List[str]
-    max_len: Optional[int] = None
-    length_rule: str = ""
-
-    @property
-    def exit_code(self):
-        """0 when no problem was found, 1 otherwise."""
-        return 1 if self.problems else 0
-
-    def format(self):
-        """The report as text: splits, labels, type pairs, lengths, notes, problems."""
-        unit = "examples" if self.kind == "relations" else "documents"
-        out = [f"{self.dataset} ({self.kind}) from {self.path}"]
-        if self.splits:
-            names = [s.name for s in self.splits]
-            rows = [[unit] + [s.count for s in self.splits]]
-            for key in self.splits[0].details:
-                rows.append([key] + [s.details.get(key, 0) for s in self.splits])
-            out += ["", *_table(["split"] + names, rows)]
-            title = "label" if self.kind == "relations" else "relation type"
-            out += ["", *_table([title] + names, [[label] + [_share(s.labels.get(label, 0),
-                                                                    s.count if self.kind ==
-                                                                    "relations" else None)
-                                                             for s in self.splits]
-                                                  for label in self.labels])]
-            pairs = sorted({p for s in self.splits for p in s.type_pairs})
-            title = "e1 type -> e2 type" if self.kind == "relations" else "entity types"
-            out += ["", *_table([title] + names, [[f"{a} -> {b}"] + [s.type_pairs.get((a, b), 0)
-                                                                    for s in self.splits]
-                                                  for a, b in pairs])]
-            if any(s.lengths is not None for s in self.splits):
-                out += ["", f"word pieces ({self.length_rule})"]
-                head = ["split"] + [f"p{q}" if q not in (0, 100) else ("min", "max")[q == 100]
-                                    for q in PERCENTILES]
-                if self.max_len:
-                    head.append(f"> {self.max_len}")
-                rows = []
-                for s in self.splits:
-                    row = [s.name] + _percentiles(s.lengths or [0])
-                    if self.max_len:
-                        row.append(sum(n > self.max_len for n in s.lengths or ()))
-                    rows.append(row)
-                out += _table(head, rows)
-        if self.notes:
-            out += ["", "notes:"] + [f"  {note}" for note in self.notes]
-        if self.problems:
-            shown = self.problems[:PROBLEMS_SHOWN]
-            more = len(self.problems) - len(shown)
-            out += ["", f"{len(self.problems)} problem(s)"
-                    + (f", the first {len(shown)}:" if more else ":")]
-            out += [f"  {problem}" for problem in shown]
-            if more:
-                out.append(f"  ... and {more} more")
-        else:
-            out += ["", "no problems"]
-        return "\n".join(out)
-
-
-def _share(count, total):
-    return f"{count} ({count / total:.1%})" if total else str(count)
-
-
-def _percentiles(values):
-    ordered = sorted(values)
-    # Nearest rank: the smallest value with at least q% of the values at or below it.
-    return [ordered[max(0, -(-q * len(ordered) // 100) - 1)] for q in PERCENTILES]
-
-
-def _table(head, rows):
-    """Lines of a left-aligned first column and right-aligned others."""
-    cells = [[str(c) for c in head]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
-    return ["  ".join([row[0].ljust(widths[0])] + [c.rjust(w) for c, w in
-                                                   zip(row[1:], widths[1:])]).rstrip()
-            for row in cells]
 
 
 def _piece_counts(tokenizer, texts):
@@ -155,7 +57,7 @@ def _relation_summary(name, df, labels, tokenizer):
         lengths = [n + RELATION_MARKERS for n in _piece_counts(tokenizer, list(df["text"]))]
     return SplitSummary(name, len(df), {label: counts.get(label, 0) for label in labels},
                         dict(collections.Counter(zip(df["e1_type"], df["e2_type"]))),
-                        lengths=lengths)
+                        lengths=lengths, labelled=len(df))
 
 
 def _document_summary(name, docs, tokenizer, problems):
@@ -219,26 +121,36 @@ def check_dataset(kind, dataset, path, *, tokenizer=None, max_len=None, seed=0,
 
     Args:
       kind: "relations" (sentence-level examples, ``dataset`` one of
-        :data:`tffre.data.relations.DATASETS`) or "documents" (``dataset`` names the set
-        in the report).
+        :data:`tffre.data.sentence_sets.DATASETS`), "documents", "dialogues" (IMCS,
+        :func:`tffre.data.check_dialogues.check_dialogues`) or "images"
+        (:func:`tffre.data.check_images.check_images`); ``dataset`` names the set in the
+        report.
       path: the file or folder a run's ``--data`` names.
       tokenizer: a loaded Hugging Face tokenizer, or None: no lengths (and no import
         beyond the loaders'). Lengths count the text's word pieces, the special tokens
         and the entity markers (4 for an example; for a document one before and one after
         each mention of an entity, shared by mentions starting or ending together).
-      max_len: with a tokenizer, count the examples longer than this.
+        Dialogues are measured in jieba tokens instead.
+      max_len: with lengths, count the examples longer than this.
       seed: the run's seed (which examples a missing dev or test split takes).
       loader_options: passed on to ``load_relation_splits`` or ``load_document_splits``
         as a run passes them (``raw_labels=True``, ``eog_variant="plain"``,
-        ``dev_as_test=True`` for DocRED, ``dev_fraction``...).
+        ``dev_as_test=True`` for DocRED, ``dev_fraction``...), or to the dialogue and
+        image checks (``task``, ``segmenter_for``; ``split_folders``).
 
     A problem that stops a whole load (a missing folder, an empty file) is reported as the
     only problem; otherwise every bad line is. The report's ``exit_code`` is 1 if any.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; valid: {', '.join(KINDS)}")
-    notes, problems, labels, splits = [], [], [], {}
     # Each kind imports only its loaders: a document check needs no pandas (CDR in ~1 s).
+    if kind == "dialogues":
+        from tffre.data.check_dialogues import check_dialogues
+        return check_dialogues(dataset, path, max_len=max_len, seed=seed, **loader_options)
+    if kind == "images":
+        from tffre.data.check_images import check_images
+        return check_images(dataset, path, seed=seed, **loader_options)
+    notes, problems, labels, splits = [], [], [], {}
     if kind == "relations":
         from tffre.data.sentence_sets import REFormatError, load_relation_splits
         try:

@@ -23,14 +23,20 @@ at 224x224 (11 GB for OCT-C8's 18,400 training images).
 Bad input raises :class:`ImageFolderError` (a ``ValueError``) with a one-line message
 that names the file or folder at fault; a missing folder raises
 :class:`ImageFolderNotFoundError`, which is also a ``FileNotFoundError``.
+
+:func:`list_image_splits` lists the files of each split and their labels without reading
+them, as both loaders do before decoding; given a ``problems`` list it is lenient (the
+data check, :mod:`tffre.data.check_images`). TensorFlow is imported at the first decode,
+so listing (and the data check) needs none.
 """
 
 import os
 
 import numpy as np
-import tensorflow as tf
 
 from tffre.errors import MessageFileNotFoundError, one_line
+# At the first decode: the data check lists the same files without TensorFlow.
+from tffre.lazy import tf
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp")
 SPLITS = ("train", "val", "test")  # OCT-C8's split folders, and the keys of the returned dicts
@@ -46,6 +52,9 @@ class ImageFolderNotFoundError(ImageFolderError, MessageFileNotFoundError):
 
 
 def _require_dir(path, what="folder"):
+    if os.path.isfile(path):
+        # A file where a folder is expected (a single image or archive as --data).
+        raise ImageFolderNotFoundError(one_line(f"{path}: a file; expected a {what}"))
     if not os.path.isdir(path):
         raise ImageFolderNotFoundError(one_line(f"{path}: no such {what}"))
 
@@ -119,8 +128,11 @@ def load_image_folder(root, image_size=(224, 224), class_names=None):
     return _read_images(files, size), y, class_names
 
 
-def _list_image_folder(root, class_names=None):
-    """``(files, y, class_names)`` of a class-per-folder dataset, without reading the images."""
+def _list_image_folder(root, class_names=None, problems=None):
+    """``(files, y, class_names)`` of a class-per-folder dataset, without reading the images.
+
+    With ``problems`` (a list), a missing or empty class folder is appended to it and has
+    no files, instead of raising."""
     root = os.fspath(root)
     _require_dir(root)
     if class_names is None:
@@ -137,11 +149,17 @@ def _list_image_folder(root, class_names=None):
     files, labels = [], []
     for label, name in enumerate(class_names):
         folder = os.path.join(root, name)
-        _require_dir(folder, "class folder")
-        found = _image_files(folder)
-        if not found:
-            raise ImageFolderError(one_line(
-                f"{folder}: class folder has no images ({', '.join(IMAGE_EXTENSIONS)})"))
+        try:
+            _require_dir(folder, "class folder")
+            found = _image_files(folder)
+            if not found:
+                raise ImageFolderError(one_line(
+                    f"{folder}: class folder has no images ({', '.join(IMAGE_EXTENSIONS)})"))
+        except ImageFolderError as err:
+            if problems is None:
+                raise
+            problems.append(str(err))
+            continue
         files += found
         labels += [label] * len(found)
     return files, np.asarray(labels, np.int32), list(class_names)
@@ -209,26 +227,60 @@ def load_oct_c8(root, image_size=(224, 224)):
       ``({"train": (x, y), "val": (x, y), "test": (x, y)}, class_names)``, arrays as
       :func:`load_image_folder`'s.
     """
+    size = _check_size(image_size)
+    files, class_names = list_image_splits(root, split_folders=True)
+    return {split: (_read_images(f, size), y) for split, (f, y) in files.items()}, class_names
+
+
+def list_image_splits(root, *, split_folders, seed=0, notes=None, problems=None):
+    """``({"train", "val", "test": (files, y)}, class_names)``: each split's image files and
+    labels, listed (not read) as :func:`load_oct_c8` and :func:`load_kvasir` read them.
+
+    Args:
+      root: the dataset's folder.
+      split_folders: True: ``root/{train,val,test}/<class>/`` (OCT-C8's official split;
+        the classes are train/'s and every split must have the same). False:
+        ``root/<class>/`` split 7:1:2 by :func:`split_stratified` with ``seed`` (Kvasir-v2),
+        with a note in ``notes`` saying so.
+      notes: a list, or None.
+      problems: None: the first problem raises. A list (the data check): a class folder
+        that is missing, empty or not in every split is appended to it and the listing
+        goes on; a missing ``root`` or split folder still raises.
+    """
     root = os.fspath(root)
     _require_dir(root)
+    if not split_folders:
+        files, y, class_names = _list_image_folder(root, problems=problems)
+        parts = split_stratified(y, KVASIR_FRACTIONS, seed)
+        if notes is not None:
+            notes.append(f"no split folders: the {len(y)} images split "
+                         f"{':'.join(str(round(10 * f)) for f in KVASIR_FRACTIONS)} into "
+                         f"{'/'.join(SPLITS)} ({'/'.join(str(len(p)) for p in parts)}), "
+                         "stratified by class, seeded")
+        # Split the file list: the loader then decodes each part (indexing decoded arrays
+        # would copy them).
+        return {split: ([files[i] for i in idx], y[idx])
+                for split, idx in zip(SPLITS, parts)}, class_names
     missing = [s for s in SPLITS if not os.path.isdir(os.path.join(root, s))]
     if missing:
         raise ImageFolderNotFoundError(one_line(
             f"{root}: expected the OCT-C8 split folders train/, val/, test/ (each with one "
             f"folder per class); missing: {', '.join(s + '/' for s in missing)}"))
-    size = _check_size(image_size)
     # Every folder is listed and checked before any image is decoded, so a bad layout
     # fails at once rather than after minutes of decoding.
-    files, labels, class_names = {}, {}, None
+    out, class_names = {}, None
     for split in SPLITS:
         folder = os.path.join(root, split)
         if class_names is not None and _class_folders(folder) != class_names:
-            raise ImageFolderError(one_line(
+            err = ImageFolderError(one_line(
                 f"{folder}: class folders {_class_folders(folder)} differ from train/'s "
                 f"{class_names}"))
-        files[split], labels[split], class_names = _list_image_folder(folder, class_names)
-    return {split: (_read_images(files[split], size), labels[split]) for split in SPLITS}, \
-        class_names
+            if problems is None:
+                raise err
+            problems.append(str(err))
+        files, y, class_names = _list_image_folder(folder, class_names, problems)
+        out[split] = (files, y)
+    return out, class_names
 
 
 def load_kvasir(root, image_size=(224, 224), seed=0):
@@ -246,8 +298,5 @@ def load_kvasir(root, image_size=(224, 224), seed=0):
       ``({"train": (x, y), "val": (x, y), "test": (x, y)}, class_names)``.
     """
     size = _check_size(image_size)
-    files, y, class_names = _list_image_folder(root)
-    parts = split_stratified(y, KVASIR_FRACTIONS, seed)
-    # Split the file list, then decode each part: indexing decoded arrays would copy them.
-    return {split: (_read_images([files[i] for i in idx], size), y[idx])
-            for split, idx in zip(SPLITS, parts)}, class_names
+    files, class_names = list_image_splits(root, split_folders=False, seed=seed)
+    return {split: (_read_images(f, size), y) for split, (f, y) in files.items()}, class_names

@@ -18,8 +18,16 @@ Tasks (``to_examples(dialogues, task)``):
 * ``dialogue-act`` -- sentence level, the 16 IMCS dialogue acts (the DAC task).
 * ``diagnosis`` -- dialogue level, the 10 diseases; the text is the
   self-report followed by every turn. ``sentence_id`` is empty.
+
+:func:`load_imcs_splits` gives the splits a run trains and scores on (a single training file,
+or a folder with a train split only, gets a seeded 20% of its dialogues held out as test,
+with a note, as the sentence and document sets do). Given a ``problems`` list, the loaders are lenient (the data
+check, :mod:`tffre.data.check_dialogues`): a bad record is recorded and skipped instead of
+stopping the load, so one pass finds every problem; without one they raise at the first, and
+what they load is the same either way.
 """
 
+import collections
 import collections.abc
 import dataclasses
 import json
@@ -27,6 +35,8 @@ import os
 from typing import Dict, List
 
 import pandas as pd
+
+from tffre.data.splits import SPLITS, TEST_FRACTION, complete_splits
 
 DIALOGUE_ACTS = (
     "Request-Symptom", "Inform-Symptom", "Request-Etiology", "Inform-Etiology",
@@ -144,37 +154,121 @@ def _check_labels_present(path, records):
             example_id=(with_turns or list(records.items()))[0][0])
 
 
-def _validate_turn(path, eid, index, turn):
+def _turn_problems(path, eid, index, turn):
+    """Yields each problem of one turn as an :class:`ImcsFormatError` (the first is the one a
+    run raises); a valid turn's symptom types become strings."""
     if not isinstance(turn, dict):
-        raise ImcsFormatError(path, f"turn {index} is not an object", eid, field="dialogue")
+        yield ImcsFormatError(path, f"turn {index} is not an object", eid, field="dialogue")
+        return
     sid = turn.get("sentence_id", f"#{index}")
-    for field in TURN_FIELDS:
-        if field not in turn:
-            raise ImcsFormatError(path, "missing field", eid, sid, field)
+    missing = [field for field in TURN_FIELDS if field not in turn]
+    for field in missing:
+        yield ImcsFormatError(path, "missing field", eid, sid, field)
+    if missing:
+        return  # the checks below read those fields
+    found = False
     if not isinstance(turn["sentence"], str):
-        raise ImcsFormatError(path, "sentence must be a string", eid, sid, "sentence")
+        found = True
+        yield ImcsFormatError(path, "sentence must be a string", eid, sid, "sentence")
     if turn["speaker"] not in SPEAKERS:
-        raise ImcsFormatError(path, f"speaker {turn['speaker']!r} is not one of {SPEAKERS}",
+        found = True
+        yield ImcsFormatError(path, f"speaker {turn['speaker']!r} is not one of {SPEAKERS}",
                               eid, sid, "speaker")
     if turn["dialogue_act"] not in DIALOGUE_ACTS:
-        raise ImcsFormatError(path, f"unknown dialogue act {turn['dialogue_act']!r}",
+        found = True
+        yield ImcsFormatError(path, f"unknown dialogue act {turn['dialogue_act']!r}",
                               eid, sid, "dialogue_act")
     norms, types = turn["symptom_norm"], turn["symptom_type"]
     if not isinstance(norms, list) or not isinstance(types, list):
-        raise ImcsFormatError(path, "symptom_norm and symptom_type must be lists", eid, sid,
+        yield ImcsFormatError(path, "symptom_norm and symptom_type must be lists", eid, sid,
                               "symptom_norm" if not isinstance(norms, list) else "symptom_type")
+        return
     if len(norms) != len(types):
-        raise ImcsFormatError(path, f"unaligned symptom lists: {len(norms)} norms but "
+        found = True
+        yield ImcsFormatError(path, f"unaligned symptom lists: {len(norms)} norms but "
                               f"{len(types)} types", eid, sid, "symptom_type")
     for status in types:
         if str(status) not in SYMPTOM_TYPES:
-            raise ImcsFormatError(path, f"symptom_type {status!r} is not one of 0/1/2",
+            found = True
+            yield ImcsFormatError(path, f"symptom_type {status!r} is not one of 0/1/2",
                                   eid, sid, "symptom_type")
-    turn["symptom_type"] = [str(status) for status in types]  # some exports use ints
+    if not found:
+        turn["symptom_type"] = [str(status) for status in types]  # some exports use ints
 
 
-def load_split_file(path):
+def _record_problems(path, eid, record):
+    """Yields each problem of one record (shaped as IMCS), then of each of its turns, in the
+    order a run raises them."""
+    for field in RECORD_FIELDS:
+        if field not in record:
+            yield ImcsFormatError(path, "missing field", eid, field=field)
+    report = record.get("self_report", record.get("self-report"))
+    if report is None:
+        yield ImcsFormatError(path, "missing field (also looked for 'self-report')", eid,
+                              field="self_report")
+    for field, value in (("diagnosis", record.get("diagnosis", "")), ("self_report",
+                                                                      report or "")):
+        if not isinstance(value, str):
+            yield ImcsFormatError(path, f"{field} must be a string, got a JSON "
+                                  f"{_json_kind(value)}", eid, field=field)
+    for i, turn in enumerate(record["dialogue"]):
+        yield from _turn_problems(path, eid, i, turn)
+
+
+def _read_records(path, problems):
+    """The file's top-level JSON; with ``problems`` (lenient), a key given twice in an object
+    is a problem (JSON keeps its last value, the others are lost)."""
+    duplicates = []
+
+    def keep_last(pairs):
+        obj = dict(pairs)
+        if len(obj) < len(pairs):
+            counts = collections.Counter(key for key, _ in pairs)
+            duplicates.append((obj, {k: n for k, n in counts.items() if n > 1}))
+        return obj
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            # The hook only in lenient mode: a run reads the file exactly as before.
+            records = json.load(f, object_pairs_hook=keep_last if problems is not None
+                                else None)
+    except json.JSONDecodeError as err:
+        raise ImcsFormatError(path, f"invalid JSON at line {err.lineno} column {err.colno}: "
+                              f"{err.msg}") from err
+    if duplicates and isinstance(records, dict):
+        # Where each object with a repeated key sits: the top level, a record or a turn.
+        where = {id(records): (None, None)}
+        for eid, record in records.items():
+            where[id(record)] = (eid, None)
+            turns = record.get("dialogue") if isinstance(record, dict) else None
+            for i, turn in enumerate(turns if isinstance(turns, list) else ()):
+                if isinstance(turn, dict):
+                    where[id(turn)] = (eid, turn.get("sentence_id", f"#{i}"))
+        for obj, repeated in duplicates:
+            if id(obj) not in where:
+                continue  # deeper (e.g. inside local_implicit_info): not read by a task
+            eid, sid = where[id(obj)]
+            for key, n in repeated.items():
+                if eid is None:
+                    problems.append(str(ImcsFormatError(
+                        path, f"given {n} times in this file; JSON keeps the last record, "
+                        "the others are lost", key)))
+                else:
+                    problems.append(str(ImcsFormatError(
+                        path, f"given {n} times; JSON keeps the last value", eid, sid,
+                        key)))
+    return records
+
+
+def load_split_file(path, problems=None):
     """Reads and validates one IMCS split file.
+
+    Args:
+      path: the file.
+      problems: None (a run): the first problem raises. A list (the data check): each
+        problem's message is appended and its record skipped, a file that cannot be read as
+        IMCS records is one problem and no dialogues; a key given twice in a JSON object is
+        a problem too (JSON keeps the last). The dialogues loaded are the same either way.
 
     Returns:
       (dialogues, num_skipped): the validated :class:`Dialogue` list, and how
@@ -187,49 +281,62 @@ def load_split_file(path):
       UnlabeledSplitError: a file without labels (``test_input.json``).
     """
     try:
-        with open(path, encoding="utf-8") as f:
-            records = json.load(f)
-    except json.JSONDecodeError as err:
-        raise ImcsFormatError(path, f"invalid JSON at line {err.lineno} column {err.colno}: "
-                              f"{err.msg}") from err
+        return _load_split_file(path, problems)
+    except ImcsFormatError as err:
+        if problems is None:
+            raise
+        problems.append(str(err))
+        return [], 0
+
+
+def _load_split_file(path, problems):
+    records = _read_records(path, problems)
     if not isinstance(records, dict):
         raise ImcsFormatError(path, f"the top level is a JSON {_json_kind(records)}; {EXPECTED}")
     if not records:
         raise ImcsFormatError(path, f"no records; {EXPECTED}")
+    shaped = {}
     for eid, record in records.items():
-        _check_record_shape(path, eid, record)
-    _check_labels_present(path, records)
+        try:
+            _check_record_shape(path, eid, record)
+            shaped[eid] = record
+        except ImcsFormatError as err:
+            if problems is None:
+                raise
+            problems.append(str(err))
+    if not shaped:
+        return [], 0
+    _check_labels_present(path, shaped)
     split = _split_name(path)
     dialogues, skipped = [], 0
-    for eid, record in records.items():
-        for field in RECORD_FIELDS:
-            if field not in record:
-                raise ImcsFormatError(path, "missing field", eid, field=field)
-        report = record.get("self_report", record.get("self-report"))
-        if report is None:
-            raise ImcsFormatError(path, "missing field (also looked for 'self-report')", eid,
-                                  field="self_report")
-        for field, value in (("diagnosis", record["diagnosis"]), ("self_report", report)):
-            if not isinstance(value, str):
-                raise ImcsFormatError(path, f"{field} must be a string, got a JSON "
-                                      f"{_json_kind(value)}", eid, field=field)
-        turns = record["dialogue"]
-        if not turns:
+    for eid, record in shaped.items():
+        found = False
+        for err in _record_problems(path, eid, record):
+            if problems is None:
+                raise err
+            problems.append(str(err))
+            found = True
+        if found:
+            continue
+        if not record["dialogue"]:
             skipped += 1
             continue
-        for i, turn in enumerate(turns):
-            _validate_turn(path, eid, i, turn)
-        dialogues.append(Dialogue(str(eid), split, record["diagnosis"], report, turns, path))
+        report = record.get("self_report", record.get("self-report"))
+        dialogues.append(Dialogue(str(eid), split, record["diagnosis"], report,
+                                  record["dialogue"], path))
     return dialogues, skipped
 
 
-def load_imcs(path, verbose=True):
+def load_imcs(path, verbose=True, *, notes=None, problems=None):
     """Loads one IMCS split file, or every ``*.json`` split file in a folder.
 
     Args:
       path: a file such as ``IMCS-V2_train.json`` or a folder holding the
         split files (``test_input.json`` in a folder is left out, with a note).
       verbose: print a summary (dialogues per split, skipped empty dialogues).
+      notes: a list, or None: what was left out or skipped is appended to it (and not
+        printed) instead of printed.
+      problems: a list, or None: lenient, see :func:`load_split_file`.
 
     Returns:
       {split: [Dialogue, ...]}, split names taken from the file names
@@ -248,17 +355,69 @@ def load_imcs(path, verbose=True):
     out: Dict[str, List[Dialogue]] = {}
     summary = []
     for file in files:
-        dialogues, skipped = load_split_file(file)
+        dialogues, skipped = load_split_file(file, problems)
         split = _split_name(file)
         out.setdefault(split, []).extend(dialogues)
-        summary.append(f"{os.path.basename(file)}: {len(dialogues)} dialogues"
-                       + (f", {skipped} with no turns skipped" if skipped else ""))
+        name = os.path.basename(file)
+        summary.append(f"{name}: {len(dialogues)} dialogues"
+                       + (f", {skipped} with no turns skipped" if skipped and notes is None
+                          else ""))
+        if skipped and notes is not None:
+            notes.append(f"{name}: {skipped} dialogue(s) with no turns skipped")
+    left_out = [f"{name}: left out (unlabeled IMCS test input)" for name in left_out]
+    if notes is not None:
+        notes.extend(left_out)
     if verbose:
-        for line in summary:
+        for line in summary + ([] if notes is not None else left_out):
             print(line)
-        for name in left_out:
-            print(f"{name}: left out (unlabeled IMCS test input)")
     return out
+
+
+def load_imcs_splits(path, *, seed, notes=None, problems=None, verbose=False):
+    """``{"train", ["dev",] "test": [Dialogue]}``: the dialogues a run trains and scores on.
+
+    Loads ``path`` with :func:`load_imcs`. A folder gives the splits its file names say; a
+    single file is, by the same rule, the split its name names (``IMCS-V2_dev.json`` alone
+    is a dev split, which is no training data), and a file whose name names none is the
+    train split, as a single file of a document set is. Then, as the sentence and document
+    sets do (:func:`tffre.data.splits.complete_splits`): without a test or a dev split, a
+    seeded :data:`tffre.data.splits.TEST_FRACTION` of the training dialogues (whole
+    dialogues) is held out as test. A dev split without a test split is scored as the test
+    set (the labels of IMCS's test input are not public). What was done is appended to
+    ``notes``.
+
+    Raises ValueError for data without training dialogues; in lenient mode (``problems`` a
+    list) data whose train split could not be read is returned as it is, the problems saying
+    why.
+    """
+    loaded = load_imcs(path, verbose=verbose, notes=notes, problems=problems)
+    if os.path.isfile(path):
+        named = _split_name(path)
+        if named in ("dev", "test"):
+            raise ValueError(f"{path}: no training dialogues: a single file is read as the "
+                             f"split its name names, here {named!r}; give the folder that "
+                             "holds it and a train file")
+        splits = {"train": [d for group in loaded.values() for d in group]}
+    else:
+        unused = [s for s in loaded if s not in SPLITS]
+        if unused and notes is not None:
+            notes.append(f"split(s) {', '.join(unused)} not used: a split file's name holds "
+                         f"{', '.join(SPLITS)}")
+        splits = {s: loaded[s] for s in SPLITS if loaded.get(s)}
+    if problems and not splits.get("train"):
+        return splits
+    if "test" not in splits and "dev" in splits:
+        if not splits.get("train"):
+            raise ValueError(f"{path}: no training dialogues (a file named *train*.json)")
+        if notes is not None:
+            notes.append("no test split: the dev split is scored as the test set")
+        return splits
+    completed = complete_splits(splits, seed=seed, dev_fraction=None,
+                                test_fraction=TEST_FRACTION, notes=notes, what="dialogues",
+                                source=path)
+    # Each dialogue names its split (to_examples' split column): a held-out one, test.
+    return {name: [d if d.split == name else dataclasses.replace(d, split=name)
+                   for d in group] for name, group in completed.items()}
 
 
 def _dialogue_list(dialogues):

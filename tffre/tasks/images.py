@@ -59,6 +59,16 @@ def check(cfg):
                          f"{cfg.options.alpha}")
 
 
+def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
+    """The data check of what a run would load (``python -m tffre data check``): the image
+    files per class and split, unreadable images and images of an odd size."""
+    from tffre.data.check import check_dataset
+    path = SAMPLE_DIR if options.data == SAMPLE else options.data
+    # OCT-C8 ships its train/val/test folders; Kvasir-v2 is split 7:1:2 (load's loaders).
+    return check_dataset("images", dataset, path, seed=seed,
+                         split_folders=dataset == "oct-c8")
+
+
 def load(cfg):
     """({"train", "val", "test": (x, y)}, class names) of ``cfg``'s image set."""
     from tffre.data.images import load_kvasir, load_oct_c8

@@ -85,6 +85,19 @@ def max_len(cfg):
     return cfg.options.max_len or (192 if cfg.options.task == "diagnosis" else 16)
 
 
+def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
+    """The data check of what a run would load (``python -m tffre data check``): dialogues,
+    sentences, ``--task``'s labels and lengths in jieba tokens per split."""
+    import types
+    from tffre.data.check import check_dataset
+    from tffre.tasks import imcs as task  # its max_len(), which the argument hides here
+    cfg = types.SimpleNamespace(dataset=dataset, options=options)
+    # The run's jieba (--user-dict, --dict-from-clients) counts the tokens.
+    return check_dataset("dialogues", dataset, data_path(cfg), seed=seed, task=options.task,
+                         max_len=max_len or task.max_len(cfg),
+                         segmenter_for=lambda splits: segmenter_for(cfg, splits))
+
+
 def segmenter_for(cfg, splits):
     """jieba with the shipped dictionary and ``--user-dict``; client norms only if asked."""
     from tffre.data import imcs
@@ -149,9 +162,10 @@ def prepare(cfg):
     from tffre.text import TextEncoder, Vocabulary
 
     o = cfg.options
-    splits = imcs.load_imcs(data_path(cfg))
-    if "train" not in splits:
-        raise ValueError(f"{o.data}: no training split (a file named *train*.json)")
+    notes = []
+    splits = imcs.load_imcs_splits(data_path(cfg), seed=cfg.run.seed, notes=notes, verbose=True)
+    for note in notes:
+        print(f"note: {note}")
     segmenter = segmenter_for(cfg, splits)
     kv, source = word_vectors(cfg, splits, segmenter)
     vocab = Vocabulary.from_vectors(kv)
@@ -166,6 +180,7 @@ def prepare(cfg):
     info = {"task": o.task, "vectors": source, "vocab_size": len(vocab),
             "vector_dim": kv.vector_size, "oov_rate_sample": round(vocab.oov_rate(sample_tokens), 4),
             "eval_split": eval_split, "dev_split": "dev" if data.has_split("dev") else None,
+            "data_notes": notes,
             **trivial_baselines(y_train, y_test, data.num_classes),
             "train_examples": int(len(y_train)), "test_examples": int(len(y_test))}
     print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "

@@ -113,8 +113,9 @@ def test_missing_data_is_one_problem(tmp_path):
     assert report.exit_code == 1 and "1 problem(s):" in report.format()
     report = check.check_dataset("relations", "gad", missing)
     assert report.problems == [f"{missing}: no such file or folder"]
-    with pytest.raises(ValueError, match="unknown kind 'images'"):
-        check.check_dataset("images", "oct", missing)
+    with pytest.raises(ValueError, match="unknown kind 'tables'; valid: relations, documents, "
+                       "dialogues, images"):
+        check.check_dataset("tables", "oct", missing)
 
 
 def test_eog_variant_and_excluded_pairs():
@@ -184,10 +185,24 @@ def test_shared_examples_are_noted(tmp_path):
 
 
 def test_the_check_imports_no_tensorflow():
-    code = ("import sys; from tffre.data.check import check_dataset;"
+    code = ("import sys; from tffre import resources; from tffre.data.check import check_dataset;"
             f" r = check_dataset('documents', 'cdr', {CDR!r}); r.format();"
             f" q = check_dataset('relations', 'gad', {GAD_FOLD!r}); q.format();"
-            " print(r.exit_code, q.exit_code, 'tensorflow' in sys.modules)")
+            " from tffre.tasks import imcs;"
+            " d = imcs.TASK.check_data('imcs', imcs.Options.resolve({'data': 'sample'}));"
+            " d.format();"
+            " i = check_dataset('images', 'oct-c8', resources.path('image_sample'),"
+            " split_folders=True); i.format();"
+            " print(r.exit_code, q.exit_code, d.exit_code, i.exit_code,"
+            " 'tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120)
-    assert out.stdout.split() == ["0", "0", "False"]
+    assert out.stdout.split() == ["0", "0", "0", "0", "False"]
+
+
+def test_wide_characters_take_two_columns():
+    from tffre.data.check_report import _table
+    lines = _table(["label", "n"], [["小儿发热", 3], ["cold", 12]])
+    # The first column is 8 wide (4 wide characters), the second 2, two spaces between.
+    assert lines == ["label" + " " * 3 + "  " + " n", "小儿发热" + "  " + " 3",
+                     "cold" + " " * 4 + "  " + "12"]

@@ -224,3 +224,73 @@ def test_embedded_sample_has_the_schema_and_all_acts():
 
 def imcs_sample():
     return resources.path("imcs_sample")
+
+
+PROBLEMS = os.path.join(os.path.dirname(__file__), "fixtures", "imcs", "problems")
+
+
+def test_a_lenient_load_of_good_data_is_the_run_s():
+    strict = imcs.load_imcs(imcs_sample(), verbose=False)
+    problems, notes = [], []
+    lenient = imcs.load_imcs(imcs_sample(), verbose=False, notes=notes, problems=problems)
+    assert problems == [] and notes == [] and lenient == strict
+
+
+def test_a_lenient_load_skips_each_bad_record_and_a_run_stops_at_the_first():
+    path = os.path.join(PROBLEMS, "IMCS-V2_train.json")
+    problems = []
+    dialogues, skipped = imcs.load_split_file(path, problems)
+    with open(path, encoding="utf-8") as f:
+        records = json.load(f)
+    # 103, 104 and 105 are spoiled (test_check_dialogues.py lists why), 106 has no turns.
+    assert [d.example_id for d in dialogues] == [eid for eid in records
+                                                 if eid not in ("103", "104", "105", "106")]
+    assert skipped == 1 and len(problems) == 5
+    # The repeated key is the lenient load's own finding; a run raises the next problem.
+    assert problems[0].startswith("IMCS-V2_train.json, example_id=101: given 2 times")
+    with pytest.raises(imcs.ImcsFormatError) as err:
+        imcs.load_split_file(path)
+    assert str(err.value) == problems[1]
+
+
+def test_a_file_of_a_folder_that_is_not_imcs_is_a_problem_and_the_others_load(tmp_path):
+    write(tmp_path, "IMCS-V2_train.json", {"1": record()})
+    write(tmp_path, "IMCS-V2_dev.json", [record()])
+    problems = []
+    splits = imcs.load_imcs(str(tmp_path), verbose=False, problems=problems)
+    assert list(splits) == ["dev", "train"] and splits["dev"] == []
+    assert problems == ["IMCS-V2_dev.json: the top level is a JSON array; " + imcs.EXPECTED]
+
+
+def test_a_single_file_is_train_with_a_seeded_test_split_held_out(tmp_path):
+    path = write(tmp_path, "IMCS-V2_train.json", {str(k): record() for k in range(10)})
+    notes = []
+    splits = imcs.load_imcs_splits(path, seed=0, notes=notes)
+    assert list(splits) == ["train", "test"] and [len(s) for s in splits.values()] == [8, 2]
+    ids = [d.example_id for s in splits.values() for d in s]
+    assert sorted(ids) == sorted(str(k) for k in range(10))
+    assert {d.split for d in splits["train"]} == {"train"}
+    assert {d.split for d in splits["test"]} == {"test"}
+    assert notes == ["no test split: held out 2 of 10 training dialogues (20%, seeded) as test"]
+    again = imcs.load_imcs_splits(path, seed=0)
+    assert [d.example_id for d in again["test"]] == [d.example_id for d in splits["test"]]
+
+
+def test_a_single_file_named_dev_or_test_is_that_split_and_no_training_data(tmp_path):
+    for split in ("dev", "test"):
+        path = write(tmp_path, f"IMCS-V2_{split}.json", {"1": record()})
+        with pytest.raises(ValueError, match=rf"IMCS-V2_{split}.json: no training dialogues: a "
+                           rf"single file is read as the split its name names, here '{split}'"):
+            imcs.load_imcs_splits(path, seed=0)
+    # A name that names no split: the training dialogues.
+    path = write(tmp_path, "dialogues.json", {str(k): record() for k in range(5)})
+    splits = imcs.load_imcs_splits(path, seed=0)
+    assert [len(s) for s in splits.values()] == [4, 1]
+    assert {d.split for d in splits["train"]} == {"train"}
+
+
+def test_a_folder_with_every_split_is_read_as_it_is():
+    notes = []
+    splits = imcs.load_imcs_splits(imcs_sample(), seed=0, notes=notes)
+    assert splits == {s: v for s, v in imcs.load_imcs(imcs_sample(), verbose=False).items()}
+    assert list(splits) == ["train", "dev", "test"] and notes == []

@@ -198,8 +198,8 @@ def test_data_check_reports_what_a_run_would_load(tmp_path):
 
 def test_data_check_of_imcs_and_of_an_image_set(tmp_path):
     """``data check`` takes IMCS's --task and --max-len (the run's flags) and reads an image set;
-    one IMCS training file gets the sentence sets' held-out test split, a test file alone is
-    refused by its name; --task is IMCS's alone."""
+    one IMCS file is the whole set, with the sentence sets' held-out test split (a test file's
+    name earns a note); --task is IMCS's alone."""
     problems = os.path.join(os.path.dirname(__file__), "data", "fixtures", "imcs", "problems")
     proc = run_cli("data", "check", "--dataset", "imcs", "--data", problems, "--task",
                    "dialogue-act", "--max-len", "4")
@@ -207,10 +207,12 @@ def test_data_check_of_imcs_and_of_an_image_set(tmp_path):
     assert "label (--task dialogue-act)" in proc.stdout and "> 4" in proc.stdout
     assert ("IMCS-V2_train.json, example_id=103, sentence_id=2, field=speaker: missing field"
             in proc.stdout)
-    proc = run_cli("data", "check", "--dataset", "imcs", "--data",
-                   os.path.join(problems, "IMCS-V2_test.json"))
-    assert proc.returncode == 1 and "the split its name names, here 'test'" in proc.stdout
     from tffre import resources
+    proc = run_cli("data", "check", "--dataset", "imcs", "--data",
+                   os.path.join(resources.path("imcs_sample"), "IMCS-V2_test.json"))
+    assert proc.returncode == 0, proc.stdout
+    assert ("IMCS-V2_test.json: a single file is read as the whole set, although its name "
+            "says 'test'") in proc.stdout
     train = os.path.join(resources.path("imcs_sample"), "IMCS-V2_train.json")
     with open(train, encoding="utf-8") as f:
         total = len(json.load(f))

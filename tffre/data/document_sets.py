@@ -27,7 +27,6 @@ lenient and ``notes`` (a list) receives what a user should know about what was r
 """
 
 import os
-import re
 
 from tffre import resources
 from tffre.data.document_schema import FILES, DocREFileNotFoundError, DocREFormatError
@@ -36,12 +35,11 @@ from tffre.data.formats.docred import load_docred
 from tffre.data.formats.eog import (EOG_FILTER_SUFFIX, EOG_PAIR_FIELDS, EOG_VARIANT, EOG_VARIANTS,
                                     eog_variants, load_eog)
 from tffre.data.formats.pubtator import TITLE_RE, load_pubtator
-from tffre.data.splits import DEV_FRACTION, SPLITS, TEST_FRACTION, complete_splits
+from tffre.data.splits import (DEV_FRACTION, SPLITS, TEST_FRACTION, complete_splits,
+                               note_single_file, split_named)
 from tffre.errors import collect
 
 FORMATS = ("pubtator", "docred", "eog")
-# A split file's name holds one of these words (lower-cased, not preceded by a letter).
-SPLIT_WORDS = {"train": ("train",), "dev": ("dev",), "test": ("test",)}
 EXTENSIONS = {".pubtator": "pubtator", ".txt": "pubtator", ".json": "docred", ".data": "eog"}
 
 SAMPLE_FOLDER = "docre_sample"
@@ -73,15 +71,6 @@ def guess_format(path):
 _LOADERS = {"pubtator": load_pubtator, "docred": load_docred, "eog": load_eog}
 
 
-def _split_of(name):
-    """The split a file name names (lower-cased, the word not preceded by a letter), or
-    None when it names none or several (EoG's ``train+dev.data``)."""
-    lower = name.lower()
-    found = [split for split, words in SPLIT_WORDS.items()
-             if any(re.search(rf"(?<![a-z]){word}", lower) for word in words)]
-    return found[0] if len(found) == 1 else None
-
-
 def split_files(folder, *, eog_variant=EOG_VARIANT, notes=None):
     """{split: path} of the split files in ``folder`` (see :func:`load_documents`).
 
@@ -100,7 +89,7 @@ def split_files(folder, *, eog_variant=EOG_VARIANT, notes=None):
             continue
         if os.path.splitext(name)[1].lower() not in EXTENSIONS:
             continue
-        split = _split_of(name)
+        split = split_named(name)
         if split is None:
             continue
         if is_blank(path):
@@ -177,11 +166,10 @@ def load_document_splits(path, *, seed, format=None, eog_variant=EOG_VARIANT,  #
     """``{"train", "dev", "test": [Document]}``: the documents a run trains, selects and scores on.
 
     Loads ``path`` with :func:`load_documents`. A folder must hold a test split. A single
-    file is the split its name names, by the folders' rule (``cdr_test_head30.PubTator`` is
-    a test split, which alone is no training data), else the train split; a single file of
-    training documents has a seeded ``test_fraction`` of them held out as the test split, as
-    a sentence-level set has (:func:`tffre.data.sentence_sets.load_relation_splits`;
-    ``test_fraction=None`` refuses it instead). With ``dev_as_test`` (DocRED, whose test
+    file is the whole set, whatever its name, as a sentence-level set's single file is
+    (:func:`tffre.data.sentence_sets.load_relation_splits`): a seeded ``test_fraction`` of it
+    is held out as the test split (``test_fraction=None`` refuses it instead). When its name
+    names a split (``cdr_test_head30.PubTator``) a note says how it was read. With ``dev_as_test`` (DocRED, whose test
     labels are not public: FedLCC Table 7 scores the dev split) the dev split becomes the
     test split. A missing dev split is a seeded ``dev_fraction`` of train
     (:func:`tffre.data.splits.complete_splits`; ``dev_fraction=None`` leaves it out). What
@@ -191,17 +179,13 @@ def load_document_splits(path, *, seed, format=None, eog_variant=EOG_VARIANT,  #
                             problems=problems)
     single = not isinstance(loaded, dict)
     if single:
-        # The file's name says what it holds, as in a folder: CDR_TestSet.PubTator.txt alone
-        # is still the test set. A name that names no split (or several) is all the data.
-        named = _split_of(os.path.basename(os.fspath(path)))
-        splits = {named or "train": loaded}
+        # One behaviour for a single file across tasks: it is all the data (a user checking a
+        # head of CDR's test file wants it read, not refused); its name only earns a note.
+        splits = {"train": loaded}
+        note_single_file(path, notes)
     else:
         splits = dict(loaded)
     if not splits.get("train"):
-        if single and named != "train":
-            raise ValueError(f"{path}: no training documents: a single file is read as the "
-                             f"split its name names, here {named!r}; give the folder that "
-                             "holds it and a train file")
         raise ValueError(f"{path}: no training documents (a train file, or a file of training "
                          "documents)")
     if dev_as_test:

@@ -36,7 +36,7 @@ from typing import Dict, List
 
 import pandas as pd
 
-from tffre.data.splits import SPLITS, TEST_FRACTION, complete_splits
+from tffre.data.splits import SPLITS, TEST_FRACTION, complete_splits, note_single_file
 
 DIALOGUE_ACTS = (
     "Request-Symptom", "Inform-Symptom", "Request-Etiology", "Inform-Etiology",
@@ -377,9 +377,9 @@ def load_imcs_splits(path, *, seed, notes=None, problems=None, verbose=False):
     """``{"train", ["dev",] "test": [Dialogue]}``: the dialogues a run trains and scores on.
 
     Loads ``path`` with :func:`load_imcs`. A folder gives the splits its file names say; a
-    single file is, by the same rule, the split its name names (``IMCS-V2_dev.json`` alone
-    is a dev split, which is no training data), and a file whose name names none is the
-    train split, as a single file of a document set is. Then, as the sentence and document
+    single file is the whole set, whatever its name (``IMCS-V2_dev.json`` alone: its
+    dialogues, with a note that its name says 'dev'), as a single file of a sentence or
+    document set is (:func:`tffre.data.splits.note_single_file`). Then, as the sentence and document
     sets do (:func:`tffre.data.splits.complete_splits`): without a test or a dev split, a
     seeded :data:`tffre.data.splits.TEST_FRACTION` of the training dialogues (whole
     dialogues) is held out as test. A dev split without a test split is scored as the test
@@ -392,11 +392,8 @@ def load_imcs_splits(path, *, seed, notes=None, problems=None, verbose=False):
     """
     loaded = load_imcs(path, verbose=verbose, notes=notes, problems=problems)
     if os.path.isfile(path):
-        named = _split_name(path)
-        if named in ("dev", "test"):
-            raise ValueError(f"{path}: no training dialogues: a single file is read as the "
-                             f"split its name names, here {named!r}; give the folder that "
-                             "holds it and a train file")
+        # A single file is the whole set, whatever its name, in every task.
+        note_single_file(path, notes)
         splits = {"train": [d for group in loaded.values() for d in group]}
     else:
         unused = [s for s in loaded if s not in SPLITS]

@@ -35,7 +35,8 @@ from tffre.data.formats.jsonl import JSONL_SPLIT_FILES, infer_labels, jsonl_rows
 from tffre.data.formats.pgr import PGR_LABELS, PGR_SPLIT_FILES, load_pgr
 from tffre.data.sentence_schema import (FILES, SPLIT_COLUMN, REFileNotFoundError, REFormatError,
                                         check_examples, frame, load_splits)
-from tffre.data.splits import DEV_FRACTION, SPLITS, TEST_FRACTION, complete_splits
+from tffre.data.splits import (DEV_FRACTION, SPLITS, TEST_FRACTION, complete_splits,
+                               note_single_file)
 from tffre.errors import collect
 
 DATASETS = ("i2b2", "gad", "euadr", "chemprot", "pgr", "jsonl")
@@ -138,7 +139,8 @@ def load_relation_splits(dataset, path, *, seed, dev_fraction=DEV_FRACTION,
     and scores on.
 
     Loads ``path`` with :func:`load_re` (``options`` go there), splits it by the ``split``
-    column (a file is all "train") and fills the gaps with
+    column (a file is all "train", whatever its name: see
+    :func:`tffre.data.splits.note_single_file`) and fills the gaps with
     :func:`tffre.data.splits.complete_splits`: a missing test split is a seeded
     ``test_fraction`` of train, then a missing dev split a seeded ``dev_fraction`` of what is
     left (``None`` leaves either out; a missing test is then an error). What was done is
@@ -146,6 +148,8 @@ def load_relation_splits(dataset, path, *, seed, dev_fraction=DEV_FRACTION,
     of ``train.tsv`` became dev.
     """
     examples, labels = load_re(dataset, path, notes=notes, problems=problems, **options)
+    if os.path.isfile(path):   # the whole set, whatever its name (as in every task)
+        note_single_file(path, notes)
     if problems is not None and not len(examples):
         return {}, labels  # lenient, and nothing could be read: the problems say why
     splits = complete_splits(by_split(examples), seed=seed, dev_fraction=dev_fraction,

@@ -7,13 +7,38 @@ fills the gaps the same way for sentence-level examples (pandas DataFrames) and 
 check (:mod:`tffre.data.check`) call it, so they see the same splits.
 """
 
+import os
+import re
+
 SPLITS = ("train", "dev", "test")
+#: The words in a file's name that name each split (CDR_TestSet, GDA's testing.txt, train.data).
+SPLIT_WORDS = {"train": ("train",), "dev": ("dev",), "test": ("test",)}
 DEV_FRACTION = 0.2    # FedLCC: GDA's training set "divided ... in a ratio of 8 to 2"; FedED: 20%
 TEST_FRACTION = 0.2
 # The seeds' second words: each held-out slice draws from RandomState([seed, salt]). They are
 # the values the tasks used before this module, so the held-out sets stay the same.
 TEST_SALT = 7
 DEV_SALT = 13
+
+
+def split_named(filename):
+    """The split a file's name names (lower-cased, the word not preceded by a letter), or
+    None when it names none or several (EoG's ``train+dev.data``)."""
+    lower = os.path.basename(os.fspath(filename)).lower()
+    found = [split for split, words in SPLIT_WORDS.items()
+             if any(re.search(rf"(?<![a-z]){word}", lower) for word in words)]
+    return found[0] if len(found) == 1 else None
+
+
+def note_single_file(path, notes):
+    """A single file is the whole set in every task, whatever its name (its test split is then
+    held out by :func:`complete_splits`); when its name names a dev or test split, appends a
+    note to ``notes`` saying how it was read and how to use it as that split instead."""
+    named = split_named(path)
+    if named in ("dev", "test") and notes is not None:
+        notes.append(f"{os.path.basename(os.fspath(path))}: a single file is read as the whole "
+                     f"set, although its name says {named!r} (to use it as the {named} split, "
+                     f"give the folder that holds it and a train file)")
 
 
 def take(items, index):

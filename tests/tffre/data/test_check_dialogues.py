@@ -158,19 +158,21 @@ def test_a_single_file_holds_out_a_test_split_like_a_sentence_set():
     assert [s.details for s in other.splits] != [s.details for s in report.splits]
 
 
-def test_a_single_dev_or_test_file_is_no_training_data_as_its_name_says(tmp_path):
-    path = os.path.join(PROBLEMS, FILES["dev"])
-    report = check_imcs(path, task="symptom", max_len=16)
-    assert report.problems == [f"{path}: no training dialogues: a single file is read as the "
-                               "split its name names, here 'dev'; give the folder that holds "
-                               "it and a train file"] and report.splits == []
-    # A name that names no split is all training data.
-    shutil.copy(os.path.join(SAMPLE, FILES["dev"]), tmp_path / "dialogues.json")
-    report = check_imcs(str(tmp_path / "dialogues.json"), task="symptom", max_len=16)
+def test_a_single_file_is_the_whole_set_whatever_its_name(tmp_path):
+    # IMCS-V2_dev.json alone (the example) is read, not refused: its dialogues with a
+    # seeded 20% held out as test, and a note that its name says 'dev'.
     total = len(read_records(SAMPLE, "dev"))
-    assert [(s.name, s.count) for s in report.splits] == [
-        ("train", total - round(total * 0.2)), ("test", round(total * 0.2))]
-    assert report.problems == []
+    shutil.copy(os.path.join(SAMPLE, FILES["dev"]), tmp_path / "dialogues.json")
+    for path in (os.path.join(SAMPLE, FILES["dev"]), str(tmp_path / "dialogues.json")):
+        report = check_imcs(path, task="symptom", max_len=16)
+        assert [(s.name, s.count) for s in report.splits] == [
+            ("train", total - round(total * 0.2)), ("test", round(total * 0.2))]
+        assert report.problems == []
+        named = [n for n in report.notes if "a single file is read as the whole set" in n]
+        assert named == ([f"{FILES['dev']}: a single file is read as the whole set, although "
+                          "its name says 'dev' (to use it as the dev split, give the folder "
+                          "that holds it and a train file)"] if path.endswith(FILES["dev"])
+                         else [])
 
 
 def test_a_folder_without_test_scores_dev_and_one_without_train_is_a_problem(tmp_path):

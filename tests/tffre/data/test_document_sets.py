@@ -262,22 +262,23 @@ def head(path, n):
     return "\n\n".join(blocks[:n]) + "\n"
 
 
-def test_a_single_file_is_the_split_its_name_names(tmp_path, sample):
-    # The first 30 documents of the sample's test file, named as a head of CDR's test set.
+def test_a_single_file_is_the_whole_set_whatever_its_name(tmp_path, sample):
+    # The first 30 documents of the sample's test file, named as a head of CDR's test set: it
+    # was refused with "no test split (a file whose name holds 'test')" (issue 30). Now it is
+    # read as a sentence-level set's single file is, its name noted.
     path = tmp_path / "cdr_test_head30.PubTator"
     path.write_text(head(os.path.join(sample_path(), "test.pubtator"), 30), encoding="utf-8")
     assert load_documents(str(path)) == sample["test"][:30]
-    # Its name holds "test" (the folders' rule): it is a test split, and no training data.
-    with pytest.raises(ValueError) as excinfo:
-        load_document_splits(str(path), seed=0)
-    assert message(excinfo) == (
-        f"{path}: no training documents: a single file is read as the split its name names, "
-        "here 'test'; give the folder that holds it and a train file")
-    # CDR's own name for its test set says the same.
+    shutil.copy(path, tmp_path / "cdr_head30.PubTator")
     shutil.copy(path, tmp_path / "CDR_TestSet.PubTator.txt")
-    with pytest.raises(ValueError, match="a single file is read as the split its name names, "
-                                         "here 'test'"):
-        load_document_splits(str(tmp_path / "CDR_TestSet.PubTator.txt"), seed=0)
+    for name in ("cdr_test_head30.PubTator", "CDR_TestSet.PubTator.txt"):
+        notes = []
+        splits = load_document_splits(str(tmp_path / name), seed=4, notes=notes)
+        assert splits == load_document_splits(str(tmp_path / "cdr_head30.PubTator"), seed=4)
+        assert notes[0] == (f"{name}: a single file is read as the whole set, although its "
+                            "name says 'test' (to use it as the test split, give the folder "
+                            "that holds it and a train file)")
+        assert notes[1].startswith("no test split: held out 6 of 30 training documents")
 
 
 @pytest.mark.parametrize("name", ["cdr_head30.PubTator", "cdr_train_head30.PubTator",

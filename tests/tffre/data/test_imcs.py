@@ -276,12 +276,15 @@ def test_a_single_file_is_train_with_a_seeded_test_split_held_out(tmp_path):
     assert [d.example_id for d in again["test"]] == [d.example_id for d in splits["test"]]
 
 
-def test_a_single_file_named_dev_or_test_is_that_split_and_no_training_data(tmp_path):
+def test_a_single_file_is_the_whole_set_whatever_its_name(tmp_path):
     for split in ("dev", "test"):
-        path = write(tmp_path, f"IMCS-V2_{split}.json", {"1": record()})
-        with pytest.raises(ValueError, match=rf"IMCS-V2_{split}.json: no training dialogues: a "
-                           rf"single file is read as the split its name names, here '{split}'"):
-            imcs.load_imcs_splits(path, seed=0)
+        path = write(tmp_path, f"IMCS-V2_{split}.json", {str(k): record() for k in range(5)})
+        notes = []
+        splits = imcs.load_imcs_splits(path, seed=0, notes=notes)
+        assert [len(s) for s in splits.values()] == [4, 1]
+        assert notes[0] == (f"IMCS-V2_{split}.json: a single file is read as the whole set, "
+                            f"although its name says '{split}' (to use it as the {split} "
+                            "split, give the folder that holds it and a train file)")
     # A name that names no split: the training dialogues.
     path = write(tmp_path, "dialogues.json", {str(k): record() for k in range(5)})
     splits = imcs.load_imcs_splits(path, seed=0)

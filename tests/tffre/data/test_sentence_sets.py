@@ -136,6 +136,15 @@ def test_relation_splits_hold_out_a_seeded_dev_slice():
     # A single file: test, then dev, come out of it.
     splits, _ = load_relation_splits("gad", os.path.join(GAD_FOLD, "train.tsv"), seed=0)
     assert [len(splits[s]) for s in ("train", "dev", "test")] == [3, 1, 1]
+    # The fold's test file alone is also the whole set (every task reads a single file so),
+    # with a note saying how a file named as the test split was read.
+    notes = []
+    splits, _ = load_relation_splits("gad", os.path.join(GAD_FOLD, "test.tsv"), seed=0,
+                                     notes=notes)
+    assert sum(len(v) for v in splits.values()) == len(GAD_FOLD_TEST)
+    assert notes[0] == ("test.tsv: a single file is read as the whole set, although its name "
+                        "says 'test' (to use it as the test split, give the folder that holds "
+                        "it and a train file)")
 
 
 BAD_GAD = ["@GENE$ x @DISEASE$\t1", "@GENE$ y\t1", "@GENE$ z @DISEASE$\t7",

@@ -32,11 +32,11 @@ def client_model_fn(model_fn, *, loss, input_spec, metrics=None):
 
 
 def round_factory(name, model_fn, *, loss, input_spec, metrics=None, context=None,
-                  **hparams):
+                  hparams=None, **values):
     """(:class:`tffre.mapreduce.RoundFactory`, definition, model_fn) of registry algorithm
     ``name``: what an executor needs to make its round (see :func:`build_algorithm`)."""
     spec = get_spec(name)
-    hp = resolve_hparams(name, hparams)
+    hp = resolve_hparams(name, hparams, **values)
     definition = spec.load_definition()(hp, context)
     model_fn = definition.model_fn(model_fn)   # the algorithm's own model parts, if any
     make_model = client_model_fn(model_fn, loss=loss, input_spec=input_spec, metrics=metrics)
@@ -53,18 +53,19 @@ def round_factory(name, model_fn, *, loss, input_spec, metrics=None, context=Non
     return factory, definition, model_fn
 
 
-def build_round(name, model_fn, *, loss, input_spec, metrics=None, context=None, **hparams):
+def build_round(name, model_fn, *, loss, input_spec, metrics=None, context=None, hparams=None,
+                **values):
     """The :class:`tffre.mapreduce.Round` of registry algorithm ``name``, read off an eager
     slot (for executors of your own, e.g. a deployment: :mod:`tffre.deploy`); the arguments
     are :func:`build_algorithm`'s."""
     factory, _, _ = round_factory(name, model_fn, loss=loss, input_spec=input_spec,
-                                  metrics=metrics, context=context, **hparams)
+                                  metrics=metrics, context=context, hparams=hparams, **values)
     return factory.build(factory.probe())
 
 
 def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, context=None,
                     executor="auto", max_parallel_clients=1, loop="while",
-                    client_workers="threads", **hparams):
+                    client_workers="threads", hparams=None, **values):
     """Builds the registry algorithm ``name`` as a learning process on an executor.
 
     The registry row becomes one :class:`tffre.mapreduce.Round` (client
@@ -96,7 +97,9 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, context=N
       loop: local executor: "while" (the default: one graph per client, a
         while loop over the batches), "steps" (per-batch compiled steps) or
         "reduce" (``dataset.reduce``, TFF's form; slow in-process for LSTMs).
-      **hparams: the algorithm's hyperparameters, by their declared names or
+      hparams: the algorithm's resolved hyperparameters (its registry row's ``Hparams``
+        object, :func:`tffre.registry.resolve_hparams`), used as they are; or
+      **values: the algorithm's hyperparameters, by their declared names or
         aliases (``python -m tffre run --help`` lists them; e.g. learning_rate,
         num_epochs, num_iters, prox_mu or mu, stepsize, granularity,
         client_weighting, keep_optimizer_state); unset ones take the row's
@@ -112,7 +115,7 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, context=N
     """
     factory, definition, model_fn = round_factory(
         name, model_fn, loss=loss, input_spec=input_spec, metrics=metrics, context=context,
-        **hparams)
+        hparams=hparams, **values)
     return execution.build_process(factory, executor=executor,
                                    max_parallel_clients=max_parallel_clients, loop=loop,
                                    client_workers=client_workers, name=get_spec(name).name,

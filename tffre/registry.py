@@ -284,14 +284,17 @@ def local_optimizer_of(spec, hparams):
 def resolve_hparams(name, values=None, *, learning_rates=None, **kwargs):
     """The validated hyperparameters of algorithm ``name`` (its ``Hparams`` object).
 
-    ``values`` (and keyword arguments) may use the declared names or their
-    aliases (``mu``, ``temperature``); unset or None values take the row's
+    ``values`` is the row's ``Hparams`` object (returned as it is: the run's hyperparameters
+    stay typed from the command line to the client) or a mapping; it and keyword arguments
+    may use the declared names or their aliases (``mu``, ``temperature``); unset or None values take the row's
     defaults; ``learning_rate`` defaults to ``learning_rates[family]`` of the local
     optimizer's family ("adam", "sgd": a task's own rates, e.g. a transformer's), else to
     the optimizer's. Raises :class:`tffre.hparams.ParamsError` (a ValueError) naming the
     algorithm and the setting.
     """
     spec = get_spec(name)
+    if isinstance(values, spec.hparams_class()) and not kwargs:
+        return values   # already resolved (the run's typed hyperparameters, passed through)
     given = dict(values or {}, **kwargs)
     hp = spec.hparams_class().resolve(given, owner=spec.name)
     try:

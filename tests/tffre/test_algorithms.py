@@ -343,3 +343,20 @@ def test_a_dataset_over_tffs_cap_is_refused_with_what_to_do():
     with pytest.raises(ClientDataError, match=r"261040836 bytes.*--executor local") as err:
         process.next(None, [data])
     assert "\n" not in str(err.value)
+
+
+def test_typed_hyperparameters_pass_through_unchanged(loss):
+    # The run's resolved Hparams object reaches the client as it is (issue 30: typed from the
+    # command line to the client), and builds the same process as the names it holds.
+    hp = registry.resolve_hparams("FedProx", mu=0.3, learning_rate=0.05, num_epochs=1)
+    assert registry.resolve_hparams("FedProx", hp) is hp
+    typed = build_algorithm("fedprox", tiny_model, loss=loss, input_spec=INPUT_SPEC, hparams=hp)
+    named = build_algorithm("fedprox", tiny_model, loss=loss, input_spec=INPUT_SPEC,
+                            mu=0.3, learning_rate=0.05, num_epochs=1)
+    assert typed.hparams == named.hparams == hp
+    datasets = to_datasets(client_arrays([6, 4], seed=5))
+    w0 = initial_weights()
+    a = typed.next(set_weights(typed, typed.initialize(), w0), datasets).state
+    b = named.next(set_weights(named, named.initialize(), w0), datasets).state
+    for x, y in zip(typed.get_model_weights(a).trainable, named.get_model_weights(b).trainable):
+        np.testing.assert_allclose(x, y, atol=1e-7)

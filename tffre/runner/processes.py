@@ -47,7 +47,7 @@ def start(name, hparams, job, context, settings):
     gives the same run with or without reuse.
     """
     build = dict(loss=job.loss, input_spec=job.data.element_spec(), metrics=job.metrics,
-                 context=context, **settings.execution(), **hparams.asdict())
+                 context=context, hparams=hparams, **settings.execution())
     tf.keras.utils.set_random_seed(settings.seed)
     cacheable = _CACHE is not None and context.server_data is None
     if not cacheable:

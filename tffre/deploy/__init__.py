@@ -11,7 +11,8 @@ configuration, trains and returns only its upload. Both build the same
 deployed run gives the local executor's weights.
 
 Modules: :mod:`~tffre.deploy.tasks` (the shared job, a site's data),
-:mod:`~tffre.deploy.node` (a site's side), :mod:`~tffre.deploy.server` (the
+:mod:`~tffre.deploy.node` (a site's side), :mod:`~tffre.deploy.seeding` (a site's
+randomness per job, round and site), :mod:`~tffre.deploy.server` (the
 server's side of a round), :mod:`~tffre.deploy.protocol` (the messages),
 :mod:`~tffre.deploy.link` (sending and waiting), :mod:`~tffre.deploy.settings`
 (the run config), :mod:`~tffre.deploy.certs` (demo certificates and keys),

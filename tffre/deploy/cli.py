@@ -86,6 +86,9 @@ def build_parser(prog=PROG):
                                      "all-MiniLM-L6-v2)")
     p.add_argument("--state-dir", help="this site's own folder (default ~/.tffre/nodes/SITE)")
     p.add_argument("--task", default="relations")
+    p.add_argument("--dataset", help="the data's format (gad, i2b2, ...): the site then checks "
+                   "it as python -m tffre data check does before it starts (without, it "
+                   "checks that --data holds a training split)")
     p.add_argument("--key", help="this site's private key (<site>.key): the SuperLink "
                                  "admits registered keys only")
     p.add_argument("--clientappio-port", type=int, default=0,
@@ -171,9 +174,28 @@ def supernode_node_config(args):
     return " ".join(f"{k}={quoted(v)}" for k, v in items.items())
 
 
+def check_data(args, prog):
+    """A site's own data before it starts (:func:`tffre.deploy.tasks.check_site_data`): prints
+    one line on what it holds; SystemExit with one line when it has nothing to train on."""
+    from tffre.deploy.tasks import SiteDataError, check_site_data, load_task
+    site = {"site": args.site, "data": args.data, "task": args.task}
+    if args.encoder:
+        site["encoder"] = args.encoder
+    try:
+        what = check_site_data(load_task(args.task), site, args.dataset)
+    except SiteDataError as err:
+        raise SystemExit(f"{prog}: error: site {args.site}: {' '.join(str(err).split())}; "
+                         f"not starting") from None
+    except ValueError as err:   # --task cannot be loaded, --dataset unknown
+        raise SystemExit(f"{prog}: error: {' '.join(str(err).split())}") from None
+    if what:
+        print(f"site {args.site}: data {what}", flush=True)
+
+
 def run_supernode(args, prog):
-    """``deploy supernode``: flower-supernode (``--isolation process``) as a child, and the
-    site's ClientApp in this process (:func:`tffre.deploy.launch.serve_clientapp`)."""
+    """``deploy supernode``: checks the site's data, then runs flower-supernode (``--isolation
+    process``) as a child and, once the SuperLink admitted it, the site's ClientApp in this
+    process (:func:`tffre.deploy.launch.serve_clientapp`)."""
     from tffre.deploy.launch import POLL_VARIABLE, Daemon, flower_command, free_port, \
         serve_clientapp, wait_for_port
     ca = _check_tls(args, prog)
@@ -181,6 +203,7 @@ def run_supernode(args, prog):
         raise SystemExit(f"{prog}: error: --data: no such file or folder: {args.data}")
     if args.key and not os.path.isfile(args.key):
         raise SystemExit(f"{prog}: error: --key: no such file: {args.key}")
+    check_data(args, prog)
     port = args.clientappio_port or free_port()
     command = ["flower-supernode", "--superlink", args.superlink, "--isolation", "process",
                "--clientappio-api-address", f"127.0.0.1:{port}",
@@ -192,7 +215,7 @@ def run_supernode(args, prog):
     # SuperNode of a user: two writing one FAB's .META at once make the other's read fail
     # with a JSON error). Each site gets its own, in its folder.
     env = {"FLWR_HOME": os.path.join(site_state_dir(args), "flwr")}
-    # The daemon's log is read for the SuperLink's refusals: it always goes to a file.
+    # The daemon's log is read for the SuperLink's answer: it always goes to a file.
     args.log = args.log or os.path.join(site_state_dir(args), "supernode.log")
     os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
     if args.poll:
@@ -213,9 +236,12 @@ def run_supernode(args, prog):
                         name="flower-supernode")
         try:
             wait_for_port("127.0.0.1", port, 120, daemon)
-            print(f"site {args.site}: SuperNode {daemon.pid} up; ClientApp serving", flush=True)
-            serve_clientapp(f"127.0.0.1:{port}", poll=min(args.poll or 0.2, 0.2),
-                            should_stop=lambda: bool(stop) or not daemon.alive())
+            node = wait_for_admission(args, offset, daemon, lambda: bool(stop))
+            if node is not None:
+                print(f"site {args.site}: SuperNode {daemon.pid} admitted by the SuperLink "
+                      f"(node {node}); ClientApp serving", flush=True)
+                serve_clientapp(f"127.0.0.1:{port}", poll=min(args.poll or 0.2, 0.2),
+                                should_stop=lambda: bool(stop) or not daemon.alive())
         except RuntimeError:   # it exited before its ClientAppIo port opened
             pass
         finally:
@@ -236,15 +262,52 @@ def run_supernode(args, prog):
         return 1
 
 
+#: Seconds a SuperNode may take to reach the SuperLink before the site says it is waiting.
+CONNECT_NOTE_AFTER = 10.0
+
+
+def wait_for_admission(args, offset, daemon, should_stop, poll=0.1):
+    """The node id the SuperLink gave ``daemon`` (read from its log after byte ``offset``:
+    :data:`tffre.deploy.flower_patches.ADMITTED`), or None when the daemon exited first (it
+    was refused) or ``should_stop()``. Flower retries an unreachable SuperLink without end;
+    after :data:`CONNECT_NOTE_AFTER` seconds the site says once that it is waiting."""
+    import re
+    from tffre.deploy.flower_patches import ADMITTED
+    pattern = re.compile(re.escape(ADMITTED).replace(re.escape("{node_id}"), r"(\d+)"))
+    noted, start = False, time.monotonic()
+    while not should_stop():
+        with open(args.log, "rb") as f:
+            f.seek(offset)
+            found = pattern.search(f.read().decode(errors="replace"))
+        if found:
+            return int(found.group(1))
+        if not daemon.alive():
+            return None
+        if not noted and time.monotonic() - start > CONNECT_NOTE_AFTER:
+            noted = True
+            print(f"site {args.site}: waiting for the SuperLink at {args.superlink} (Flower "
+                  f"tries again until it answers)", flush=True)
+        time.sleep(poll)
+    return None
+
+
 def _refusal(log, offset=0):
-    """The gRPC ``details`` of the last error in a daemon's log after byte ``offset`` (e.g.
-    "No SuperNode found with the given public key."), or None."""
+    """Why the SuperLink refused a daemon, from its log after byte ``offset``: the line of
+    :data:`tffre.deploy.flower_patches.REFUSED` (e.g. "No SuperNode found with the given
+    public key. (FAILED_PRECONDITION)"), else the gRPC ``details`` of the last error, or
+    None."""
     if not log or not os.path.isfile(log):
         return None
     import re
+    from tffre.deploy.flower_patches import REFUSED
     with open(log, "rb") as f:
         f.seek(offset)
-        found = re.findall(r'details = "([^"]*)"', f.read().decode(errors="replace"))
+        text = f.read().decode(errors="replace")
+    marker = REFUSED.split("{")[0]
+    lines = [line.split(marker, 1)[1].strip() for line in text.splitlines() if marker in line]
+    if lines:
+        return lines[-1]
+    found = re.findall(r'details = "([^"]*)"', text)
     return found[-1] if found else None
 
 

@@ -9,6 +9,9 @@ nothing and say so (re-read the places named below before bumping flwr).
   share an object (a bug: "FOREIGN KEY constraint failed", the site's SuperNode quit).
 * :func:`survive_refused_replies` (SuperNode): a reply the SuperLink refuses is logged
   and dropped; the SuperNode goes on (flwr 1.23 lets the error end the process).
+* :func:`report_admission` (SuperNode): one line when the SuperLink admits the node (its node
+  id) and one line when it refuses it, then exit code :data:`REFUSED_EXIT`, where flwr 1.23
+  logs the gRPC error over five lines and dies with "RuntimeError: generator didn't yield".
 * :func:`shorten_supernode_waits` (SuperNode) and :func:`shorten_pulls` (every process
   that pulls objects): Flower's fixed waits, which would be most of a round that
   computes for about a second (issue 22's loopback target).
@@ -29,6 +32,12 @@ import time
 import types
 
 FLOWER_VERSION = "1.23.0"
+
+#: The SuperNode's log lines of :func:`report_admission` (``deploy supernode`` reads them).
+ADMITTED = "tffre: the SuperLink admitted this SuperNode as node {node_id}"
+REFUSED = "tffre: the SuperLink refused this SuperNode: {reason}"
+#: flower-supernode's exit code when the SuperLink refused it (:func:`report_admission`).
+REFUSED_EXIT = 3
 
 
 def _flower_matches():
@@ -198,4 +207,60 @@ def shorten_pulls(initial_backoff=0.05, cap=0.5):
                      inflatable_utils.pull_and_inflate_object_from_tree):
         function.__kwdefaults__.update(initial_backoff=float(initial_backoff),
                                        backoff_cap=float(cap))
+    return True
+
+
+def report_admission():
+    """The SuperNode says in one line whether the SuperLink admitted it, and exits with
+    :data:`REFUSED_EXIT` after one line when it was refused. Call in the
+    ``flower-supernode`` process before it starts; returns True when applied.
+
+    flwr 1.23.0 ``client/grpc_rere_client/connection.py`` ``grpc_request_response`` registers
+    and activates the node inside the connection's context manager (lines 357-360); a
+    refusal (an unregistered key: FAILED_PRECONDITION "No SuperNode found with the given
+    public key.") is caught there and logged whole, the gRPC error's repr over five lines
+    (line 373), and the generator ends without yielding, so
+    ``supernode/start_client_internal.py`` line 200 (``with _init_connection(...)``) dies with
+    "RuntimeError: generator didn't yield" and a traceback. Its admission is not logged at
+    all. Here the module's ``log`` gets the error's details on one line, and
+    ``_init_connection`` is wrapped: admitted, it logs :data:`ADMITTED`; refused, it logs
+    :data:`REFUSED` and exits (Flower's exit handlers run first, as in ``flwr_exit``)."""
+    if not _flower_matches():
+        return False
+    import contextlib
+    from logging import ERROR, INFO
+    import grpc
+    import flwr.client.grpc_rere_client.connection as connection
+    import flwr.supernode.start_client_internal as supernode
+    from flwr.common.exit.exit_handler import trigger_exit_handlers
+    from flwr.common.logger import log
+    opened = supernode._init_connection
+    if getattr(opened, "reports", False):
+        return True
+    why = []
+
+    def one_line_log(level, msg, *args, **kwargs):
+        if isinstance(msg, grpc.RpcError) and hasattr(msg, "details"):
+            why.append(f"{msg.details()} ({msg.code().name})")
+            return log(level, "%s", why[-1])
+        return log(level, msg, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def _init_connection(*args, **kwargs):
+        entered = False
+        try:
+            with opened(*args, **kwargs) as conn:
+                entered = True
+                log(INFO, ADMITTED.format(node_id=conn[0]))
+                yield conn
+        except RuntimeError as err:
+            if entered or "didn't yield" not in str(err):
+                raise
+            log(ERROR, REFUSED.format(reason=why[-1] if why else "no reason given"))
+            trigger_exit_handlers()
+            sys.exit(REFUSED_EXIT)
+
+    _init_connection.reports = True
+    connection.log = one_line_log   # looked up at call time by grpc_request_response
+    supernode._init_connection = _init_connection   # looked up at call time (line 200)
     return True

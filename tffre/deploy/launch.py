@@ -4,8 +4,9 @@
   scripts (``flower-superlink``, ``flower-supernode``, ``flwr``) with TensorFlow kept
   out: flwr imports it when it is installed (``flwr/server/utils/tensorboard.py``),
   which costs a daemon ~10 s and ~300 MiB for nothing. With ``TFFRE_FLOWER_POLL``
-  set, a SuperNode's fixed waits are shortened; a SuperNode survives a refused reply; a
-  SuperLink gets its two races closed (:mod:`tffre.deploy.flower_patches`).
+  set, a SuperNode's fixed waits are shortened; a SuperNode survives a refused reply and
+  says in one line whether the SuperLink admitted it; a SuperLink gets its two races
+  closed (:mod:`tffre.deploy.flower_patches`).
 * :func:`serve_clientapp`: a site's ClientApp in one long-lived process. The
   SuperNode runs with ``--isolation process`` and this loop takes its messages over
   the node's local ClientAppIo API, runs tffre's ClientApp
@@ -53,6 +54,7 @@ def main(argv=None):
         flower_patches.shorten_supernode_waits(float(poll))
     if entry_point == "flower-supernode":
         flower_patches.survive_refused_replies()
+        flower_patches.report_admission()
     if entry_point == "flower-superlink":
         flower_patches.register_objects_first()
         flower_patches.atomic_object_registration()
@@ -85,7 +87,7 @@ class Daemon:
         self.command = list(command)   # to start it again
         self.log_path = log
         out = open(log, "ab") if log else None
-        environment = dict(os.environ, FLWR_TELEMETRY_ENABLED="0", **(env or {}))
+        environment = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", **(env or {})}
         try:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT if out
                                             else None, env=environment,
@@ -168,13 +170,53 @@ def fab_app(fab):
         return None
 
 
+LOCAL_CHANNEL = ("ClientApp connected to its SuperNode on loopback {address} (same machine, "
+                 "not the network)")
+_INSECURE_RECORD = "Opened insecure gRPC connection"
+
+
+class _LocalChannelRecord:
+    """A logging filter dropping Flower's "Opened insecure gRPC connection" record."""
+
+    @staticmethod
+    def filter(record):
+        return _INSECURE_RECORD not in record.getMessage()
+
+
+def open_local_channel(address):
+    """The gRPC channel from a site's ClientApp to its SuperNode's ClientAppIo API at
+    ``address``, which must be on loopback; logs :data:`LOCAL_CHANNEL` for it.
+
+    The channel has no TLS: it never leaves the machine (the SuperNode binds the API to
+    127.0.0.1; Flower's own per-message ClientApp connects the same way). Flower logs every
+    channel without certificates as "Opened insecure gRPC connection (no certificates were
+    passed)", which beside a SuperLink connection with TLS reads as if the site's traffic
+    were unencrypted: that record is dropped for this channel only, and the line says what
+    it is. The SuperNode's own connection to the SuperLink is another process's: its log,
+    and ``--insecure``'s warning, are untouched."""
+    import ipaddress
+    import logging
+    from flwr.common.grpc import create_channel
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host != "localhost" and not ipaddress.ip_address(host).is_loopback:
+        raise ValueError(f"the ClientAppIo API must be on loopback, not {address}")
+    logger = logging.getLogger("flwr")
+    quiet = _LocalChannelRecord()
+    logger.addFilter(quiet)
+    try:
+        channel = create_channel(server_address=address, insecure=True, root_certificates=None)
+    finally:
+        logger.removeFilter(quiet)
+    print(LOCAL_CHANNEL.format(address=address), flush=True)
+    return channel
+
+
 def serve_clientapp(address, *, poll=0.05, should_stop=lambda: False, app=None):
     """Runs tffre's ClientApp for the messages a SuperNode (``--isolation process``) holds at
     its ClientAppIo ``address``, until ``should_stop()``."""
     from flwr.app import Error, Message
     from flwr.common.constant import ErrorCode
     import grpc
-    from flwr.common.grpc import create_channel
     from flwr.proto.appio_pb2 import ListAppsToLaunchRequest, RequestTokenRequest
     from flwr.proto.clientappio_pb2_grpc import ClientAppIoStub
     from flwr.supernode.runtime.run_clientapp import (pull_clientappinputs,
@@ -183,7 +225,7 @@ def serve_clientapp(address, *, poll=0.05, should_stop=lambda: False, app=None):
     flower_patches.shorten_pulls()
     if app is None:
         from tffre.deploy.client_app import app
-    channel = create_channel(server_address=address, insecure=True, root_certificates=None)
+    channel = open_local_channel(address)
     stub = ClientAppIoStub(channel)
     try:
         while not should_stop():

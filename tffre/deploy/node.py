@@ -16,7 +16,11 @@ configuration (``flower-supernode --node-config``), never from the server:
 
 The round is built once per job (:meth:`tffre.deploy.tasks.DeployJob.key`) and kept
 while this process lives: a long-lived ClientApp process
-(:mod:`tffre.deploy.launch`) trains each round without rebuilding the model.
+(:mod:`tffre.deploy.launch`) trains each round without rebuilding the model. What a
+round draws (dropout masks, Python's and numpy's generators) is reset before each round
+from (job seed, round, site) (:mod:`tffre.deploy.seeding`), so a long-lived process, a
+process per message (plain Flower) and a run repeated on running sites give the same
+uploads.
 """
 
 import collections
@@ -70,25 +74,49 @@ def load_named(path):
 
 
 class _Built:
-    """A job's round, model and data at this site."""
+    """A job's round, model and data at this site.
+
+    Its randomness is reset before each round (:class:`tffre.deploy.seeding.SiteRandomness`):
+    what a round draws depends on the job's seed, the round and the site only, not on the
+    rounds or runs this process ran before."""
 
     def __init__(self, job, task, site):
         from tffre.data import FederatedData
         from tffre.deploy.round_factory import make_round
+        from tffre.deploy.seeding import SiteRandomness, seed_globals
         from tffre.deploy.tasks import task_context
         self.job = job
+        seed_globals(job.seed, "build", site["site"])
         data = task.site_data(job, site)
         model = task.model(job, site)
         context = task_context(job)
         self.parts, self.model_fn, self.definition = make_round(
             job.algorithm, model.model_fn, loss=model.loss, input_spec=model.input_spec,
             hparams=job.hparams, context=context)
+        # Before the client's training is traced (layout_key traces it): the trace keeps the
+        # random ops it was traced with.
+        self.randomness = SiteRandomness(self.parts)
         splits = {"train": data.train, **data.held_out}
         self.data = FederatedData({site["site"]: splits}, num_classes=len(job.labels),
                                   name=site["site"])
         self.layout = layout_key(self.parts, model.identity)
+        left = self.randomness.check(self.parts)
+        if left:
+            print(f"site {site['site']}: the model's training draws from TensorFlow random ops "
+                  f"that keep their state in the process ({', '.join(left)}): TensorFlow's "
+                  f"kernels are reset before each round so that a round does not depend on "
+                  f"the ones before (which costs about a trace's time each round)",
+                  flush=True)
         self.evaluator = SiteEvaluator(self.model_fn, model.loss, splits)
         self.folder = os.path.join(site["state-dir"], job.key())
+        self.site = site["site"]
+
+    def reseed(self, rnd):
+        """Before round ``rnd``'s work here: the dropout generators reset, Python's and numpy's
+        generators seeded, all from (job seed, round, site)."""
+        from tffre.deploy.seeding import seed_globals
+        self.randomness.reset(self.job.seed, rnd, self.site)
+        seed_globals(self.job.seed, rnd, self.site)
 
 
 class SiteEvaluator:
@@ -177,7 +205,8 @@ class NodeRuntime:
             # the simulation shuffles under set_random_seed(seed), so a site's order matches
             # only under the same global seed (a site process has none of its own). Set once
             # per job: setting it again retraces the client's training (1 s a round for the
-            # benchmark's LSTM, four times its training).
+            # benchmark's LSTM, four times its training). What a round draws is reset per
+            # round instead, without a retrace (_Built.reseed, tffre.deploy.seeding).
             tf.random.set_seed(job.seed)
             self._built[key] = _Built(job, self.task_of(site), site)
         return self._built[key]
@@ -193,6 +222,7 @@ class NodeRuntime:
         broadcast = self._broadcast(built, arrays, config.get("constants", ""), site)
         reply = {"site": site["site"], "round": rnd, "constants": config.get("constants", "")}
         start = time.perf_counter()
+        built.reseed(rnd)
         if kind == protocol.EVALUATE:
             out = built.evaluator.counts(self._evaluation_weights(built, broadcast, rnd),
                                          len(job.labels))
@@ -242,7 +272,11 @@ class NodeRuntime:
     def _save_state(self, built, rnd, state):
         os.makedirs(built.folder, exist_ok=True)
         save_named(os.path.join(built.folder, f"state_round_{rnd}.npz"), to_arrays(state))
-        for r, name in sorted(self._saved_states(built))[:-KEEP_STATES]:
+        saved = sorted(self._saved_states(built))
+        # States of later rounds are an earlier run's of the same job (or of rounds a resumed
+        # server replays): left, a round this site misses would start from them.
+        later = [name for r, name in saved if r > rnd]
+        for name in later + [name for r, name in saved if r <= rnd][:-KEEP_STATES]:
             os.remove(os.path.join(built.folder, name))
 
     def _held_constants(self, site):

@@ -15,12 +15,13 @@ are summed.
 * **A round.** Every usable site gets the broadcast (``prepare``); the constant
   weights go only to a site that does not hold them yet. Replies are awaited up
   to ``round_timeout``; a site that does not answer is named in the round's
-  ``missing_clients``. Each upload is checked against the round's types and for
-  NaN/Inf (a site that sends them is excluded and logged, as the simulation
-  excludes a non-finite update) and the uploads are accumulated **in site-name
-  order**, so the sum does not depend on the order replies arrive in, and a
-  round equals the local executor's on the same clients in that order. With
-  fewer than ``min_nodes`` uploads the round is not applied
+  ``missing_clients``, with the reason in ``missing_reasons``: so is a site that takes no
+  part (its data refused at hello, a Flower error in its place, not connected). Each
+  upload is checked against the round's types and for NaN/Inf (a site that sends them
+  is excluded and logged, as the simulation excludes a non-finite update) and the
+  uploads are accumulated **in site-name order**, so the sum does not depend on the
+  order replies arrive in, and a round equals the local executor's on the same clients
+  in that order. With fewer than ``min_nodes`` uploads the round is not applied
   (:class:`TooFewSites`).
 * **Secure aggregation** (``secagg``): the uploads are summed by Flower's SecAgg+
   (:mod:`tffre.deploy.secagg`); the server gets only the sum.
@@ -57,12 +58,14 @@ class Site:
 @dataclasses.dataclass
 class RoundResult:
     """One applied round: the new state, the process-style metrics (``metrics["round"]`` as
-    the simulation's), the sites whose uploads were summed, and those that were missing."""
+    the simulation's), the sites whose uploads were summed, those that were missing (sorted)
+    and why ({site: one line})."""
     state: object
     metrics: dict
     clients: list
     missing: list
     failed: dict
+    reasons: dict = dataclasses.field(default_factory=dict)
 
 
 def log_line(message):
@@ -98,6 +101,9 @@ class FederatedRounds:
         self.sites = {}
         self.silent = {}   # node id -> when it last failed to answer a hello
         self.members = set()   # the names of the sites that ever said hello with usable data
+        # Sites that said hello and take no part: {site name (or "node N" when Flower
+        # answered in its place): why}. Named missing in every round until they take part.
+        self.refused = {}
 
     # --- sites ---
 
@@ -107,6 +113,7 @@ class FederatedRounds:
         ids = set(self.link.node_ids())
         for nid in [n for n in self.sites if n not in ids]:
             del self.sites[nid]
+            self.refused.pop(f"node {nid}", None)   # unnamed: nothing to name once it is gone
         # A node the SuperLink no longer lists is forgotten, its quiet period too: a site
         # that restarts keeps its node id (registered keys), and is asked at once when back.
         for nid in [n for n in self.silent if n not in ids]:
@@ -132,6 +139,7 @@ class FederatedRounds:
         if reply.has_error():
             self.sites[nid] = Site(nid, f"node {nid}", error=_reason(reply),
                                    hello_at=time.monotonic())
+            self.refused[f"node {nid}"] = _reason(reply)
             self.log(f"node {nid}: {_reason(reply)}; it takes no part")
             return
         config, _ = protocol.read_content(reply.content)
@@ -141,8 +149,11 @@ class FederatedRounds:
         old = self.sites.get(nid)
         if site.error and (old is None or old.error != site.error):
             self.log(f"site {name} (node {nid}): {site.error}; it takes no part")
-        elif not site.error:
+        if site.error:
+            self.refused[name] = site.error
+        else:
             self.members.add(name)
+            self.refused.pop(name, None)
         self.sites[nid] = site
 
     def usable(self):
@@ -206,6 +217,7 @@ class FederatedRounds:
         timing = {"sites": refreshed - start, "prepare": prepared - refreshed,
                   **getattr(self.link, "timing", {})}
         uploads, clients, missing, silent, failed, received = [], [], [], [], {}, 0
+        reasons = {}
         spec = parts.upload_spec()
         for site in sites:   # site-name order: the sum does not depend on arrival
             reply = replies.get(site.node_id)
@@ -214,6 +226,9 @@ class FederatedRounds:
                 missing.append(site.name)
                 if outcome is None:
                     silent.append(site.name)
+                    reasons[site.name] = f"no reply within {self.round_timeout:g} s"
+                else:
+                    reasons[site.name] = str(outcome)
                 continue
             if isinstance(outcome, str):
                 failed[site.name] = outcome
@@ -242,14 +257,29 @@ class FederatedRounds:
         new_state, metrics = parts.update(state, parts.aggregate(uploads))
         timing["sum_update"] = time.perf_counter() - summed
         return self._result(new_state, metrics, clients, missing, failed, start, sent, received,
-                            timing)
+                            timing, reasons)
 
     def _result(self, state, metrics, clients, missing, failed, start, sent, received,
-                timing=None):
+                timing=None, reasons=None):
         metrics = collections.OrderedDict(metrics)
-        # Missing: the sites that did not answer, and those that took part before and are
-        # not connected now (a site that stopped, or one restarting).
-        missing = sorted(set(missing) | (self.members - set(clients) - set(failed)))
+        reasons = dict(reasons or {})
+        for name in missing:
+            reasons.setdefault(name, "no upload this round (see the log)")
+        # Missing: the sites that did not answer, those that took part before and are not
+        # connected now (a site that stopped, or one restarting), those whose upload was
+        # refused for what they said (their data, their model; not a NaN upload, which is
+        # excluded and counted, as in simulation) and those that said hello and take no
+        # part (their data refused, Flower answering in their place).
+        for name in sorted(self.members - set(clients) - set(failed) - set(missing)):
+            reasons[name] = "not connected"
+        for name, why in failed.items():
+            if "NaN/Inf" not in why:
+                reasons[name] = why
+        for name, why in self.refused.items():
+            if name not in clients:
+                reasons.setdefault(name, f"takes no part: {why}")
+        reasons = {name: " ".join(str(why).split()) for name, why in reasons.items()}
+        missing = sorted(reasons)
         # Uploads the server refused count as excluded, as a non-finite update does.
         work = metrics["client_work"]
         work["num_excluded_clients"] = int(work["num_excluded_clients"]) + sum(
@@ -260,7 +290,8 @@ class FederatedRounds:
         # Where the round's time went (server log only): pushing the broadcast, until the
         # last reply, summing and updating.
         metrics["round"].update({f"{k}_seconds": v for k, v in (timing or {}).items()})
-        return RoundResult(state, metrics, list(clients), missing, failed)
+        return RoundResult(state, metrics, list(clients), missing, failed,
+                           {name: reasons[name] for name in missing})
 
     def _reply(self, site, reply, rnd, constants):
         """The upload arrays of a site's reply; a str saying why the site's upload is refused

@@ -9,8 +9,9 @@ as the runner does, and runs the rounds (:class:`tffre.deploy.server.FederatedRo
 It holds the server state, applies ``update`` and writes what ``python -m tffre
 run`` writes, with the runner's writers (:mod:`tffre.runner.outputs`):
 
-* ``metrics.csv`` (plus ``missing_clients``: the sites that did not answer a round),
-  TensorBoard, ``summary.json`` and ``curves.png``;
+* ``metrics.csv`` (plus ``missing_clients``: the sites that took no part in a round, and
+  ``missing_reasons``: why, "site: reason; ..."), TensorBoard, ``summary.json`` (its
+  ``deployment.missing``: each such site's last reason) and ``curves.png``;
 * ``checkpoints/<algorithm>/`` every round (or every ``checkpoint-every``); ``resume=true``
   continues from the newest, and since the sites keep their state by round and the
   batches are shuffled from (seed, round), it reaches the same final weights as an
@@ -52,6 +53,7 @@ from tffre.deploy.tasks import (SERVER_ONLY_HPARAMS, DeployJob, load_task, publi
 from tffre.jsonio import read_json_object, write_json
 
 MISSING_COLUMN = "missing_clients"
+REASONS_COLUMN = "missing_reasons"
 JOB_FILE = "deploy.json"
 
 
@@ -215,7 +217,8 @@ def serve(rounds, cfg, settings, task, log=log_line):
             log(f"{name}: resuming after round {done}")
     kept = [raw for a, r, raw in read_rows(os.path.join(run.out, "metrics.csv"))
             if a == name and r <= done] if run.resume else []
-    columns = METRIC_COLUMNS + [MISSING_COLUMN] + (privacy.COLUMNS if private else [])
+    columns = METRIC_COLUMNS + [MISSING_COLUMN, REASONS_COLUMN] + \
+        (privacy.COLUMNS if private else [])
     metrics_log = MetricsLog(run.out, columns, kept)
     log(f"{name} on {len(sites)} site(s) ({', '.join(s.name for s in sites)}): "
         f"{run.num_rounds} round{'' if run.num_rounds == 1 else 's'}"
@@ -226,13 +229,17 @@ def serve(rounds, cfg, settings, task, log=log_line):
                "seed": run.seed, "eval_every": run.eval_every,
                "algorithms": {name: {"hparams": dict(job.hparams)}},
                "deployment": {"sites": [s.name for s in sites], "secagg": settings.secagg,
-                              "min_nodes": settings.min_nodes, "job": job.key()}}
+                              "min_nodes": settings.min_nodes, "job": job.key(),
+                              "missing": {}}}
     try:
         for rnd in range(done + 1, run.num_rounds + 1):
             result = _train_with_retries(rounds, parts, job, state, rnd, layout, settings, log)
             state = result.state
             row = round_row(name, rnd, result.clients, result.metrics)
             row[MISSING_COLUMN] = " ".join(result.missing)
+            row[REASONS_COLUMN] = "; ".join(f"{n}: {result.reasons.get(n, '?')}"
+                                            for n in result.missing)
+            summary["deployment"]["missing"].update(result.reasons)
             if private is not None:   # as the runner's rows
                 row.update(private.columns(rnd, result.metrics))
             warn_exclusions(name, rnd, row, len(result.clients))
@@ -290,7 +297,8 @@ def format_row(row, timing=None):
         [("loss", row.get("local_train_loss")), ("train_loss", row.get("train_loss")),
          ("test_acc", row.get("test_accuracy")), ("test_f1", row.get("test_f1"))])
     figures = " ".join(f"{k} {v:.4f}" for k, v in shown.items() if v is not None)
-    missing = f"; missing: {row[MISSING_COLUMN]}" if row.get(MISSING_COLUMN) else ""
+    missing = f"; missing: {row.get(REASONS_COLUMN) or row[MISSING_COLUMN]}" \
+        if row.get(MISSING_COLUMN) else ""
     parts = [f"{k[:-len('_seconds')]} {v:.2f}" for k, v in (timing or {}).items()
              if k.endswith("_seconds") and k != "wall_seconds"]
     spent = f" ({', '.join(parts)})" if parts else ""

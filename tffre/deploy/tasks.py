@@ -28,7 +28,10 @@ its own encoder folder) and a site's node configuration into that site's data:
 * :meth:`model`: model_fn, loss, input spec, pretrained weights (server), the
   encoder a bundle saves;
 * :meth:`site_data`: the site's tokenized train split and held-out splits;
-* :meth:`server_data` (server side, FedED only): D_v tokenized as the sites' data.
+* :meth:`server_data` (server side, FedED only): D_v tokenized as the sites' data;
+* :meth:`check_site` (optional): what a site checks of its own data when it starts, before
+  any run (:func:`check_site_data`; without it, :meth:`survey` with a job naming only the
+  dataset).
 
 A site's data and encoder folder come from its own node configuration
 (``flower-supernode --node-config 'data="/site/gad" encoder="/site/minilm"'``), never
@@ -176,6 +179,38 @@ def load_task(name):
     return task() if isinstance(task, type) else task
 
 
+def _blank(path):
+    """True for a file that holds only whitespace (what the loaders read as no split); a large
+    file is not read through."""
+    from tffre.data.files import is_blank
+    return os.path.getsize(path) < (1 << 16) and is_blank(path)
+
+
+def check_site_data(task, site, dataset=None):
+    """What a site checks of its own data when it starts (``deploy supernode``): one line on
+    what it holds, or :class:`SiteDataError` (one line) when it has nothing to train on.
+
+    A task's own ``check_site(site, dataset)`` decides (:meth:`RelationTask.check_site`:
+    ``python -m tffre data check``'s check when the dataset is known). A task without one
+    is asked for its ``survey`` with a job that names only ``dataset``; a data error refuses
+    the site, any other error means the survey needs the run's job (the data is then
+    checked when the run starts). Returns None when nothing could be checked."""
+    own = getattr(task, "check_site", None)
+    if own is not None:
+        return own(site, dataset)
+    job = DeployJob(task="", dataset=dataset or "", algorithm="", hparams={}, options={},
+                    batch_size=1, seed=0)
+    try:
+        facts = task.survey(job, site)
+    except SiteDataError:
+        raise
+    except Exception:   # the survey needs the run's job: checked when the run starts
+        return None
+    if not int(facts.get("examples", 0)):
+        raise SiteDataError(f"{site.get('data')}: no training examples: nothing to train on")
+    return f"{site.get('data')}: {int(facts['examples'])} training examples"
+
+
 def site_path(site, key, required=True):
     """The node configuration's path ``key`` (absolute), or None when absent and optional."""
     value = site.get(key)
@@ -318,6 +353,62 @@ class RelationTask:
             arrays = cache_clients({site.get("site", "site"): arrays}, prefix, store)
             arrays = next(iter(arrays.values()))
         return SiteData(train=arrays.pop("train"), held_out=arrays)
+
+    #: The split files a site's folder may hold (tffre.data.sentence_sets' formats).
+    TRAIN_FILES = ("train.tsv", "train.txt", "train.jsonl")
+
+    def check_site(self, site, dataset=None):
+        """A site's data before it starts (:func:`check_site_data`): one line on what it holds,
+        or :class:`SiteDataError` when it has nothing to train on.
+
+        With ``dataset`` (the format, e.g. "gad") the data is checked as ``python -m tffre
+        data check --dataset DATASET --data PATH`` checks it (every problem counted, the
+        first named); without, the site does not know its format before a run's job arrives,
+        so only what any format needs is checked: a non-empty file, or a folder with a
+        training split (``train.tsv``, ``train.txt`` or ``train.jsonl``; i2b2's ``txt/`` or
+        ``train/``)."""
+        path = site_path(site, "data")
+        if dataset:
+            return self._check_as(dataset, path)
+        if os.path.isfile(path):
+            if _blank(path):
+                raise SiteDataError(f"{path}: the file is empty: nothing to train on")
+            return f"{path}: one file (its format is checked when a run names the dataset)"
+        if not os.path.isdir(path):
+            raise SiteDataError(f"{path}: no such file or folder")
+        names = set(os.listdir(path))
+        found = [n for n in self.TRAIN_FILES if n in names
+                 and not _blank(os.path.join(path, n))]
+        layout = [n for n in ("txt", "train") if os.path.isdir(os.path.join(path, n))]
+        if not found and not layout:
+            held = sorted(n for n in names if n.split(".")[0] in ("dev", "test"))
+            what = f"only {', '.join(held)}" if held else "no split files"
+            raise SiteDataError(
+                f"{path}: {what}: nothing to train on (a site needs a training split: "
+                f"{', '.join(self.TRAIN_FILES)}, or i2b2's txt/ or train/ folder)")
+        others = sorted(n for n in names if n.split(".")[0] in ("dev", "test")
+                        and not _blank(os.path.join(path, n)))
+        return (f"{path}: {', '.join(found + [n + '/' for n in layout] + others)} (their "
+                f"format is checked when a run names the dataset)")
+
+    @staticmethod
+    def _check_as(dataset, path):
+        """``python -m tffre data check``'s check of ``path`` as ``dataset``: a summary line,
+        or :class:`SiteDataError` with the first problem and the count."""
+        from tffre.data.check import check_dataset
+        report = check_dataset("relations", dataset, path)
+        if report.problems:
+            more = len(report.problems) - 1
+            raise SiteDataError(
+                f"{' '.join(str(report.problems[0]).split())}"
+                + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
+                + f"; see: python -m tffre data check --dataset {dataset} --data {path}")
+        counts = {s.name: s.count for s in report.splits}
+        if not counts.get("train"):
+            raise SiteDataError(f"{path}: no training examples as {dataset}: nothing to "
+                                f"train on")
+        return f"{path}: {dataset}, " + ", ".join(f"{n} {c}" for n, c in counts.items()) \
+            + " examples"
 
     @staticmethod
     def _label_ids(job, frame):

@@ -42,3 +42,27 @@ class AnyAlgorithmTask(NpzTask):
 
 
 ANY_ALGORITHM = AnyAlgorithmTask()
+
+
+def tiny_dropout_model():
+    """``tiny_model`` with dropout between its layers: its training draws random masks."""
+    import tensorflow as tf
+    from tiny import NUM_CLASSES, NUM_FEATURES
+    return tf.keras.Sequential([
+        tf.keras.Input((NUM_FEATURES,)),
+        tf.keras.layers.Dense(5, activation="tanh",
+                              kernel_initializer=tf.keras.initializers.GlorotUniform(seed=1)),
+        tf.keras.layers.Dropout(0.5),
+        tf.keras.layers.Dense(NUM_CLASSES, activation="softmax",
+                              kernel_initializer=tf.keras.initializers.GlorotUniform(seed=2))])
+
+
+class DropoutTask(NpzTask):
+    """:class:`NpzTask` whose model has dropout: what a site's round draws shows in its results
+    (``tffre.deploy.seeding``)."""
+
+    def model_fn(self):
+        return tiny_dropout_model
+
+
+DROPOUT = DropoutTask()

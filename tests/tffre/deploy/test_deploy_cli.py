@@ -136,3 +136,89 @@ def test_the_servers_labelled_set_is_tokenized_as_a_sites_data(tmp_path):
         task.server_data(job, {"server-data": str(tmp_path / "bad.tsv")})
     message = str(err.value)
     assert "\n" not in message and "bad.tsv line 1" in message and "label" in message
+
+
+def supernode(*args, timeout=120):
+    """``deploy supernode`` in a process of its own (no SuperLink needed: it stops first)."""
+    return subprocess.run([sys.executable, "-m", "tffre", "deploy", "supernode", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, FLWR_TELEMETRY_ENABLED="0"))
+
+
+def test_a_site_without_training_data_refuses_to_start_in_one_line(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    common = ["--site", "a", "--state-dir", tmp_path / "state", "--superlink", "127.0.0.1:9"]
+    out = supernode(*common, "--data", empty, "--insecure")
+    assert out.returncode == 1
+    # --insecure still warns; then one line says why the site does not start.
+    assert out.stderr.splitlines() == [
+        cli.INSECURE_WARNING,
+        f"python -m tffre deploy supernode: error: site a: {empty}: no split files: nothing to "
+        f"train on (a site needs a training split: train.tsv, train.txt, train.jsonl, or "
+        f"i2b2's txt/ or train/ folder); not starting"]
+    assert "ClientApp serving" not in out.stdout
+    assert not (tmp_path / "state" / "supernode.log").exists()   # no daemon was started
+    # Held-out splits only: nothing to train on either.
+    (empty / "test.tsv").write_text("@GENE$ and @DISEASE$.\t1\n")
+    out = supernode(*common, "--data", empty, "--insecure")
+    assert out.returncode == 1 and "only test.tsv: nothing to train on" in out.stderr
+    # With --dataset, python -m tffre data check's check: the first problem, named.
+    (empty / "train.tsv").write_text("Variants of @GENE$ and @DISEASE$ risk.\t1\n"
+                                     "No link of @GENE$ with @DISEASE$.\tmaybe\n")
+    out = supernode(*common, "--data", empty, "--dataset", "gad", "--insecure")
+    assert out.returncode == 1 and len(out.stderr.splitlines()) == 2
+    assert "train.tsv line 2" in out.stderr and "label" in out.stderr
+    assert "python -m tffre data check --dataset gad" in out.stderr
+
+
+def test_a_sites_data_check_says_what_it_holds():
+    from tffre import resources
+    from tffre.deploy.tasks import check_site_data
+    gad = resources.path("re_sample", "gad")
+    site = {"site": "a", "data": gad}
+    said = check_site_data(RelationTask(), site)
+    assert said.endswith("train.tsv, dev.tsv, test.tsv (their format is checked when a run "
+                         "names the dataset)")
+    assert check_site_data(RelationTask(), site, "gad") == \
+        f"{gad}: gad, train 400, dev 60, test 100 examples"
+    # A task without a check of its own is asked for its survey.
+    from deploy_fakes import TinyTask
+    assert check_site_data(TinyTask({"a": (np.zeros((3, 6)), np.zeros(3))}), site) == \
+        f"{gad}: 3 training examples"
+    with pytest.raises(SiteDataError, match="line 3: label"):
+        check_site_data(TinyTask({}, bad_sites={"a"}), site)
+
+
+def test_the_clientapps_local_channel_is_not_reported_as_insecure(capsys, caplog):
+    import logging
+    from tffre.deploy.launch import LOCAL_CHANNEL, open_local_channel
+    caplog.set_level(logging.DEBUG, logger="flwr")
+    channel = open_local_channel("127.0.0.1:9")
+    channel.close()
+    assert "insecure" not in caplog.text.lower()
+    assert capsys.readouterr().out == LOCAL_CHANNEL.format(address="127.0.0.1:9") + "\n"
+    # Flower still reports a channel without certificates anywhere else.
+    from flwr.common.grpc import create_channel
+    create_channel(server_address="127.0.0.1:9", insecure=True, root_certificates=None).close()
+    assert "Opened insecure gRPC connection" in caplog.text
+    with pytest.raises(ValueError, match="loopback"):
+        open_local_channel("10.0.0.1:9094")
+
+
+def test_deploy_superlink_finds_flowers_helpers_without_an_activated_venv(monkeypatch,
+                                                                         tmp_path):
+    # flower-superlink starts flower-superexec from PATH: deploy superlink puts its own
+    # interpreter's folder (the venv's bin) first, activated or not.
+    seen = {}
+
+    def execv(path, command):
+        seen.update(path=path, command=command, PATH=os.environ["PATH"])
+        raise SystemExit(0)
+    monkeypatch.setattr(os, "execv", execv)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    with pytest.raises(SystemExit):
+        cli.main(["superlink", "--insecure", "--state-dir", str(tmp_path)])
+    assert seen["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
+    assert seen["command"][:4] == [sys.executable, "-m", "tffre.deploy.launch",
+                                   "flower-superlink"]

@@ -67,13 +67,29 @@ def test_two_sites_two_rounds_over_tls_with_site_authentication(tmp_path, env):
             text=True)
         assert failed.returncode == 1, failed.stdout[-2000:] + failed.stderr[-2000:]
         assert "ended finished:failed" in failed.stderr
-        # The unregistered site was refused by the SuperLink and stopped.
+        # The unregistered site was refused by the SuperLink and stopped: one line, never
+        # "ClientApp serving", no traceback in its log nor in its daemon's.
         rogue = daemons[-1]
         rogue.process.wait(timeout=30)
         assert rogue.process.returncode == 1
-        with open(tmp_path / "rogue.log") as f:
-            assert "the SuperLink refused it: No SuperNode found with the given public key" \
-                in f.read()
+        said = (tmp_path / "rogue.log").read_text()
+        assert said.splitlines()[-1] == (
+            "python -m tffre deploy supernode: error: site rogue: the SuperLink refused it: No "
+            "SuperNode found with the given public key. (FAILED_PRECONDITION); see "
+            f"{tmp_path / 'rogue.daemon.log'}")
+        daemon_said = (tmp_path / "rogue.daemon.log").read_text()
+        assert "ClientApp serving" not in said and "admitted" not in said
+        assert "Traceback" not in said + daemon_said
+        assert "tffre: the SuperLink refused this SuperNode: No SuperNode found" in daemon_said
+        # The sites with TLS: admitted, and no line calls anything insecure (their ClientApp's
+        # channel to the SuperNode is on loopback and says so).
+        for site in "ab":
+            said = (tmp_path / f"{site}.log").read_text()
+            assert f"site {site}: data {tmp_path / (site + '.npz')}: " in said
+            assert f"site {site}: SuperNode " in said and "ClientApp serving" in said
+            assert "ClientApp connected to its SuperNode on loopback 127.0.0.1:" in said
+            assert "insecure" not in (said + (tmp_path / f"{site}.daemon.log").read_text()
+                                      ).lower()
     finally:
         stop_all(daemons)
     left = left_behind(env)

@@ -14,6 +14,7 @@ from tiny import client_arrays
 from tffre.deploy.client_app import make_client_app
 from tffre.deploy.node import NodeRuntime
 from tffre.deploy.server_app import run_server
+from tffre.jsonio import read_json_object
 
 SITES = ("a", "b", "c")
 ARRAYS = dict(zip(SITES, client_arrays([8, 10, 6], seed=1)))
@@ -38,6 +39,7 @@ def test_a_site_killed_mid_run_is_named_missing_and_rejoins_after_restart(tmp_pa
     rows = pd.read_csv(tmp_path / "out" / "metrics.csv").fillna("")
     assert list(rows["clients"]) == ["a b c", "a c", "a b c"]
     assert list(rows["missing_clients"]) == ["", "b", ""]
+    assert list(rows["missing_reasons"]) == ["", "b: no reply within 0.5 s", ""]
     log = capsys.readouterr().out
     assert "round 2: no reply from site(s) b within 0.5 s; going on without them" in log
 
@@ -82,11 +84,21 @@ def test_a_site_with_malformed_data_is_logged_in_one_line_and_left_out(tmp_path,
     task = TinyTask(ARRAYS, bad_sites={"c"})
     grid = grid_of(task, tmp_path)
     run_server(grid, run_config("FedAvg", tmp_path / "out"), task=task)
-    lines = [line for line in capsys.readouterr().out.splitlines() if "site c" in line]
+    log = capsys.readouterr().out.splitlines()
+    lines = [line for line in log if "site c" in line]
     node = grid.node_of("c")
     assert lines == [f"site c (node {node}): c/train.tsv line 3: label: 'maybe' is not one of "
                      f"0, 1, 2; it takes no part"]
-    assert set(pd.read_csv(tmp_path / "out" / "metrics.csv")["clients"]) == {"a b"}
+    rows = pd.read_csv(tmp_path / "out" / "metrics.csv")
+    assert set(rows["clients"]) == {"a b"}
+    # It is named missing in every round, with the reason (and in the log's round lines).
+    why = "c: takes no part: c/train.tsv line 3: label: 'maybe' is not one of 0, 1, 2"
+    assert list(rows["missing_clients"]) == ["c"] * 3
+    assert list(rows["missing_reasons"]) == [why] * 3
+    rounds = [line for line in log if line.startswith("round ") and "sites a b" in line]
+    assert len(rounds) == 3 and all(f"; missing: {why};" in line for line in rounds)
+    summary = read_json_object(str(tmp_path / "out" / "summary.json"))
+    assert summary["deployment"]["missing"] == {"c": why[len("c: "):]}
 
 
 class SendsNaN(NodeRuntime):

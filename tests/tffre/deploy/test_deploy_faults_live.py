@@ -29,7 +29,7 @@ from local_reference import local_run
 from loopback import DEPLOY, left_behind, marked_environment, start_federation, supernode
 from tiny import client_arrays
 
-from tffre.deploy.launch import Daemon, stop_all
+from tffre.deploy.launch import Daemon, stop_all, wait_for_port
 from tffre.runner.checkpoints import Checkpoints
 
 pytestmark = pytest.mark.skipif(os.environ.get("TFFRE_DEPLOY_FAULTS") != "1",
@@ -165,6 +165,8 @@ def test_a_killed_superlink_then_resume_reaches_the_uninterrupted_weights(tmp_pa
         # SuperNodes reconnect by themselves; the run continues from its last checkpoint.
         daemons.append(Daemon(superlink.command, log=str(tmp_path / "superlink.2.log"),
                               name="superlink"))
+        # flwr run does not wait for a SuperLink that is still starting: it gives up at once.
+        wait_for_port("127.0.0.1", ports["control"], 60, daemons[-1])
         resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True,
                                  timeout=max(deadline - time.monotonic(), 1))
         printed = resumed.stdout + resumed.stderr

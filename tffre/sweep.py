@@ -93,9 +93,12 @@ def seeds_rows(summaries):
 
 
 def mean_sd(row, label):
-    """"0.753 ± 0.004" of a :func:`seeds_rows` row's figure (or "-")."""
+    """"0.753 ± 0.004" of a :func:`seeds_rows` row's figure (or "-"); a row of one seed shows
+    its value alone, "0.753 (1 seed)": one run has no spread to show."""
     if row.get(label) is None or (isinstance(row.get(label), float) and np.isnan(row[label])):
         return "-"
+    if row.get("seeds") == 1:
+        return f"{row[label]:.3f} (1 seed)"
     return f"{row[label]:.3f} ± {row.get(f'{label} sd', 0.0):.3f}"
 
 

@@ -45,6 +45,8 @@ def test_seeds_run_once_and_are_read_back(tmp_path, monkeypatch):
     assert row["majority guess F1"] == 0.69 and row["seeds"] == 3
     assert sweep.mean_sd(row, "F1 at best dev") == \
         f"{values.mean():.3f} ± {values.std(ddof=1):.3f}"
+    (one,) = sweep.seeds_rows({0: again[0]})   # one seed has no spread to show
+    assert sweep.mean_sd(one, "F1 at best dev") == f"{F1[0]:.3f} (1 seed)"
 
 
 @pytest.mark.parametrize("text,error", [("0,0", "distinct"), ("a", "integers"), ("", "distinct")])

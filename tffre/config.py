@@ -375,18 +375,31 @@ def check_resume(cfg):
     if not os.path.isfile(path):
         raise ConfigError(f"--resume: {path} is missing, so the run cannot be checked; use "
                           f"--overwrite")
-    saved = read_json_object(path, ConfigError)
+    changed = differences(read_json_object(path, ConfigError), cfg, skip=resumable)
+    if changed:
+        raise ConfigError("--resume: options differ from the saved run: " + ", ".join(changed))
+
+
+#: Options that say how or where a run is carried out, not what it computes: a finished run
+#: made with other values of these still answers for the same settings (tffre.sweep).
+OPERATIONAL = ("out", "checkpoint_every", "executor", "max_parallel_clients", "client_workers",
+               "loop", "prefix_cache", "no_train_loss")
+
+
+def differences(saved, cfg, skip=lambda name: name in OPERATIONAL):
+    """The settings of ``cfg`` that differ from ``saved`` (a run's config.json), as
+    "--name saved -> now" (or "Algorithm key saved -> now"); none named by ``skip``. The
+    hyperparameters are compared only where the other settings agree."""
     # Compared as config.json holds them: a tuple option (--lora-targets) was saved as a list.
     now = json_safe(cfg.values)
     changed = [f"--{k.replace('_', '-')} {saved.get(k)!r} -> {now[k]!r}" for k in now
-               if k != "hparams" and not resumable(k) and saved.get(k) != now[k]]
+               if k != "hparams" and not skip(k) and saved.get(k) != now[k]]
     if not changed:   # the hyperparameters only matter where the algorithms are the same
         old = saved.get("hparams") or {}
         changed = [f"{name} {k} {old.get(name, {}).get(k)!r} -> {v!r}"
                    for name, hp in now["hparams"].items() for k, v in hp.items()
                    if old.get(name, {}).get(k) != v]
-    if changed:
-        raise ConfigError("--resume: options differ from the saved run: " + ", ".join(changed))
+    return changed
 
 
 def resumable(name):

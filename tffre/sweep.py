@@ -19,13 +19,14 @@ from tffre.jsonio import read_json_object, write_json
 def run_preset(preset, out, *, prog, rerun=False):
     """Runs ``python -m tffre run`` with ``preset`` into ``out`` and returns its summary.
 
-    A run that finished before (its ``summary.json`` exists) is read back unless ``rerun``;
+    A run that finished before (its ``summary.json`` exists) is read back unless ``rerun`` or
+    its ``config.json`` shows other settings (:func:`tffre.config.differences`);
     a run cut short (its ``metrics.csv`` but no summary) is resumed from its last checkpoint
     when its options are the same, else overwritten, as is any other content of ``out``.
     SystemExit when the run fails.
     """
     summary_path = os.path.join(out, "summary.json")
-    if not rerun and os.path.exists(summary_path):
+    if not rerun and os.path.exists(summary_path) and _same_settings(preset, out):
         return read_json_object(summary_path)
     code = None
     if not rerun and os.path.exists(os.path.join(out, "metrics.csv")):
@@ -38,6 +39,25 @@ def run_preset(preset, out, *, prog, rerun=False):
     if code:
         raise SystemExit(f"{out}: the run failed (exit code {code})")
     return read_json_object(summary_path)
+
+
+def _same_settings(preset, out):
+    """True when the run in ``out`` was made with ``preset``'s settings (or predates
+    config.json); else says so: a changed preset (more rounds) must not read back another
+    run's figures. How the run was carried out (:data:`tffre.config.OPERATIONAL`) may differ."""
+    path = os.path.join(out, "config.json")
+    if not os.path.exists(path):
+        return True
+    from tffre import config
+    try:
+        changed = config.differences(read_json_object(path), config.resolve(
+            {"out": out, "resume": True}, preset=preset))
+    except ValueError as err:   # ConfigError: the preset no longer resolves as it did
+        changed = [str(err)]
+    if changed:
+        print(f"note: {out} was run with other settings ({', '.join(changed)}); running it "
+              f"again")
+    return not changed
 
 
 #: The figures a seeds table gives per algorithm (summary.json keys), each as mean and sd.

@@ -7,7 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from tffre import sweep
+from tffre import config, sweep
+from tffre.jsonio import write_json
 
 F1 = {0: 0.70, 1: 0.74, 2: 0.75}
 
@@ -22,6 +23,10 @@ def fake_run_main(calls):
                    "majority_class_test_f1": 0.69, "all_positive_test_f1": 0.69,
                    "algorithms": {"FedAvgT": {"test_f1_at_best_dev": f1, "max_test_f1": f1 + 0.01,
                                               "final_test_f1": f1 - 0.01}}}
+        # As a real run does: a run is read back only while its settings match the preset's.
+        write_json(os.path.join(preset["out"], "config.json"),
+                   config.resolve({"out": preset["out"], "overwrite": "--overwrite" in argv},
+                                  preset=preset).values)
         with open(os.path.join(preset["out"], "summary.json"), "w") as f:
             json.dump(summary, f)
         return 0
@@ -71,3 +76,15 @@ def test_an_alpha_sweep_over_seeds_gives_means_and_sds(tmp_path, monkeypatch):
     assert table.loc["FedAvgT", "F1 sd alpha=0.5"] == pytest.approx(values.std(ddof=1))
     assert sweep.run_sweep(["--seeds", "0", "--seed", "3"], preset=preset, prog="x", doc="",
                            default_out=str(tmp_path)) == 2
+
+
+def test_a_finished_run_with_other_settings_is_run_again(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(sweep.cli, "run_main", fake_run_main(calls))
+    preset = {"dataset": "gad", "num_rounds": 7}
+    sweep.run_seeds(preset, str(tmp_path), [0], prog="x")
+    sweep.run_seeds(preset, str(tmp_path), [0], prog="x")
+    assert calls == [0]                                   # the same settings: read back
+    sweep.run_seeds(dict(preset, num_rounds=15), str(tmp_path), [0], prog="x")
+    assert calls == [0, 0]                                # 7 rounds are not 15: run again
+

@@ -75,7 +75,7 @@ class Layout:
       shared: indices of the trainable weights whose deltas are uploaded.
       num_classes: the width of the model's main output.
       extras_spec, client_state_spec: the definition's server extras and client state.
-      parts: {"model" | "extra" | "statistics": aggregator}, the upload parts with their
+      aggregators: {"model" | "extra" | "statistics": aggregator}, the upload's pieces with their
         own mergeable aggregation (see :mod:`tffre.aggregators`).
     """
     metric_kinds: Tuple
@@ -90,7 +90,7 @@ class Layout:
     num_classes: int
     extras_spec: Any
     client_state_spec: Optional[Any]
-    parts: Any
+    aggregators: Any
 
 
 def read_layout(slot, make_aggregator):
@@ -132,13 +132,13 @@ def read_layout(slot, make_aggregator):
             initial_weights=zeros(model_spec.trainable), hparams=definition.hparams))
     extra_spec = spec_of(tf.function(upload_of).get_concrete_function().structured_outputs)
     shared = tuple(i for i in range(len(model_spec.trainable)) if i not in personal)
-    parts = collections.OrderedDict()
+    aggregators = collections.OrderedDict()
     if definition.uploads_model:
-        parts["model"] = make_aggregator([model_spec.trainable[i].shape for i in shared])
+        aggregators["model"] = make_aggregator([model_spec.trainable[i].shape for i in shared])
     if tf.nest.flatten(extra_spec):
-        parts["extra"] = definition.upload_aggregator(extra_spec)
+        aggregators["extra"] = definition.upload_aggregator(extra_spec)
     if statistics:
-        parts["statistics"] = WeightedStructMean([model_spec.non_trainable[i]
+        aggregators["statistics"] = WeightedStructMean([model_spec.non_trainable[i]
                                                   for i in statistics])
     return Layout(
         # How to rebuild each Keras metric to finalize its summed variables (as TFF's
@@ -152,7 +152,7 @@ def read_layout(slot, make_aggregator):
         personal=personal, statistics=statistics,
         constant=tuple(i for i in range(len(model_spec.non_trainable)) if i not in statistics),
         shared=shared, num_classes=num_classes, extras_spec=extras_spec,
-        client_state_spec=client_state_spec, parts=parts)
+        client_state_spec=client_state_spec, aggregators=aggregators)
 
 
 def client_part(aggregator, value, weight, broadcast, key):
@@ -394,7 +394,7 @@ class TrainerSlot:
                                 for i in self.layout.statistics])
         upload = collections.OrderedDict(
             (key, client_part(aggregator, values[key](), weight, broadcast, key))
-            for key, aggregator in self.layout.parts.items())
+            for key, aggregator in self.layout.aggregators.items())
         upload["optimizer_state"] = [
             weight * zero_if_excluded(tf.cast(v, tf.float32)) for v in self.carried
         ] if self.trainer.keep_optimizer_state else []

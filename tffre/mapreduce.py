@@ -72,20 +72,20 @@ class Round:
         self.client_state_spec = layout.client_state_spec
         self.personal, self.shared = layout.personal, layout.shared
         self.statistics, self.constant = layout.statistics, layout.constant
-        self.parts = layout.parts
+        self.aggregators = layout.aggregators
         # Aggregators with server state (differential privacy's clip and noise): their state
         # is kept in the server state and their per-round parameters broadcast.
-        self.stateful_parts = [k for k, agg in self.parts.items() if has_state(agg)]
-        if self.stateful_parts and self.statistics:
+        self.stateful_aggregators = [k for k, agg in self.aggregators.items() if has_state(agg)]
+        if self.stateful_aggregators and self.statistics:
             raise ValueError("differential privacy does not cover the model's normalisation "
                              "statistics (BatchNorm's moving mean and variance), which are "
                              "averaged without noise: use a model without them")
         self.state_spec = collections.OrderedDict(model=self.model_spec,
                                                   optimizer_state=self.optimizer_state_spec,
                                                   extras=self.extras_spec)
-        if self.stateful_parts:
+        if self.stateful_aggregators:
             self.state_spec["aggregators"] = collections.OrderedDict(
-                (k, spec_of(self.parts[k].initial_state())) for k in self.stateful_parts)
+                (k, spec_of(self.aggregators[k].initial_state())) for k in self.stateful_aggregators)
         if self.decays:
             self.state_spec["round"] = tf.TensorSpec([], tf.int32)
 
@@ -114,10 +114,10 @@ class Round:
         broadcast = collections.OrderedDict(model=state["model"],
                                             optimizer_state=list(state["optimizer_state"]),
                                             extras=state["extras"])
-        if self.stateful_parts:
+        if self.stateful_aggregators:
             broadcast["aggregator_params"] = collections.OrderedDict(
-                (k, self.parts[k].client_params(state["aggregators"][k]))
-                for k in self.stateful_parts)
+                (k, self.aggregators[k].client_params(state["aggregators"][k]))
+                for k in self.stateful_aggregators)
         if self.decays:
             broadcast["learning_rate"] = self.learning_rate * tf.pow(
                 tf.constant(self.lr_decay, tf.float32), tf.cast(state["round"], tf.float32))
@@ -128,13 +128,13 @@ class Round:
         return spec_of(tf.function(self.prepare).get_concrete_function(
             self.state_spec).structured_outputs)
 
-    def _parts(self):
-        """(key, aggregator) of the upload parts with their own aggregation."""
-        return list(self.parts.items())
+    def _aggregators(self):
+        """(key, aggregator) of the upload's pieces, each with its own aggregation."""
+        return list(self.aggregators.items())
 
     def zero(self):
         """The empty accumulator."""
-        acc = collections.OrderedDict((key, agg.zero()) for key, agg in self._parts())
+        acc = collections.OrderedDict((key, agg.zero()) for key, agg in self._aggregators())
         acc.update(
             optimizer_state=collections.OrderedDict(
                 total=[tf.zeros(s.shape, tf.float32) for s in self.optimizer_state_spec],
@@ -149,7 +149,7 @@ class Round:
             (key, agg.accumulate(acc[key], upload[key], upload.get("model"))
              if getattr(agg, "reads_model_upload", False) and key == "extra"
              else agg.accumulate(acc[key], upload[key]))
-            for key, agg in self._parts())
+            for key, agg in self._aggregators())
         # The kept optimizer state goes with the model (checked when the trainer is built).
         state_weight = upload["model"]["weight"] if "model" in upload else tf.constant(0.0)
         new.update(
@@ -164,7 +164,7 @@ class Round:
     def merge(self, a, b):
         """Combines two partial accumulators."""
         new = collections.OrderedDict((key, agg.merge(a[key], b[key]))
-                                      for key, agg in self._parts())
+                                      for key, agg in self._aggregators())
         new.update(
             optimizer_state=tf.nest.map_structure(tf.add, a["optimizer_state"],
                                                   b["optimizer_state"]),
@@ -177,12 +177,12 @@ class Round:
         summed metrics."""
         state = acc["optimizer_state"]
         out = collections.OrderedDict()
-        if "model" in self.parts:
-            out["update"] = self.parts["model"].report(acc["model"])
-        if "extra" in self.parts:
-            out["extra"] = self.parts["extra"].report(acc["extra"])
-        if "statistics" in self.parts:
-            out["statistics"] = self.parts["statistics"].report(acc["statistics"])
+        if "model" in self.aggregators:
+            out["update"] = self.aggregators["model"].report(acc["model"])
+        if "extra" in self.aggregators:
+            out["extra"] = self.aggregators["extra"].report(acc["extra"])
+        if "statistics" in self.aggregators:
+            out["statistics"] = self.aggregators["statistics"].report(acc["statistics"])
             out["statistics_weight"] = acc["statistics"]["weight"]
         out.update(
             optimizer_state=[tf.math.divide_no_nan(t, state["weight"]) for t in state["total"]],
@@ -229,10 +229,10 @@ class Round:
         aggregate = collections.OrderedDict(aggregate)
         aggregator_states, aggregator_metrics = collections.OrderedDict(), \
             collections.OrderedDict()
-        for key in self.stateful_parts:
+        for key in self.stateful_aggregators:
             name = REPORT_NAMES[key]
             aggregate[name], aggregator_states[key], aggregator_metrics[key] = \
-                self.parts[key].finalize(state["aggregators"][key], aggregate[name])
+                self.aggregators[key].finalize(state["aggregators"][key], aggregate[name])
         finite = tf.constant(True)
         trainable = list(model.trainable)
         if self.definition.uploads_model:
@@ -246,7 +246,7 @@ class Round:
         optimizer_state = [tf.where(counted, new, old) for new, old in
                            zip(aggregate["optimizer_state"], state["optimizer_state"])]
         non_trainable = list(model.non_trainable)
-        if "statistics" in self.parts:
+        if "statistics" in self.aggregators:
             counted_stats = aggregate["statistics_weight"] > 0
             for i, value in zip(self.statistics, aggregate["statistics"]):
                 non_trainable[i] = tf.where(counted_stats, value, non_trainable[i])
@@ -255,7 +255,7 @@ class Round:
             state["extras"], aggregate.get("extra"), model, objects=objects["definition"])
         new_state = collections.OrderedDict(model=weights, optimizer_state=optimizer_state,
                                             extras=extras)
-        if self.stateful_parts:
+        if self.stateful_aggregators:
             new_state["aggregators"] = aggregator_states
         if self.decays:
             new_state["round"] = state["round"] + 1
@@ -279,9 +279,9 @@ class Round:
             model=model_weights,
             optimizer_state=[np.zeros(s.shape, np.float32) for s in self.optimizer_state_spec],
             extras=extras)
-        if self.stateful_parts:
+        if self.stateful_aggregators:
             state["aggregators"] = collections.OrderedDict(
-                (k, self.parts[k].initial_state()) for k in self.stateful_parts)
+                (k, self.aggregators[k].initial_state()) for k in self.stateful_aggregators)
         if self.decays:
             state["round"] = np.int32(0)
         return state

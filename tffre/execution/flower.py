@@ -61,7 +61,7 @@ def is_sum(aggregator):
 def sum_refusal(round_, name):
     """None when every aggregation of ``round_`` is a sum; else one line saying why algorithm
     ``name`` cannot use secure aggregation."""
-    for key, aggregator in round_.parts.items():
+    for key, aggregator in round_.aggregators.items():
         if is_sum(aggregator):
             continue
         if isinstance(aggregator, Attention):

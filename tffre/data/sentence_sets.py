@@ -28,7 +28,8 @@ import os
 
 import pandas as pd
 
-from tffre.data.formats.blue import BLUE_TASKS, CHEMPROT_LABELS, load_blue_folder, load_blue_tsv
+from tffre.data.formats.blue import (BLUE_SPLIT_FILES, BLUE_TASKS, CHEMPROT_LABELS,
+                                     load_blue_folder, load_blue_tsv)
 from tffre.data.formats.chemprot import CHEMPROT_RAW_LABELS, CHEMPROT_SPLIT_FILES, load_chemprot
 from tffre.data.formats.i2b2 import I2B2_LABELS, load_i2b2
 from tffre.data.formats.jsonl import JSONL_SPLIT_FILES, infer_labels, jsonl_rows, load_jsonl
@@ -122,6 +123,18 @@ def load_re(dataset, path, *, notes=None, problems=None, **options):
     if labels is None:
         labels = infer_labels(label for df in frames.values() for label in df["label"])
     return _concat_splits(frames, list(labels), path, problems), list(labels)
+
+
+def split_file_names(split):
+    """The names a folder's ``split`` file has in any sentence-level format (BLUE and PGR's
+    ``.tsv``, ChemProt's ``.tsv``/``.txt``, ``.jsonl``), in that order; i2b2's folders aside."""
+    names = []
+    for files in (BLUE_SPLIT_FILES, PGR_SPLIT_FILES, CHEMPROT_SPLIT_FILES, JSONL_SPLIT_FILES):
+        found = files[split]
+        for name in (found,) if isinstance(found, str) else found:
+            if name not in names:
+                names.append(name)
+    return tuple(names)
 
 
 def by_split(examples):

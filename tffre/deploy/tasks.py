@@ -354,9 +354,6 @@ class RelationTask:
             arrays = next(iter(arrays.values()))
         return SiteData(train=arrays.pop("train"), held_out=arrays)
 
-    #: The split files a site's folder may hold (tffre.data.sentence_sets' formats).
-    TRAIN_FILES = ("train.tsv", "train.txt", "train.jsonl")
-
     def check_site(self, site, dataset=None):
         """A site's data before it starts (:func:`check_site_data`): one line on what it holds,
         or :class:`SiteDataError` when it has nothing to train on.
@@ -376,16 +373,17 @@ class RelationTask:
             return f"{path}: one file (its format is checked when a run names the dataset)"
         if not os.path.isdir(path):
             raise SiteDataError(f"{path}: no such file or folder")
+        from tffre.data.sentence_sets import split_file_names
+        train_files = split_file_names("train")   # the loaders' own names
         names = set(os.listdir(path))
-        found = [n for n in self.TRAIN_FILES if n in names
-                 and not _blank(os.path.join(path, n))]
+        found = [n for n in train_files if n in names and not _blank(os.path.join(path, n))]
         layout = [n for n in ("txt", "train") if os.path.isdir(os.path.join(path, n))]
         if not found and not layout:
             held = sorted(n for n in names if n.split(".")[0] in ("dev", "test"))
             what = f"only {', '.join(held)}" if held else "no split files"
             raise SiteDataError(
                 f"{path}: {what}: nothing to train on (a site needs a training split: "
-                f"{', '.join(self.TRAIN_FILES)}, or i2b2's txt/ or train/ folder)")
+                f"{', '.join(train_files)}, or i2b2's txt/ or train/ folder)")
         others = sorted(n for n in names if n.split(".")[0] in ("dev", "test")
                         and not _blank(os.path.join(path, n)))
         return (f"{path}: {', '.join(found + [n + '/' for n in layout] + others)} (their "

@@ -32,7 +32,7 @@ import collections
 
 # The report (also check.CheckReport, as before); the dialogue and image checks build it too.
 from tffre.data.check_report import PERCENTILES, PROBLEMS_SHOWN  # noqa: F401  (re-exported)
-from tffre.data.check_report import CheckReport, SplitSummary
+from tffre.data.check_report import CheckReport, SplitSummary, repeats
 
 KINDS = ("relations", "documents", "dialogues", "images")
 # Word pieces a marked input adds to its text: RETokenizer's <e1> </e1> <e2> </e2>.
@@ -90,16 +90,10 @@ def _document_summary(name, docs, tokenizer, problems):
 
 def _shared_documents(splits, problems):
     """Problems for documents (pmids) that appear twice in a split or in two splits."""
-    where = {}
-    for name, docs in splits.items():
-        for doc in docs:
-            if doc.pmid in where:
-                other = where[doc.pmid]
-                problems.append(f"{name} pmid {doc.pmid}: " + (
-                    "appears twice in this split" if other == name
-                    else f"also in the {other} split: a document in two splits"))
-            else:
-                where[doc.pmid] = name
+    for name, doc, other, _ in repeats(splits, lambda d: d.pmid):
+        problems.append(f"{name} pmid {doc.pmid}: " + (
+            "appears twice in this split" if other == name
+            else f"also in the {other} split: a document in two splits"))
 
 
 def _shared_examples(splits, notes):

@@ -16,7 +16,7 @@ TensorFlow is imported.
 import collections
 import os
 
-from tffre.data.check_report import CheckReport, SplitSummary
+from tffre.data.check_report import CheckReport, SplitSummary, repeats
 
 # What one example of each task is, for the report's first lines.
 EXAMPLE_OF = {"symptom": "one example per sentence", "dialogue-act": "one example per sentence",
@@ -26,17 +26,11 @@ EXAMPLE_OF = {"symptom": "one example per sentence", "dialogue-act": "one exampl
 def _shared_dialogues(splits, problems):
     """Problems for dialogues (example_ids) read twice: in two splits, or from two files of
     one split (a key repeated within a file is the loader's problem: JSON keeps one)."""
-    where = {}
-    for name, dialogues in splits.items():
-        for d in dialogues:
-            if d.example_id not in where:
-                where[d.example_id] = (name, d.source)
-                continue
-            other, source = where[d.example_id]
-            problems.append(f"{os.path.basename(d.source)}, example_id={d.example_id}: also in "
-                            f"{os.path.basename(source)}, " + (
-                                f"the same ({name}) split" if other == name
-                                else f"the {other} split: a dialogue in two splits"))
+    for name, d, other, first in repeats(splits, lambda d: d.example_id):
+        problems.append(f"{os.path.basename(d.source)}, example_id={d.example_id}: also in "
+                        f"{os.path.basename(first.source)}, " + (
+                            f"the same ({name}) split" if other == name
+                            else f"the {other} split: a dialogue in two splits"))
 
 
 def _known_diagnoses(splits, problems):

@@ -110,6 +110,20 @@ class CheckReport:
         return "\n".join(out)
 
 
+def repeats(splits, key):
+    """``(split, item, first split, first item)`` for each item of ``splits`` ({split: items})
+    whose ``key(item)`` an earlier item had, in reading order: the records a check reports
+    as read twice (a document's pmid, a dialogue's example_id)."""
+    where = {}
+    for name, items in splits.items():
+        for item in items:
+            k = key(item)
+            if k in where:
+                yield (name, item) + where[k]
+            else:
+                where[k] = (name, item)
+
+
 def _listing(items, what):
     """A count of ``items``, then the first :data:`PROBLEMS_SHOWN` of them."""
     shown = items[:PROBLEMS_SHOWN]

@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from tffre.deploy.tasks import ModelParts, SiteData, SiteDataError
+from tffre.tasks.sites import SiteData, SiteDataError, SiteModel
 
 NUM_CLIENTS = 10
 
@@ -68,7 +68,7 @@ class LstmTask:
 
     def model(self, job, site):
         import tensorflow as tf
-        return ModelParts(model_fn=lstm_model_fn,
+        return SiteModel(model_fn=lstm_model_fn,
                           loss=tf.keras.losses.SparseCategoricalCrossentropy(),
                           input_spec=(tf.TensorSpec((None, 16), tf.int32),
                                       tf.TensorSpec((None,), tf.int32)))

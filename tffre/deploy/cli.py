@@ -85,7 +85,9 @@ def build_parser(prog=PROG):
     p.add_argument("--encoder", help="this site's encoder folder (default the packaged "
                                      "all-MiniLM-L6-v2)")
     p.add_argument("--state-dir", help="this site's own folder (default ~/.tffre/nodes/SITE)")
-    p.add_argument("--task", default="relations")
+    p.add_argument("--deploy-task", default=None,
+                   help="module:attribute, a task of this site's own (default: the run's "
+                        "task, one of tffre's)")
     p.add_argument("--dataset", help="the data's format (gad, i2b2, ...): the site then checks "
                    "it as python -m tffre data check does before it starts (without, it "
                    "checks that --data holds a training split)")
@@ -167,22 +169,28 @@ def supernode_node_config(args):
     def quoted(value):
         return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
     data = os.path.abspath(args.data) if os.path.exists(args.data) else args.data
-    items = {"site": args.site, "data": data, "state-dir": site_state_dir(args),
-             "task": args.task}
+    items = {"site": args.site, "data": data, "state-dir": site_state_dir(args)}
+    if args.deploy_task:
+        items["task"] = args.deploy_task
     if args.encoder:
         items["encoder"] = os.path.abspath(args.encoder)
     return " ".join(f"{k}={quoted(v)}" for k, v in items.items())
 
 
 def check_data(args, prog):
-    """A site's own data before it starts (:func:`tffre.deploy.tasks.check_site_data`): prints
+    """A site's own data before it starts (:func:`tffre.tasks.sites.check_site_data`): prints
     one line on what it holds; SystemExit with one line when it has nothing to train on."""
-    from tffre.deploy.tasks import SiteDataError, check_site_data, load_task
-    site = {"site": args.site, "data": args.data, "task": args.task}
+    from tffre.deploy.tasks import load_task
+    from tffre.tasks.sites import SiteDataError, check_any_site, check_site_data
+    site = {"site": args.site, "data": args.data}
     if args.encoder:
         site["encoder"] = args.encoder
     try:
-        what = check_site_data(load_task(args.task), site, args.dataset)
+        if args.deploy_task or args.dataset:
+            what = check_site_data(load_task(args.deploy_task, args.dataset), site,
+                                   args.dataset)
+        else:   # the format is known when a run names the dataset
+            what = check_any_site(site)
     except SiteDataError as err:
         raise SystemExit(f"{prog}: error: site {args.site}: {' '.join(str(err).split())}; "
                          f"not starting") from None
@@ -199,7 +207,7 @@ def run_supernode(args, prog):
     from tffre.deploy.launch import POLL_VARIABLE, Daemon, flower_command, free_port, \
         serve_clientapp, wait_for_port
     ca = _check_tls(args, prog)
-    if args.task == "relations" and not os.path.exists(args.data):
+    if not args.deploy_task and not os.path.exists(args.data):
         raise SystemExit(f"{prog}: error: --data: no such file or folder: {args.data}")
     if args.key and not os.path.isfile(args.key):
         raise SystemExit(f"{prog}: error: --key: no such file: {args.key}")

@@ -12,7 +12,8 @@ configuration (``flower-supernode --node-config``), never from the server:
   by round, ``<job key>/state_round_<r>.npz``, so that it survives restarts and a
   resumed server replays a round from the state that round started from; and the
   broadcast's constant weights, ``constants/<hash>.npz``, received once.
-* ``task``: "relations" (default) or "module:attribute" (a task of the site's own).
+* ``task``: "module:attribute", a task of the site's own (default: the job's task, one of
+  tffre's, :func:`site_task`).
 
 The round is built once per job (:meth:`tffre.deploy.tasks.DeployJob.key`) and kept
 while this process lives: a long-lived ClientApp process
@@ -30,7 +31,8 @@ import time
 import numpy as np
 
 from tffre.deploy import protocol
-from tffre.deploy.tasks import DeployJob, SiteDataError, load_task
+from tffre.deploy.tasks import DeployJob, load_task
+from tffre.tasks.sites import SiteDataError
 from tffre.execution.flower import MessageError, from_arrays, paths_of, to_arrays
 
 KEEP_STATES = 3   # client states kept per job: a resumed server replays at most the last round
@@ -58,6 +60,19 @@ def layout_key(parts, identity=""):
                  (parts.broadcast_spec(), parts.upload_spec())
                  for p, s in zip(paths_of(spec), tf.nest.flatten(spec))]) + identity
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def site_task(site, job):
+    """The task a site runs ``job`` with: its own node configuration's ``task``
+    ("module:attribute") if given, else the job's when it names one of tffre's tasks, else
+    the job's dataset's. A site never imports a module the server names."""
+    from tffre import tasks
+    own = str(site.get("task") or "")
+    if own:
+        return load_task(own)
+    if job.task in tasks.MODULES:
+        return load_task(job.task)
+    return load_task(None, job.dataset)
 
 
 def save_named(path, named):
@@ -168,9 +183,9 @@ class NodeRuntime:
         self._built = {}
         self._constants = {}   # hash -> {path: array}
 
-    def task_of(self, site):
-        return self._task if self._task is not None else load_task(site.get("task",
-                                                                            "relations"))
+    def task_of(self, site, job):
+        """The task this site runs ``job`` with (:func:`site_task`)."""
+        return self._task if self._task is not None else site_task(site, job)
 
     # --- messages ---
 
@@ -190,9 +205,10 @@ class NodeRuntime:
     def hello(self, config, site):
         """What the site tells the server before training (its data's facts)."""
         job = DeployJob.from_json(config["job"])
-        facts = self.task_of(site).survey(job, site)
-        return {"site": site["site"], "labels": list(facts["labels"]),
-                "entity_types": list(facts["entity_types"]),
+        facts = dict(self.task_of(site, job).survey(job, site))
+        facts = {k: list(v) if isinstance(v, (tuple, set)) else v for k, v in facts.items()}
+        return {**facts, "site": site["site"], "labels": [str(x) for x in facts["labels"]],
+                "entity_types": list(facts.get("entity_types", ())),
                 "examples": int(facts["examples"]), "constants": self._held_constants(site)}
 
     def build(self, job, site):
@@ -208,7 +224,7 @@ class NodeRuntime:
             # benchmark's LSTM, four times its training). What a round draws is reset per
             # round instead, without a retrace (_Built.reseed, tffre.deploy.seeding).
             tf.random.set_seed(job.seed)
-            self._built[key] = _Built(job, self.task_of(site), site)
+            self._built[key] = _Built(job, self.task_of(site, job), site)
         return self._built[key]
 
     def train_or_evaluate(self, kind, config, arrays, site):

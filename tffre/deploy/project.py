@@ -36,7 +36,7 @@ def run_config_defaults():
         if name not in IGNORED:
             keys[name.replace("_", "-")] = ""
     for field in DeploySettings.declarations():
-        keys[field.name.replace("_", "-")] = field.default
+        keys[field.name.replace("_", "-")] = "" if field.default is None else field.default
     return keys
 
 

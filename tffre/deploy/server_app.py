@@ -23,7 +23,7 @@ run`` writes, with the runner's writers (:mod:`tffre.runner.outputs`):
 ``server-data``, a file or folder of the dataset's format on the server's machine
 (as ``python -m tffre run --server-data`` reads it); ``server-fraction`` is refused,
 since a deployment's server holds no training data to split. D_v is tokenized here
-as the sites tokenize theirs (:meth:`tffre.deploy.tasks.RelationTask.server_data`);
+as the sites tokenize theirs (the task's :meth:`tffre.tasks.sites.Sites.server_data`);
 its inputs reach each site once, with the first broadcast (a constant of the
 round), its labels never leave the server.
 
@@ -61,28 +61,22 @@ def job_head(cfg, settings, task):
     """The job before the sites' facts (labels, entity types, number of sites)."""
     name = cfg.algorithms[0]
     local = getattr(task, "LOCAL_OPTIONS", ())
-    return DeployJob(task=settings.deploy_task, dataset=cfg.dataset, algorithm=name,
+    return DeployJob(task=settings.deploy_task or cfg.task.name, dataset=cfg.dataset,
+                     algorithm=name,
                      hparams=public_hparams(cfg.hparams[name].asdict()),
                      options={k: v for k, v in cfg.options.asdict().items() if k not in local},
                      batch_size=cfg.run.batch_size, seed=cfg.run.seed)
 
 
-def agree(head, sites, log=log_line):
-    """The job with what the sites told: the labels (every site must have the same), the
-    union of the entity types and the number of sites. Sites that disagree are marked."""
-    import dataclasses
-    labels = tuple(sites[0].facts.get("labels", ()))
-    types = set()
-    for site in sites:
-        if tuple(site.facts.get("labels", ())) != labels:
-            site.error = (f"its labels {list(site.facts.get('labels', ()))} differ from "
-                          f"site {sites[0].name}'s {list(labels)}")
-            log(f"site {site.name} (node {site.node_id}): {site.error}; it takes no part")
-            continue
-        types.update(site.facts.get("entity_types", ()))
-    usable = [s for s in sites if not s.error]
-    return dataclasses.replace(head, labels=labels, entity_types=tuple(sorted(types)),
-                               num_clients=len(usable))
+def agree(task, head, sites, log=log_line):
+    """The job with what the sites told (the task's :meth:`tffre.tasks.sites.Sites.agree`: by
+    default the labels, which every site must have alike, the union of the entity types and
+    the number of sites). Sites that disagree are marked."""
+    own = getattr(task, "agree", None)
+    if own is None:   # a task object of your own without agree: the default
+        from tffre.tasks.sites import Sites
+        return Sites.agree(task, head, sites, log)
+    return own(head, sites, log)
 
 
 def _check_resume(out, head):
@@ -102,7 +96,7 @@ def _check_resume(out, head):
 
 def server_set(task, job, cfg, log=log_line):
     """D_v's (x, y) at the server for an algorithm that needs it (FedED), else None."""
-    from tffre.deploy.tasks import SiteDataError
+    from tffre.tasks.sites import SiteDataError
     from tffre.registry import get_spec
     name = cfg.algorithms[0]
     if not get_spec(name).load_definition().needs_server_data:
@@ -134,7 +128,7 @@ def run_server(grid, run_config, *, task=None, log=log_line):
     from tffre.deploy import flower_patches
     flower_patches.shorten_pulls()
     from tffre.deploy.link import GridLink
-    task = task or load_task(settings.deploy_task)
+    task = task or load_task(settings.deploy_task, cfg.dataset)
     secure = None
     if settings.secagg:
         from tffre.deploy.secagg import SecureSum
@@ -165,7 +159,7 @@ def serve(rounds, cfg, settings, task, log=log_line):
     if len(sites) < settings.min_nodes:
         raise TooFewSites(f"{len(sites)} site(s) said hello within {settings.start_timeout:g} "
                           f"s; the run needs min-nodes={settings.min_nodes}")
-    job = saved or agree(head, sites, log)
+    job = saved or agree(task, head, sites, log)
     server_data = server_set(task, job, cfg, log)
     if server_data is not None:
         inputs = server_inputs(server_data[0])

@@ -17,8 +17,9 @@ names the server's labelled set D_v (FedED) on the server's machine;
 """
 
 import dataclasses
+from typing import Optional
 
-from tffre.hparams import (Params, boolean, non_negative_int, param, positive_float,
+from tffre.hparams import (Params, boolean, non_negative_int, optional, param, positive_float,
                            positive_int, text)
 
 #: Options of ``python -m tffre run`` a deployment does not take (its sites are its clients).
@@ -54,8 +55,9 @@ class DeploySettings(Params):
     secagg_threshold: float = param(0.5, positive_float, "SecAgg+: shares needed to "
                                     "reconstruct a dropped client's mask, as a fraction of the "
                                     "shares (<= 1) or a count (> 1)")
-    deploy_task: str = param("relations", text, "what the sites load: relations "
-                             "(sentence-level RE), or module:attribute of a task of your own")
+    deploy_task: Optional[str] = param(None, optional(text), "what the sites load: "
+                                       "module:attribute of a task of your own (default: "
+                                       "the dataset's task)")
 
     def check(self):
         if self.secagg and self.min_nodes < 2:

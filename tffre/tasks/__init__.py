@@ -3,7 +3,9 @@ defaults and preparation.
 
 A task is one module of this package with a :class:`Task` named ``TASK`` and
 a ``prepare(cfg) -> tffre.runner.Job`` (and optionally ``check(cfg)``, checks
-that need no TensorFlow). Its options are a :class:`tffre.hparams.Params`
+that need no TensorFlow; ``check_data``, what ``python -m tffre data check``
+reports; and ``SITES``, a :class:`tffre.tasks.sites.Sites`, what ``python -m
+tffre deploy`` runs at each side). Its options are a :class:`tffre.hparams.Params`
 dataclass: the command line's flags and config keys come from those
 declarations (:mod:`tffre.config`), which therefore holds no dataset lists.
 Adding a task is one module and one entry of :data:`MODULES`.
@@ -75,6 +77,15 @@ class Task:
         check = getattr(self.module(), "check", None)
         if check is not None:
             check(cfg)
+
+    def sites(self):
+        """What ``python -m tffre deploy`` runs at each side (its module's ``SITES``, a
+        :class:`tffre.tasks.sites.Sites`); ValueError when the task does not deploy."""
+        sites = getattr(self.module(), "SITES", None)
+        if sites is None:
+            raise ValueError(f"the {self.name} task ({', '.join(self.datasets)}) does not "
+                             f"deploy across sites")
+        return sites
 
     @property
     def checks_data(self):
@@ -242,6 +253,13 @@ def tasks():
 def datasets():
     """Every ``--dataset`` name."""
     return tuple(d for t in tasks() for d in t.datasets)
+
+
+def task_named(name):
+    """The :class:`Task` of module ``name``; ValueError naming the valid tasks."""
+    if name not in MODULES:
+        raise ValueError(f"unknown task {name!r}; valid: {', '.join(MODULES)}")
+    return importlib.import_module(f"tffre.tasks.{name}").TASK
 
 
 def task_of(dataset):

@@ -15,6 +15,7 @@ test and dev examples are dealt evenly over the clients; the evaluation pools
 them (a centralised test set, as the papers report).
 """
 
+import collections
 import dataclasses
 import os
 from typing import Optional
@@ -26,6 +27,8 @@ from tffre.lazy import np
 from tffre.runner.settings import Job
 from tffre.tasks import (SAMPLE, ConceptOption, DataOption, EncoderOptions, Task, check_encoder,
                          label_mix_writer, require_data, with_cached_prefix)
+from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_any_site,
+                               check_report_line, site_path)
 
 DATASETS = ("i2b2", "gad", "euadr", "chemprot", "pgr", "jsonl")
 SAMPLE_DIRS = {"i2b2": resources.path("re_sample", "i2b2"), "gad": resources.path("re_sample", "gad")}
@@ -241,3 +244,184 @@ def prepare(cfg):
                concepts=concepts_for(labels, o.concept_file), prompts="text",
                server_data=None if server_df is None else (
                    server_x, server_df["label"].map(index).to_numpy(np.int32)))
+
+
+class RelationSites(Sites):
+    """Sentence-level relation extraction across sites (:mod:`tffre.tasks.sites`).
+
+    Node configuration: ``data`` (a file, or a folder of train/dev/test files, of the
+    dataset's format: :func:`tffre.data.sentence_sets.load_re`) and ``encoder`` (the local
+    Hugging Face encoder folder; default the packaged all-MiniLM-L6-v2). The held-out
+    splits a site has (dev, test) are evaluated there.
+
+    With a split encoder (the job's ``trainable_layers`` or ``lora_rank``) each side builds
+    the frozen prefix from its own encoder folder and the job's seed
+    (:func:`tffre.models.partial.frozen_prefix`); a site computes its examples' activations
+    once (in memory, or in the node configuration's ``prefix-cache`` folder) and trains the
+    top on them. The prefix's fingerprint is part of the round's layout, so a site whose
+    prefix differs from the server's is refused.
+    """
+
+    def __init__(self):
+        self._prefixes = {}   # (job key, encoder folder, cache folder) -> (prefix, store)
+
+    def _examples(self, job, site):
+        from tffre.data.sentence_sets import by_split, load_re
+        path = site_path(site, "data")
+        try:
+            examples, labels = load_re(job.dataset, path)
+        except ValueError as err:   # REFormatError: "file line N: field: message"
+            raise SiteDataError(f"{path}: {err}" if path not in str(err) else str(err)) \
+                from None
+        splits = by_split(examples)
+        if "train" not in splits or not len(splits["train"]):
+            raise SiteDataError(f"{path}: no training examples")
+        return path, splits, [str(label) for label in labels]
+
+    def survey(self, job, site):
+        """{labels, entity_types, examples} of the site's data (:class:`tffre.tasks.sites.SiteDataError` if bad)."""
+        from tffre.text.relation_tokenizer import RETokenizer
+        _, splits, labels = self._examples(job, site)
+        return {"labels": labels,
+                "entity_types": RETokenizer.entity_types_of(splits["train"]),
+                "examples": int(len(splits["train"]))}
+
+    def encoder_dir(self, site):
+        """The encoder folder of a side's configuration (default the packaged MiniLM)."""
+        from tffre.text.relation_tokenizer import default_encoder_dir
+        return site_path(site, "encoder", required=False) or default_encoder_dir()
+
+    def tokenizer(self, job, encoder_dir):
+        from tffre.text.relation_tokenizer import RETokenizer
+        o = job.options
+        return RETokenizer.from_pretrained(
+            encoder_dir, max_length=o.get("max_len") or DEFAULT_MAX_LEN,
+            blind_entities=bool(o.get("blind_entities")), entity_types=job.entity_types)
+
+    def _config(self, job, encoder_dir):
+        """(tokenizer, the job's :class:`tffre.models.relations.REModelConfig`) at a side."""
+        from tffre.models.relations import config_for
+        from tffre.tasks import EncoderOptions
+        tokenizer = self.tokenizer(job, encoder_dir)
+        o = job.options
+        known = {k: o[k] for k in EncoderOptions.names() if k in o and k != "encoder"}
+        partial = EncoderOptions.resolve(known).partial()
+        return tokenizer, config_for(tokenizer, encoder_dir, len(job.labels),
+                                     representation=o.get("representation", "entity_sum"),
+                                     num_layers=o.get("encoder_layers"),
+                                     freeze_embeddings=bool(o.get("freeze_embedding")),
+                                     partial=partial)
+
+    def _prefix(self, job, encoder_dir, config, folder=None):
+        """The frozen prefix of a split ``config`` and its activation store, built once per
+        (job, encoder folder) in this process."""
+        from tffre.models.partial import frozen_prefix
+        from tffre.models.relations import build_re_prefix, load_pretrained_encoder
+        key = (job.key(), encoder_dir, folder)
+        if key not in self._prefixes:
+            self._prefixes.clear()   # one job at a time: a new job frees the last prefix
+            self._prefixes[key] = frozen_prefix(lambda: build_re_prefix(config),
+                                                lambda m: load_pretrained_encoder(m, encoder_dir),
+                                                job.seed, folder)
+        return self._prefixes[key]
+
+    def model(self, job, site):
+        """The job's :class:`tffre.tasks.sites.SiteModel` built from this side's encoder folder."""
+        import tensorflow as tf
+        from tffre.models.partial import exporter
+        from tffre.models.relations import build_re_model, has_prefix, load_pretrained_encoder
+        encoder_dir = self.encoder_dir(site)
+        tokenizer, config = self._config(job, encoder_dir)
+        x = tokenizer.encode([])
+        x_spec = tf.TensorSpec((None,) + x.shape[1:], tf.int32)
+        export, identity = None, ""
+        if has_prefix(config):
+            prefix, store = self._prefix(job, encoder_dir, config,
+                                         site_path(site, "prefix-cache", required=False))
+            identity = store.identity
+            x_spec = collections.OrderedDict(   # as FederatedData orders a dict: by key
+                hidden=tf.TensorSpec((None,) + tuple(prefix.output_shape[1:]), tf.float32),
+                inputs=x_spec)
+            export = exporter(lambda: build_re_model(config.full()), prefix)
+        return SiteModel(
+            model_fn=lambda: build_re_model(config),
+            loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            input_spec=(x_spec, tf.TensorSpec((None,), tf.int32)),
+            load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
+            encoder=tokenizer, negative_label=0, export=export, identity=identity)
+
+    def site_data(self, job, site):
+        """The site's tokenized :class:`tffre.tasks.sites.SiteData` (labels indexed by ``job.labels``)."""
+        path, splits, labels = self._examples(job, site)
+        if list(labels) != list(job.labels):
+            raise SiteDataError(f"{path}: labels {labels} differ from the run's "
+                                f"{list(job.labels)}")
+        encoder_dir = self.encoder_dir(site)
+        tokenizer, config = self._config(job, encoder_dir)
+        arrays = {}
+        for name, frame in splits.items():
+            try:
+                x = tokenizer.encode(frame)
+            except ValueError as err:   # names the example and the field
+                raise SiteDataError(f"{path}: {name} split: {err}") from None
+            arrays[name] = (x, self._label_ids(job, frame))
+        from tffre.models.relations import has_prefix
+        if has_prefix(config):   # this site's activations of the frozen prefix, once
+            from tffre.models.partial import cache_clients
+            prefix, store = self._prefix(job, encoder_dir, config,
+                                         site_path(site, "prefix-cache", required=False))
+            arrays = cache_clients({site.get("site", "site"): arrays}, prefix, store)
+            arrays = next(iter(arrays.values()))
+        return SiteData(train=arrays.pop("train"), held_out=arrays)
+
+    def check_site(self, site, dataset=None):
+        """A site's data before it starts (:func:`tffre.tasks.sites.check_site_data`): one line on what it holds,
+        or :class:`tffre.tasks.sites.SiteDataError` when it has nothing to train on.
+
+        With ``dataset`` (the format, e.g. "gad") the data is checked as ``python -m tffre
+        data check --dataset DATASET --data PATH`` checks it (every problem counted, the
+        first named); without, :func:`tffre.tasks.sites.check_any_site`."""
+        if dataset:
+            return self._check_as(dataset, site_path(site, "data"))
+        return check_any_site(site)
+
+    @staticmethod
+    def _check_as(dataset, path):
+        """``python -m tffre data check``'s check of ``path`` as ``dataset``: a summary line,
+        or :class:`tffre.tasks.sites.SiteDataError` with the first problem and the count."""
+        from tffre.data.check import check_dataset
+        return check_report_line(check_dataset("relations", dataset, path), dataset, path)
+
+    @staticmethod
+    def _label_ids(job, frame):
+        index = {label: i for i, label in enumerate(job.labels)}
+        return frame["label"].astype(str).map(index).to_numpy(np.int32)
+
+    def server_data(self, job, side):
+        """D_v at the server: (x, y) of the ``server-data`` file or folder of ``side`` (its
+        train split, or all of it, as ``python -m tffre run --server-data`` reads it),
+        tokenized as the sites tokenize their data; labels indexed by ``job.labels``."""
+        path = site_path(side, "server-data")
+        try:
+            frame = read_server_data(job.dataset, path, list(job.labels))
+        except ValueError as err:   # REFormatError: "file line N: field: message"
+            raise SiteDataError(f"server-data: {err}" if path not in str(err) else str(err)) \
+                from None
+        if not len(frame):
+            raise SiteDataError(f"{path}: server-data has no training examples")
+        encoder_dir = self.encoder_dir(side)
+        tokenizer, config = self._config(job, encoder_dir)
+        try:
+            x = tokenizer.encode(frame)
+        except ValueError as err:   # names the example and the field
+            raise SiteDataError(f"{path}: server-data: {err}") from None
+        from tffre.models.relations import has_prefix
+        if has_prefix(config):   # the sites predict on D_v through the same frozen prefix
+            from tffre.models.partial import activations, with_hidden
+            prefix, store = self._prefix(job, encoder_dir, config)
+            x = with_hidden(x, store.get(x, lambda x: activations(prefix, x)))
+        return x, self._label_ids(job, frame)
+
+
+#: What ``python -m tffre deploy`` runs at each side (:mod:`tffre.tasks.sites`).
+SITES = RelationSites()

@@ -13,7 +13,7 @@ import types
 from tiny import (INPUT_SPEC, NAMED_LOSS, NUM_CLASSES, tiny_context_model, tiny_model,
                   tiny_named_model)
 
-from tffre.deploy.tasks import ModelParts, SiteData, SiteDataError
+from tffre.tasks.sites import SiteData, SiteDataError, SiteModel
 
 SERVER_NODE_ID = 1
 
@@ -113,7 +113,7 @@ class TinyTask:
     """A task of ``tiny``'s models over given arrays: {site: (x, y)} (held out: the first
     half of the site's examples again, as ``test``)."""
 
-    #: As :class:`tffre.deploy.tasks.RelationTask`: options naming local files stay out of the job.
+    #: As :class:`tffre.tasks.sites.Sites`: options naming local files stay out of the job.
     LOCAL_OPTIONS = ("data", "encoder", "server_data", "concept_file")
 
     def __init__(self, arrays, named=False, context=False, bad_sites=(), frozen=False):
@@ -145,7 +145,7 @@ class TinyTask:
                 "examples": len(x)}
 
     def model(self, job, site):
-        return ModelParts(model_fn=self.model_fn(), loss=self.loss(), input_spec=INPUT_SPEC)
+        return SiteModel(model_fn=self.model_fn(), loss=self.loss(), input_spec=INPUT_SPEC)
 
     def site_data(self, job, site):
         x, y = self._site(site)
@@ -155,7 +155,7 @@ class TinyTask:
     def server_data(self, job, side):
         """D_v at the server (FedED): x and y of the ``server-data`` .npz file."""
         import numpy as np
-        from tffre.deploy.tasks import site_path
+        from tffre.tasks.sites import site_path
         with np.load(site_path(side, "server-data")) as saved:
             return saved["x"], saved["y"]
 

@@ -8,7 +8,7 @@ as ``task="deploy_tiny_task:TASK"`` (this folder and ``tests/tffre`` on ``PYTHON
 import numpy as np
 
 from deploy_fakes import TinyTask
-from tffre.deploy.tasks import SiteDataError, site_path
+from tffre.tasks.sites import SiteDataError, site_path
 
 
 class NpzTask(TinyTask):

@@ -98,7 +98,7 @@ def supernode(folder, site, path, task, ports):
     return Daemon(DEPLOY + [
         "supernode", "--superlink", f"127.0.0.1:{ports['fleet']}",
         "--ca", str(certs / "ca.crt"), "--key", str(certs / "sites" / f"{site}.key"),
-        "--site", site, "--data", str(path), "--task", task,
+        "--site", site, "--data", str(path), "--deploy-task", task,
         "--state-dir", str(folder / "sites" / site), "--poll", "0.1",
         "--log", str(folder / f"{site}.daemon.log")],
         log=str(folder / f"{site}.log"), name=site)

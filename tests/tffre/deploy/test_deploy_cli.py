@@ -12,7 +12,9 @@ from tffre.deploy import cli
 from tffre.deploy.certs import make_certificates
 from tffre.deploy.project import write_app
 from tffre.deploy.settings import DeploySettings, resolve_run, split_run_config
-from tffre.deploy.tasks import DeployJob, RelationTask, SiteDataError
+from tffre.deploy.tasks import DeployJob
+from tffre.tasks.relations import RelationSites
+from tffre.tasks.sites import SiteDataError
 
 
 def test_certificates_are_what_flower_reads(tmp_path):
@@ -82,11 +84,11 @@ def test_a_malformed_site_file_is_named_with_its_line_and_field(tmp_path):
     job = DeployJob(task="relations", dataset="gad", algorithm="FedAvgT", hparams={},
                     options={}, batch_size=8, seed=0)
     with pytest.raises(SiteDataError) as err:
-        RelationTask().survey(job, {"site": "a", "data": str(folder)})
+        RelationSites().survey(job, {"site": "a", "data": str(folder)})
     message = str(err.value)
     assert "\n" not in message and "train.tsv line 2" in message and "label" in message
     with pytest.raises(SiteDataError, match="data is required"):
-        RelationTask().survey(job, {"site": "a"})
+        RelationSites().survey(job, {"site": "a"})
 
 
 def test_commands_answer_in_one_line(tmp_path, capsys):
@@ -126,7 +128,7 @@ def test_the_servers_labelled_set_is_tokenized_as_a_sites_data(tmp_path):
                                       "@GENE$ expression rises in @DISEASE$.\t1\n")
     job = DeployJob(task="relations", dataset="gad", algorithm="FedED", hparams={},
                     options={"max_len": 24}, batch_size=2, seed=0, labels=("0", "1"))
-    task = RelationTask()
+    task = RelationSites()
     x, y = task.server_data(job, {"server-data": str(folder)})
     site = task.site_data(job, {"site": "a", "data": str(folder)})
     np.testing.assert_array_equal(x, site.train[0])
@@ -155,8 +157,8 @@ def test_a_site_without_training_data_refuses_to_start_in_one_line(tmp_path):
     assert out.stderr.splitlines() == [
         cli.INSECURE_WARNING,
         f"python -m tffre deploy supernode: error: site a: {empty}: no split files: nothing to "
-        f"train on (a site needs a training split: train.tsv, train.txt, train.jsonl, or "
-        f"i2b2's txt/ or train/ folder); not starting"]
+        f"train on (a site needs a training split: a file or folder whose name holds 'train', "
+        f"or i2b2's txt/); not starting"]
     assert "ClientApp serving" not in out.stdout
     assert not (tmp_path / "state" / "supernode.log").exists()   # no daemon was started
     # Held-out splits only: nothing to train on either.
@@ -174,13 +176,13 @@ def test_a_site_without_training_data_refuses_to_start_in_one_line(tmp_path):
 
 def test_a_sites_data_check_says_what_it_holds():
     from tffre import resources
-    from tffre.deploy.tasks import check_site_data
+    from tffre.tasks.sites import check_site_data
     gad = resources.path("re_sample", "gad")
     site = {"site": "a", "data": gad}
-    said = check_site_data(RelationTask(), site)
+    said = check_site_data(RelationSites(), site)
     assert said.endswith("train.tsv, dev.tsv, test.tsv (their format is checked when a run "
                          "names the dataset)")
-    assert check_site_data(RelationTask(), site, "gad") == \
+    assert check_site_data(RelationSites(), site, "gad") == \
         f"{gad}: gad, train 400, dev 60, test 100 examples"
     # A task without a check of its own is asked for its survey.
     from deploy_fakes import TinyTask

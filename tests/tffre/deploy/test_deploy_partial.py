@@ -19,7 +19,8 @@ from tffre.data import FederatedData
 from tffre.deploy.client_app import make_client_app
 from tffre.deploy.node import NodeRuntime
 from tffre.deploy.server_app import run_server
-from tffre.deploy.tasks import DeployJob, RelationTask, task_context
+from tffre.deploy.tasks import DeployJob, task_context
+from tffre.tasks.relations import RelationSites
 from tffre.runner.checkpoints import Checkpoints
 from tffre.runner.loop import data_seed
 from tffre.runner.processes import pretrained_weights
@@ -33,7 +34,7 @@ ROUNDS = 2
 HPARAMS = {"learning-rate": 0.02, "num-epochs": 1, "num-iters": 3, "max-len": 24}
 
 
-class Task(RelationTask):
+class Task(RelationSites):
     """The relation task with the classifier's dropout off: a deployed round equals the local
     executor's only for a deterministic model (the two draw dropout masks apart)."""
 

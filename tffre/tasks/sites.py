@@ -1,0 +1,206 @@
+"""What a task gives a deployment: a site's data, the model on each side, the agreed facts.
+
+A task that deploys declares a :class:`Sites` object named ``SITES`` in its own module
+(``tffre/tasks/<task>.py``), beside ``TASK`` and ``prepare``; ``python -m tffre deploy``
+finds it from the run's ``--dataset`` (:meth:`tffre.tasks.Task.sites`), as ``run`` finds
+``prepare``. Its methods, each given the run's :class:`tffre.deploy.tasks.DeployJob` and
+a side's own configuration (``site``: a node configuration, a dict of ``data``,
+``encoder`` and the task's other keys; never sent by the server):
+
+* :meth:`Sites.survey`: what a site tells the server before training: its ``labels``,
+  ``examples`` (the training count) and any fact the sides must agree on (entity types,
+  a vocabulary's fingerprint), or a one-line :class:`SiteDataError`;
+* :meth:`Sites.agree`: the job completed from every site's survey (labels equal, entity
+  types united: :meth:`Sites.agree`'s default), sites that disagree marked;
+* :meth:`Sites.model`: the :class:`SiteModel` (model_fn, loss, input spec, pretrained
+  weights at the server, what a bundle saves) built from the side's own files;
+* :meth:`Sites.site_data`: the site's :class:`SiteData` (its train split and held-out splits);
+* :meth:`Sites.check_site` (optional): what a site checks of its own data when it starts;
+* :meth:`Sites.server_data` (FedED only): the server's labelled set D_v.
+
+A task of your own is the same object (``deploy-task="module:attribute"``, from a site's
+or the server's own configuration only).
+"""
+
+import dataclasses
+import os
+from typing import Optional
+
+
+class SiteDataError(ValueError):
+    """A site's data cannot be used; the message is one line naming file, record and field."""
+
+
+@dataclasses.dataclass
+class SiteModel:
+    """What a task gives a side for the job's model."""
+    model_fn: object
+    loss: object
+    input_spec: object
+    load_pretrained: object = None   # callable(keras_model), server side
+    encoder: object = None           # what a bundle saves (a tokenizer), server side
+    negative_label: Optional[int] = None
+    #: A split encoder (``--trainable-layers``, ``--lora-rank``): callable(trained model,
+    #: wrap) -> the full model a bundle saves (:attr:`tffre.runner.Job.export`), server side.
+    export: object = None
+    #: What must agree between the sides beyond the round's types (a frozen prefix's weights
+    #: fingerprint: each side builds the prefix from its own encoder folder and the seed).
+    identity: str = ""
+
+
+@dataclasses.dataclass
+class SiteData:
+    """A site's arrays: ``train`` (x, y) and ``held_out`` {split: (x, y)}."""
+    train: tuple
+    held_out: dict
+
+
+def site_path(site, key, required=True):
+    """The node configuration's path ``key`` (absolute), or None when absent and optional."""
+    value = site.get(key)
+    if value in (None, ""):
+        if required:
+            raise SiteDataError(f"node config: {key} is required (e.g. --node-config "
+                                f"'{key}=\"/site/...\"')")
+        return None
+    return os.path.abspath(os.path.expanduser(str(value)))
+
+
+def blank(path):
+    """True for a file that holds only whitespace (what the loaders read as no split); a large
+    file is not read through."""
+    from tffre.data.files import is_blank
+    return os.path.getsize(path) < (1 << 16) and is_blank(path)
+
+
+def check_any_site(site):
+    """What any format needs, checked before a run names the dataset: a non-empty file, or a
+    folder holding a training split (a non-empty file or folder whose name holds "train",
+    or i2b2's ``txt/``). One line on what it holds, or :class:`SiteDataError`."""
+    path = site_path(site, "data")
+    if os.path.isfile(path):
+        if blank(path):
+            raise SiteDataError(f"{path}: the file is empty: nothing to train on")
+        return f"{path}: one file (its format is checked when a run names the dataset)"
+    if not os.path.isdir(path):
+        raise SiteDataError(f"{path}: no such file or folder")
+
+    def usable(name):
+        full = os.path.join(path, name)
+        return os.path.isdir(full) and os.listdir(full) or \
+            os.path.isfile(full) and not blank(full)
+    names = sorted(os.listdir(path))
+    found = [n for n in names if ("train" in n.lower() or n == "txt") and usable(n)]
+    held = [n for n in names if ("dev" in n.lower() or "test" in n.lower()) and usable(n)]
+    if not found:
+        what = f"only {', '.join(held)}" if held else "no split files"
+        raise SiteDataError(f"{path}: {what}: nothing to train on (a site needs a training "
+                            f"split: a file or folder whose name holds 'train', or i2b2's "
+                            f"txt/)")
+    shown = [n + "/" if os.path.isdir(os.path.join(path, n)) else n for n in found + held]
+    return f"{path}: {', '.join(shown)} (their format is checked when a run names the dataset)"
+
+
+def check_report_line(report, dataset, path):
+    """``python -m tffre data check``'s report as a site's start-up line: a summary, or
+    :class:`SiteDataError` with the first problem and the count."""
+    if report.problems:
+        more = len(report.problems) - 1
+        raise SiteDataError(
+            f"{' '.join(str(report.problems[0]).split())}"
+            + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
+            + f"; see: python -m tffre data check --dataset {dataset} --data {path}")
+    counts = {s.name: s.count for s in report.splits}
+    if not counts.get("train"):
+        raise SiteDataError(f"{path}: no training examples as {dataset}: nothing to "
+                            f"train on")
+    return f"{path}: {dataset}, " + ", ".join(f"{n} {c}" for n, c in counts.items()) \
+        + " examples"
+
+
+class Sites:
+    """A task's deployment (see the module docstring); the defaults every task shares."""
+
+    #: Task options that name local files: each side uses its own, so they stay out of the job.
+    LOCAL_OPTIONS = ("data", "encoder", "server_data", "concept_file", "prefix_cache")
+    #: The survey's facts every site must report alike (:meth:`agree`); ``labels`` always.
+    AGREED = ("labels",)
+    #: The survey's facts the job holds as the union of the sites' (sorted).
+    UNITED = ("entity_types",)
+
+    def survey(self, job, site):
+        """{labels, examples, ...} of the site's data (:class:`SiteDataError` if bad)."""
+        raise NotImplementedError
+
+    def model(self, job, site):
+        """The job's :class:`SiteModel` built from this side's own files."""
+        raise NotImplementedError
+
+    def site_data(self, job, site):
+        """The site's :class:`SiteData`."""
+        raise NotImplementedError
+
+    def agree(self, head, sites, log):
+        """The job ``head`` completed from the sites' surveys (``site.facts``): every fact of
+        :attr:`AGREED` equal to the first site's (else the site is marked with
+        ``site.error`` and takes no part), the union of :attr:`UNITED`, and the number of
+        sites that agree."""
+        agreed = getattr(self, "AGREED", Sites.AGREED)   # a task object of your own
+        first = sites[0].facts
+        united = {key: set() for key in getattr(self, "UNITED", Sites.UNITED)}
+        for site in sites:
+            for key in agreed:
+                if _plain(site.facts.get(key)) != _plain(first.get(key)):
+                    site.error = (f"its {key} {_plain(site.facts.get(key))} differ from site "
+                                  f"{sites[0].name}'s {_plain(first.get(key))}")
+                    log(f"site {site.name} (node {site.node_id}): {site.error}; it takes no "
+                        f"part")
+                    break
+            else:
+                for key in united:
+                    united[key].update(site.facts.get(key) or ())
+        usable = [s for s in sites if not s.error]
+        facts = {k: _plain(first.get(k)) for k in agreed if k != "labels"
+                 and first.get(k) is not None}
+        facts.update({k: sorted(v) for k, v in united.items() if k != "entity_types"})
+        return dataclasses.replace(
+            head, labels=tuple(str(x) for x in first.get("labels", ())),
+            entity_types=tuple(sorted(united.get("entity_types", ()))),
+            num_clients=len(usable), facts=facts or head.facts)
+
+    def check_site(self, site, dataset=None):
+        """What a site checks of its own data when it starts: one line on what it holds, or
+        :class:`SiteDataError` when it has nothing to train on; None when nothing could be
+        checked before a run's job arrives. The default asks :meth:`survey` with a job that
+        names only ``dataset``."""
+        from tffre.deploy.tasks import DeployJob
+        job = DeployJob(task="", dataset=dataset or "", algorithm="", hparams={}, options={},
+                        batch_size=1, seed=0)
+        try:
+            facts = self.survey(job, site)
+        except SiteDataError:
+            raise
+        except Exception:   # the survey needs the run's job: checked when the run starts
+            return None
+        if not int(facts.get("examples", 0)):
+            raise SiteDataError(f"{site.get('data')}: no training examples: nothing to train on")
+        return f"{site.get('data')}: {int(facts['examples'])} training examples"
+
+
+def _plain(value):
+    """A fact as JSON gives it back (lists, not tuples), for comparing the sites' answers."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def check_site_data(task, site, dataset=None):
+    """What a site checks of its own data when it starts (``deploy supernode``): one line on
+    what it holds, or :class:`SiteDataError` (one line) when it has nothing to train on.
+
+    The task's own ``check_site(site, dataset)`` decides; a task object without one (of
+    your own) is checked as :meth:`Sites.check_site` checks."""
+    own = getattr(task, "check_site", None)
+    if own is not None:
+        return own(site, dataset)
+    return Sites.check_site(task, site, dataset)

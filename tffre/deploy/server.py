@@ -318,7 +318,8 @@ class FederatedRounds:
 
     # --- evaluation ---
 
-    def evaluate(self, parts, job, state, rnd, layout, negative_label=None, names=None):
+    def evaluate(self, parts, job, state, rnd, layout, negative_label=None, names=None,
+                 macro_f1=False):
         """The evaluation columns of ``state``'s model: the summed counts of each usable site
         (of ``names``, when given: the sites that trained the round) over its held-out splits
         (``test``, ``dev``) and its training split (``train_loss``)."""
@@ -333,7 +334,7 @@ class FederatedRounds:
                 continue
             for name, value in arrays.items():
                 totals[name] = totals[name] + value if name in totals else np.asarray(value)
-        return evaluation_columns(totals, negative_label)
+        return evaluation_columns(totals, negative_label, macro_f1=macro_f1)
 
 
 class Undelivered(str):
@@ -341,10 +342,12 @@ class Undelivered(str):
     reply: "Node Unavailable", a ClientApp exception): the site counts as missing."""
 
 
-def evaluation_columns(totals, negative_label=None):
+def evaluation_columns(totals, negative_label=None, macro_f1=False):
     """``train_loss``, ``<split>_accuracy`` and ``<split>_f1`` from summed site counts (the
-    pooled-data figures of :class:`tffre.evaluation.GlobalModelEvaluator`)."""
+    pooled-data figures of :class:`tffre.evaluation.GlobalModelEvaluator`: the relation F1
+    with ``negative_label``, the macro-F1 over all classes with ``macro_f1``)."""
     from tffre.metrics import relation_f1
+    from tffre.metrics import macro_f1 as macro
     out = {}
     for key, count in totals.items():
         if not key.startswith("count/"):
@@ -356,12 +359,14 @@ def evaluation_columns(totals, negative_label=None):
             continue
         confusion = np.asarray(totals[f"confusion/{split}"])
         out[f"{split}_accuracy"] = float(np.trace(confusion)) / n if n else float("nan")
+        true, pred = np.nonzero(confusion)
+        reps = confusion[true, pred]
+        true, pred = np.repeat(true, reps), np.repeat(pred, reps)
         if negative_label is not None and n:
-            true, pred = np.nonzero(confusion)
-            reps = confusion[true, pred]
-            out[f"{split}_f1"] = relation_f1(
-                np.repeat(true, reps), np.repeat(pred, reps), negative_label,
-                labels=list(range(confusion.shape[0])))["f1"]
+            out[f"{split}_f1"] = relation_f1(true, pred, negative_label,
+                                             labels=list(range(confusion.shape[0])))["f1"]
+        elif macro_f1 and n:
+            out[f"{split}_f1"] = macro(true, pred, confusion.shape[0])
     return out
 
 

@@ -240,6 +240,7 @@ def serve(rounds, cfg, settings, task, log=log_line):
             if rnd % run.eval_every == 0 or rnd == run.num_rounds:
                 row.update(rounds.evaluate(parts, job, state, rnd, layout,
                                            negative_label=model.negative_label,
+                                           macro_f1=model.macro_f1,
                                            names=result.clients))
             metrics_log.write(row)
             log(format_row(row, result.metrics["round"]))

@@ -40,6 +40,8 @@ class SiteModel:
     load_pretrained: object = None   # callable(keras_model), server side
     encoder: object = None           # what a bundle saves (a tokenizer), server side
     negative_label: Optional[int] = None
+    #: Report macro-F1 over all classes (FedCB's tables) instead of the relation F1.
+    macro_f1: bool = False
     #: A split encoder (``--trainable-layers``, ``--lora-rank``): callable(trained model,
     #: wrap) -> the full model a bundle saves (:attr:`tffre.runner.Job.export`), server side.
     export: object = None

@@ -36,7 +36,8 @@ from typing import Dict, List
 
 import pandas as pd
 
-from tffre.data.splits import SPLITS, TEST_FRACTION, complete_splits, note_single_file
+from tffre.data.splits import (SPLITS, TEST_FRACTION, complete_splits, note_single_file,
+                               split_named)
 
 DIALOGUE_ACTS = (
     "Request-Symptom", "Inform-Symptom", "Request-Etiology", "Inform-Etiology",
@@ -104,11 +105,10 @@ def symptom_label(turn):
 
 
 def _split_name(path):
-    name = os.path.splitext(os.path.basename(path))[0].lower()
-    for split in ("train", "dev", "test"):
-        if split in name:
-            return split
-    return name
+    """The split a file's name names (the one rule of every task,
+    :func:`tffre.data.splits.split_named`), else its lower-cased stem (a split no run uses,
+    which ``load_imcs_splits`` notes)."""
+    return split_named(path) or os.path.splitext(os.path.basename(path))[0].lower()
 
 
 def _json_kind(value):

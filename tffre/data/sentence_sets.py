@@ -33,7 +33,7 @@ from tffre.data.formats.blue import (BLUE_SPLIT_FILES, BLUE_TASKS, CHEMPROT_LABE
 from tffre.data.formats.chemprot import CHEMPROT_RAW_LABELS, CHEMPROT_SPLIT_FILES, load_chemprot
 from tffre.data.formats.i2b2 import I2B2_LABELS, load_i2b2
 from tffre.data.formats.jsonl import JSONL_SPLIT_FILES, infer_labels, jsonl_rows, load_jsonl
-from tffre.data.formats.pgr import PGR_LABELS, PGR_SPLIT_FILES, load_pgr
+from tffre.data.formats.pgr import PGR_LABELS, load_pgr
 from tffre.data.sentence_schema import (FILES, SPLIT_COLUMN, REFileNotFoundError, REFormatError,
                                         check_examples, frame, load_splits)
 from tffre.data.splits import (DEV_FRACTION, SPLITS, TEST_FRACTION, complete_splits,
@@ -109,7 +109,8 @@ def load_re(dataset, path, *, notes=None, problems=None, **options):
     if dataset == "pgr":
         if os.path.isfile(path):
             return load_pgr(path, **options, **lenient)
-        frames = load_splits(path, PGR_SPLIT_FILES,
+        # PGR's folders name their files as BLUE's: train.tsv, dev.tsv, test.tsv.
+        frames = load_splits(path, BLUE_SPLIT_FILES,
                              lambda p: load_pgr(p, **options, **lenient)[0], notes, problems)
         return _concat_splits(frames, list(PGR_LABELS), path, problems), list(PGR_LABELS)
     # jsonl
@@ -129,7 +130,7 @@ def split_file_names(split):
     """The names a folder's ``split`` file has in any sentence-level format (BLUE and PGR's
     ``.tsv``, ChemProt's ``.tsv``/``.txt``, ``.jsonl``), in that order; i2b2's folders aside."""
     names = []
-    for files in (BLUE_SPLIT_FILES, PGR_SPLIT_FILES, CHEMPROT_SPLIT_FILES, JSONL_SPLIT_FILES):
+    for files in (BLUE_SPLIT_FILES, CHEMPROT_SPLIT_FILES, JSONL_SPLIT_FILES):
         found = files[split]
         for name in (found,) if isinstance(found, str) else found:
             if name not in names:

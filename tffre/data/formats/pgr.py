@@ -14,7 +14,6 @@ import warnings
 
 from tffre.data.sentence_schema import (BINARY_LABELS, FILES, REFormatError, check_examples,
                                         frame, span_problem)
-from tffre.data.splits import SPLITS
 from tffre.errors import collect, show
 
 # PGR column indices (0-based), as in lasigeBioTM/PGR corpora/*/{train,test}.tsv, whose header is
@@ -38,7 +37,6 @@ PGR_HEADER = ("FILE_ID", "SENTENCE", "GENE", "PHENOTYPE", "GENE_ID", "PHENOTYPE_
 PGR_COLUMN_COUNTS = (len(PGR_HEADER), len(PGR_HEADER) + 1)
 PGR_LABELS = BINARY_LABELS
 PGR_RELATIONS = {"true": "1", "false": "0"}
-PGR_SPLIT_FILES = {split: f"{split}.tsv" for split in SPLITS}
 
 
 # The references html.unescape replaces (CPython's html._charref).

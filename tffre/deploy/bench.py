@@ -170,7 +170,7 @@ def deployed_rounds(args, work):
                            check=True, capture_output=True, timeout=120)
             daemons.append(Daemon(deploy + [
                 "supernode", "--superlink", f"127.0.0.1:{ports['fleet']}", "--site", site,
-                "--data", f"lstm:{k}", "--task", "tffre.deploy.bench:LSTM",
+                "--data", f"lstm:{k}", "--deploy-task", "tffre.deploy.bench:LSTM",
                 "--ca", os.path.join(certs, "ca.crt"),
                 "--key", os.path.join(certs, "sites", f"{site}.key"),
                 "--state-dir", os.path.join(work, "state", site), "--poll", str(args.poll),

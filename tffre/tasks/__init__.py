@@ -45,6 +45,7 @@ class Task:
         where an embedded sample exists).
       environment: environment variables to set before TensorFlow is imported.
       dp_refusal: why client-level DP is not sound for the task's models, or None.
+      samples: {dataset: the path of its embedded sample} (``--data sample``).
       learning_rates: {optimizer family ("adam", "sgd"): the task's default local learning
         rate} where it differs from the optimizer's (FLCMC's 0.001 for Adam suits its LSTM,
         not a pretrained transformer); a row's own default, or a given rate, comes first.
@@ -59,6 +60,14 @@ class Task:
     environment: Dict[str, str] = dataclasses.field(default_factory=dict)
     dp_refusal: Optional[str] = None
     learning_rates: Dict[str, float] = dataclasses.field(default_factory=dict)
+    samples: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def sample_path(self, dataset):
+        """The embedded sample of ``dataset`` (``--data sample``); ValueError when it has
+        none."""
+        if dataset not in self.samples:
+            raise ValueError(f"--dataset {dataset} has no embedded sample; give --data")
+        return self.samples[dataset]
 
     def defaults_for(self, dataset):
         """The task's defaults for ``dataset`` (run settings and options)."""
@@ -230,9 +239,11 @@ def with_cached_prefix(data, config, build_prefix, load_pretrained, cfg):
     return data, prefix, store, described
 
 
-def data_path(cfg, sample_path):
-    """The file or folder ``cfg.options.data`` names (``sample_path`` for "sample")."""
-    return sample_path if cfg.options.data == SAMPLE else cfg.options.data
+def data_path(cfg):
+    """The file or folder ``cfg.options.data`` names (the task's embedded sample of the
+    dataset for "sample")."""
+    return task_of(cfg.dataset).sample_path(cfg.dataset) if cfg.options.data == SAMPLE \
+        else cfg.options.data
 
 
 def require_data(cfg):

@@ -26,7 +26,7 @@ from tffre.hparams import (boolean, choice, fraction, non_negative_float, option
 from tffre.lazy import np
 from tffre.runner.settings import Job
 from tffre.tasks import (SAMPLE, ConceptOption, DataOption, EncoderOptions, Task, check_encoder,
-                         label_mix_writer, require_data, with_cached_prefix)
+                         data_path, label_mix_writer, require_data, with_cached_prefix)
 from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_any_site,
                                check_report_line, site_path)
 
@@ -77,7 +77,7 @@ TASK = Task("relations", "sentence-level relation extraction (FedCMC, FedED)", D
             ("encoder",), Options, defaults={"clients": 10, "batch_size": 8,
                                              "trainable_layers": 2, "executor": "local"},
             dataset_defaults={"i2b2": {"data": SAMPLE}, "gad": {"data": SAMPLE}},
-            learning_rates={"adam": 3e-4})
+            learning_rates={"adam": 3e-4}, samples=SAMPLE_DIRS)
 
 
 def check(cfg):
@@ -98,15 +98,10 @@ def check(cfg):
                          f"--server-fraction (FedED: 0.2) or --server-data")
 
 
-def data_path(cfg):
-    """The file or folder ``--data`` names (the embedded sample for "sample")."""
-    return SAMPLE_DIRS[cfg.dataset] if cfg.options.data == SAMPLE else cfg.options.data
-
-
 def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
     """The data check of what a run would load (``python -m tffre data check``)."""
     from tffre.data.check import check_dataset
-    path = SAMPLE_DIRS[dataset] if options.data == SAMPLE else options.data
+    path = TASK.sample_path(dataset) if options.data == SAMPLE else options.data
     extra = {"raw_labels": True} if dataset == "chemprot" and options.raw_labels else {}
     return check_dataset("relations", dataset, path, tokenizer=tokenizer,
                          max_len=max_len or options.max_len or DEFAULT_MAX_LEN, seed=seed,

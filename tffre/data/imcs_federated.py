@@ -22,6 +22,31 @@ def diagnosis_vocabulary(dialogues):
     return known + sorted(present - set(known))
 
 
+def split_roles(splits, eval_split="test", dev_split="dev"):
+    """[(role, split)] of the splits a client holds: ("train", "train"), ("test",
+    ``eval_split``) and ("dev", ``dev_split``) when ``splits`` has it (non-empty) and it is
+    neither "train" nor ``eval_split`` (None: no dev role). ValueError when ``splits`` has no
+    training or no ``eval_split`` dialogues."""
+    for needed in ("train", eval_split):
+        if needed not in splits or not splits[needed]:
+            raise ValueError(f"IMCS data has no {needed!r} split (found: {sorted(splits)})")
+    roles = [("train", "train"), ("test", eval_split)]
+    if dev_split is not None and dev_split not in ("train", eval_split) and splits.get(dev_split):
+        roles.append(("dev", dev_split))
+    return roles
+
+
+def encode_examples(dialogues, task, segmenter, vocab, max_len):
+    """(examples, x, y) of ``dialogues`` for ``task``: the examples' DataFrame
+    (:func:`tffre.data.imcs.to_examples`), their texts segmented by ``segmenter`` and encoded
+    by ``vocab`` as int32 [n, max_len] ids, and their int32 labels. A simulated client's
+    arrays and a deployed site's are both encoded here, so they are alike."""
+    examples = imcs.to_examples(dialogues, task)
+    x = vocab.encode(segmenter.cut_all(examples["text"]), max_len)
+    y = examples["label"].to_numpy(np.int32)
+    return examples, x, y
+
+
 def build_imcs_federated(splits, task, *, segmenter, vocab, max_len=32,
                          partition="diagnosis-dirichlet", num_clients=10, alpha=0.5, seed=0,
                          eval_split="test", dev_split="dev"):
@@ -46,12 +71,7 @@ def build_imcs_federated(splits, task, *, segmenter, vocab, max_len=32,
       the count of each label. A client without examples of a role gets empty
       int32 arrays x [0, max_len], y [0].
     """
-    for needed in ("train", eval_split):
-        if needed not in splits or not splits[needed]:
-            raise ValueError(f"IMCS data has no {needed!r} split (found: {sorted(splits)})")
-    roles = [("train", "train"), ("test", eval_split)]
-    if dev_split is not None and dev_split not in ("train", eval_split) and splits.get(dev_split):
-        roles.append(("dev", dev_split))
+    roles = split_roles(splits, eval_split, dev_split)
     # Every split's diagnoses, so the partitioner knows all of them; IMCS's splits share the
     # same 10, so adding dev does not change the Dirichlet columns (and the train/test split).
     diagnoses = diagnosis_vocabulary([d for _, split in roles for d in splits[split]])
@@ -64,9 +84,7 @@ def build_imcs_federated(splits, task, *, segmenter, vocab, max_len=32,
         owner = partitioner.assign([d.diagnosis for d in dialogues], split_seed=split_seed,
                                    min_per_client=1 if role == "train" else 0)
         client_of = {d.example_id: c for d, c in zip(dialogues, owner)}
-        examples = imcs.to_examples(dialogues, task)
-        x = vocab.encode(segmenter.cut_all(examples["text"]), max_len)
-        y = examples["label"].to_numpy(np.int32)
+        examples, x, y = encode_examples(dialogues, task, segmenter, vocab, max_len)
         clients = examples["example_id"].map(client_of).to_numpy()
         for c in range(num_clients):
             rows = clients == c

@@ -9,18 +9,26 @@ is the shipped one plus ``--user-dict``; the clients' annotated symptom norms
 join it only with ``--dict-from-clients``. Vectors come from ``--w2v`` (or the
 sample's public vectors); the clients' pooled texts only with
 ``--w2v-from-clients``. Both flags warn.
+
+Across sites (:class:`IMCSSites`, ``python -m tffre deploy``) each side reads its own copy
+of the public vectors and dictionary, the sites agree on their fingerprints, and both
+flags are refused: a deployment's server never holds the clients' texts.
 """
 
 import dataclasses
+import hashlib
+import json
 import os
 from typing import Optional
 
 from tffre import resources
-from tffre.hparams import (Params, boolean, choice, existing_file, non_negative_float, optional,
+from tffre.hparams import (boolean, choice, existing_file, non_negative_float, optional,
                            param, positive_int)
 from tffre.runner.settings import Job
 from tffre.tasks import (SAMPLE, ConceptOption, DataOption, Task, needs_features,
                          require_data)
+from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_report_line,
+                               site_path)
 
 TASKS = ("symptom", "dialogue-act", "diagnosis")
 PARTITIONS = ("diagnosis-dirichlet", "iid", "by-diagnosis")
@@ -82,7 +90,12 @@ def data_path(cfg):
 
 def max_len(cfg):
     """Tokens per example: ``--max-len``, else 192 for diagnosis and 16 for sentence tasks."""
-    return cfg.options.max_len or (192 if cfg.options.task == "diagnosis" else 16)
+    return length_of(cfg.options)
+
+
+def length_of(options):
+    """:func:`max_len` of the task's ``options`` (an :class:`Options`)."""
+    return options.max_len or (192 if options.task == "diagnosis" else 16)
 
 
 def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
@@ -101,14 +114,19 @@ def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
 def segmenter_for(cfg, splits):
     """jieba with the shipped dictionary and ``--user-dict``; client norms only if asked."""
     from tffre.data import imcs
-    from tffre.text import MedicalSegmenter
     o = cfg.options
-    segmenter = MedicalSegmenter(user_dicts=[o.user_dict] if o.user_dict else ())
+    segmenter = public_segmenter(o.user_dict)
     if o.dict_from_clients:
         print(PRIVACY_WARNING.format(flag="--dict-from-clients",
                                      what="annotations (the symptom norms of the training split)"))
         segmenter.add_terms(sorted(imcs.symptom_norms(splits["train"])))
     return segmenter
+
+
+def public_segmenter(user_dict=None):
+    """jieba with the shipped dictionary and the public ``user_dict`` file (None: none)."""
+    from tffre.text import MedicalSegmenter
+    return MedicalSegmenter(user_dicts=[user_dict] if user_dict else ())
 
 
 def word_vectors(cfg, splits, segmenter):
@@ -128,6 +146,11 @@ def word_vectors(cfg, splits, segmenter):
               "sample. Pass --w2v with real medical vectors (e.g. Chinese-Word2vec-Medicine) "
               "for the real corpus.")
     return load_vectors(SAMPLE_VECTORS), "the embedded sample's public vectors"
+
+
+def eval_split_of(splits):
+    """The split a run scores on: "test", else "dev" (IMCS's test labels are not public)."""
+    return "test" if "test" in splits else "dev"
 
 
 def partition_table(stats, task):
@@ -152,12 +175,10 @@ def partition_table(stats, task):
 
 def prepare(cfg):
     """Loads, splits and encodes IMCS for ``cfg``; returns the :class:`Job`."""
-    import tensorflow as tf
     from tffre.data import imcs
     from tffre.data.concepts import concepts_for
     from tffre.data.imcs_federated import build_imcs_federated
     from tffre.metrics import trivial_baselines
-    from tffre.models import lstm_classifier, mean_embedding_logistic
     from tffre.plots import plot_partition
     from tffre.text import TextEncoder, Vocabulary
 
@@ -170,7 +191,7 @@ def prepare(cfg):
     kv, source = word_vectors(cfg, splits, segmenter)
     vocab = Vocabulary.from_vectors(kv)
     length = max_len(cfg)
-    eval_split = "test" if "test" in splits else "dev"
+    eval_split = eval_split_of(splits)
     data, stats = build_imcs_federated(
         splits, o.task, segmenter=segmenter, vocab=vocab, max_len=length,
         partition=o.partition, num_clients=cfg.run.clients, alpha=o.alpha, seed=cfg.run.seed,
@@ -186,29 +207,9 @@ def prepare(cfg):
     print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
           f"examples; vocabulary {info['vocab_size']} x {info['vector_dim']} from {source}")
     print(partition_table(stats, o.task).to_string())
-    matrix = vocab.embedding_matrix(kv)
-    num_classes = data.num_classes
-    # The vectors enter through load_pretrained (set_model_weights after initialize), not as
-    # model_fn's initial values: those would be constants in every traced TFF graph.
-    # Algorithms that build on the features (FedCB, FedETF, FedRoD) get the named-output LSTM.
-    named = cfg.model == "lstm" and needs_features(cfg.algorithms)
-    if cfg.model == "lstm":
-        def model_fn():
-            return lstm_classifier(num_classes, length, vocab_size=matrix.shape[0],
-                                   embedding_dim=matrix.shape[1],
-                                   trainable_embedding=not o.freeze_embedding,
-                                   lstm_units=o.lstm_units, bidirectional=o.bidirectional,
-                                   seed=cfg.run.seed, named_outputs=named)
-        model_name = "LSTM"
-    else:
-        def model_fn():
-            # Table 9's model: frozen vectors, only the softmax layer learns.
-            return mean_embedding_logistic(num_classes, length, vocab_size=matrix.shape[0],
-                                           embedding_dim=matrix.shape[1])
-        model_name = "mean-vector logistic regression"
-
-    def load_pretrained(model):
-        model.get_layer("embedding").set_weights([matrix])
+    model_fn, loss, model_name = build_model(cfg.model, o, data.num_classes, len(vocab),
+                                             kv.vector_size, seed=cfg.run.seed,
+                                             algorithms=cfg.algorithms)
 
     def write_extras(out_dir):
         stats.to_csv(os.path.join(out_dir, "partition.csv"), index=False)
@@ -216,10 +217,277 @@ def prepare(cfg):
                        list(imcs.label_names(o.task)), title=data.name,
                        legend_names=list(imcs.label_names(o.task, english=True)))
 
-    return Job(data=data, model_fn=model_fn,
-               loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=named),
+    return Job(data=data, model_fn=model_fn, loss=loss,
                concepts=concepts_for(imcs.label_names(o.task), o.concept_file), prompts="text",
                title=f"{data.name}, {model_name}",
                label_names=list(imcs.label_names(o.task)),
                encoder=TextEncoder(segmenter, vocab, length), info=info,
-               write_extras=write_extras, load_pretrained=load_pretrained)
+               write_extras=write_extras, load_pretrained=embedding_loader(vocab, kv))
+
+
+def build_model(model, options, num_classes, vocab_size, embedding_dim, *, seed, algorithms):
+    """(model_fn, loss, description) of ``--model`` ``model`` ("lstm" or "mean-logistic")
+    for the task's ``options`` (an :class:`Options`), ``num_classes`` labels and a vocabulary
+    of ``vocab_size`` x ``embedding_dim`` (the vectors' shape); ``algorithms``: the run's
+    registry names. The simulation (:func:`prepare`) and each side of a deployment
+    (:class:`IMCSSites`) build their model here, so the two are one model."""
+    import tensorflow as tf
+    from tffre.models import lstm_classifier, mean_embedding_logistic
+    length = length_of(options)
+    # The vectors enter through load_pretrained (set_model_weights after initialize), not as
+    # model_fn's initial values: those would be constants in every traced TFF graph.
+    # Algorithms that build on the features (FedCB, FedETF, FedRoD) get the named-output LSTM.
+    named = model == "lstm" and needs_features(algorithms)
+    if model == "lstm":
+        def model_fn():
+            return lstm_classifier(num_classes, length, vocab_size=vocab_size,
+                                   embedding_dim=embedding_dim,
+                                   trainable_embedding=not options.freeze_embedding,
+                                   lstm_units=options.lstm_units,
+                                   bidirectional=options.bidirectional, seed=seed,
+                                   named_outputs=named)
+        name = "LSTM"
+    elif model == "mean-logistic":
+        def model_fn():
+            # Table 9's model: frozen vectors, only the softmax layer learns.
+            return mean_embedding_logistic(num_classes, length, vocab_size=vocab_size,
+                                           embedding_dim=embedding_dim)
+        name = "mean-vector logistic regression"
+    else:
+        raise ValueError(f"unknown IMCS model {model!r}; valid: {', '.join(TASK.models)}")
+    return model_fn, tf.keras.losses.SparseCategoricalCrossentropy(from_logits=named), name
+
+
+def embedding_loader(vocab, keyed_vectors):
+    """A ``load_pretrained``: sets the model's "embedding" layer to ``keyed_vectors`` over
+    ``vocab`` (:meth:`tffre.text.Vocabulary.embedding_matrix`). The matrix is built at the
+    first call and kept: a site, which never loads the vectors into a model, never builds
+    it, and a run of several algorithms builds it once."""
+    matrix = []
+
+    def load_pretrained(model):
+        if not matrix:
+            matrix.append(vocab.embedding_matrix(keyed_vectors))
+        model.get_layer("embedding").set_weights(matrix)
+    return load_pretrained
+
+
+def vocabulary_fingerprint(vocab, dim):
+    """A short hash of a vocabulary's tokens (in index order) and its vectors' dimension: what
+    the sides of a deployment compare, so that a token id means one word everywhere."""
+    text = json.dumps([list(vocab.tokens), int(dim)], ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def dictionary_fingerprint(path):
+    """A short hash of a jieba user dictionary's bytes, or "none" without one."""
+    if not path:
+        return "none"
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+class IMCSSites(Sites):
+    """IMCS-V2 across sites (:mod:`tffre.tasks.sites`): jieba + public Word2Vec + LSTM or
+    mean-vector logistic regression, as :func:`prepare` builds them.
+
+    Node configuration (a site's own files, never sent):
+
+    * ``data``: the site's IMCS file or folder, as ``--data`` takes it
+      (:func:`tffre.data.imcs.load_imcs_splits`: a single file is the whole set, and a seeded
+      20% of its dialogues is held out as test, from the job's seed);
+    * ``w2v``: the site's copy of the PUBLIC Word2Vec vectors (default: the embedded sample's
+      public vectors, as :func:`word_vectors`);
+    * ``user-dict``: an optional public jieba user dictionary.
+
+    The vocabulary comes from the vectors (:meth:`tffre.text.Vocabulary.from_vectors`),
+    never from a site's texts. Each site's survey reports its vocabulary's fingerprint (and
+    the vectors' dimension) and its dictionary's; the sites must agree on both
+    (:attr:`AGREED`), so a site whose vocabulary differs from the first site's takes no
+    part. The server builds the embedding matrix and the bundle's encoder from its own
+    ``w2v`` and ``user-dict`` (run config options, local paths: :attr:`LOCAL_OPTIONS`) and
+    refuses to start when they differ from what the sites agreed on. The labels are the
+    IMCS task's fixed names (:func:`tffre.data.imcs.label_names`), alike by construction.
+
+    ``--w2v-from-clients`` and ``--dict-from-clients`` read the clients' texts or labels at
+    the server, which a deployment never has: they are refused.
+    """
+
+    LOCAL_OPTIONS = Sites.LOCAL_OPTIONS + ("w2v", "user_dict")
+    AGREED = ("labels", "vocabulary", "dictionary")
+    #: Options that read the clients' data at the server, and their flags.
+    SERVER_READS = {"w2v_from_clients": ("--w2v-from-clients", "texts"),
+                    "dict_from_clients": ("--dict-from-clients", "symptom annotations")}
+
+    def __init__(self):
+        self._vectors = {}      # the last (vectors path, mtime) -> (keyed vectors, vocabulary)
+        self._segmenters = {}   # the last user dictionary -> its segmenter
+
+    @staticmethod
+    def options(job):
+        """The task's :class:`Options` of ``job`` (its local paths unset)."""
+        return Options.resolve({k: v for k, v in job.options.items() if k in Options.names()})
+
+    @classmethod
+    def refusal(cls, job):
+        """Why ``job`` cannot run across sites (an option that reads the clients' data at
+        the server), or None."""
+        for name, (flag, what) in cls.SERVER_READS.items():
+            if job.options.get(name):
+                return (f"imcs: {flag} reads the clients' {what} at the server, which a "
+                        f"deployment never has: give every side the same public vectors "
+                        f"(w2v) and dictionary (user-dict) instead")
+        return None
+
+    def _refuse(self, job):
+        refusal = self.refusal(job)
+        if refusal:
+            raise SiteDataError(refusal)
+
+    def _splits(self, job, site):
+        """(path, {split: [Dialogue]}) of the site's ``data``."""
+        from tffre.data import imcs
+        path = site_path(site, "data")
+        try:
+            return path, imcs.load_imcs_splits(path, seed=job.seed)
+        except (OSError, ValueError) as err:   # ImcsFormatError: file, dialogue and field
+            message = " ".join(str(err).split())
+            raise SiteDataError(message if path in message else f"{path}: {message}") \
+                from None
+
+    def vectors(self, side):
+        """(keyed vectors, vocabulary, where they came from) of a side's ``w2v`` (default the
+        embedded sample's public vectors); the last ones loaded are kept."""
+        from tffre.text import Vocabulary
+        from tffre.text.word2vec import load_vectors
+        path = site_path(side, "w2v", required=False) or SAMPLE_VECTORS
+        if not os.path.isfile(path):
+            raise SiteDataError(f"w2v: no such file: {path}")
+        key = (path, os.path.getmtime(path))
+        if key not in self._vectors:
+            try:
+                kv = load_vectors(path)
+            except ValueError as err:   # names the file
+                raise SiteDataError(f"w2v: {' '.join(str(err).split())}") from None
+            self._vectors = {key: (kv, Vocabulary.from_vectors(kv))}
+        return self._vectors[key] + (path,)
+
+    def _user_dict(self, side):
+        path = site_path(side, "user-dict", required=False)
+        if path and not os.path.isfile(path):
+            raise SiteDataError(f"user-dict: no such file: {path}")
+        return path
+
+    def segmenter(self, side):
+        """A side's jieba: the shipped dictionary and its ``user-dict`` (kept per file)."""
+        path = self._user_dict(side)
+        if path not in self._segmenters:
+            self._segmenters = {path: public_segmenter(path)}
+        return self._segmenters[path]
+
+    def _facts(self, side):
+        """{vocabulary, dictionary} fingerprints of a side's files, and (vectors, vocabulary)."""
+        kv, vocab, _ = self.vectors(side)
+        return {"vocabulary": vocabulary_fingerprint(vocab, kv.vector_size),
+                "dictionary": dictionary_fingerprint(self._user_dict(side))}, kv, vocab
+
+    def _check_agreed(self, job, side, facts):
+        """SiteDataError when a side's fingerprints differ from those the sites agreed on
+        (``job.facts``; a job before the agreement has none)."""
+        files = {"vocabulary": f"w2v {self.vectors(side)[2]}",
+                 "dictionary": f"user-dict {self._user_dict(side) or '(none)'}"}
+        for key, value in facts.items():
+            agreed = job.facts.get(key)
+            if agreed and agreed != value:
+                # A site's line is logged under its name; the server's names the server.
+                whose = "" if side.get("site") else "the server's "
+                raise SiteDataError(
+                    f"{whose}{files[key]}: its {key} (fingerprint {value}) differs from the "
+                    f"one the sites agreed on ({agreed}): every side needs the same public "
+                    f"file")
+
+    def survey(self, job, site):
+        """{labels, examples, vocabulary, dictionary} of the site's data and public files
+        (:class:`tffre.tasks.sites.SiteDataError` if bad)."""
+        from tffre.data import imcs
+        o = self.options(job)
+        _, splits = self._splits(job, site)
+        facts, _, _ = self._facts(site)
+        self._check_agreed(job, site, facts)   # a site asked again during the run
+        return {"labels": list(imcs.label_names(o.task)),
+                "examples": int(len(imcs.to_examples(splits["train"], o.task))), **facts}
+
+    def agree(self, head, sites, log):
+        """As :meth:`tffre.tasks.sites.Sites.agree` (labels, vocabulary and dictionary alike);
+        first refuses, in one line, a job whose options read the clients' data at the
+        server."""
+        refusal = self.refusal(head)
+        if refusal:
+            log(f"error: {refusal}")
+            raise SiteDataError(refusal)
+        return super().agree(head, sites, log)
+
+    def model(self, job, side):
+        """The job's :class:`tffre.tasks.sites.SiteModel` (the run's ``--model``, as
+        :func:`build_model` builds it for :func:`prepare`) over this side's vocabulary; at the
+        server, the embedding matrix of its vectors and the bundle's
+        :class:`tffre.text.TextEncoder`."""
+        import tensorflow as tf
+        from tffre.data import imcs
+        from tffre.text import TextEncoder
+        self._refuse(job)
+        o = self.options(job)
+        # At the server, ``side`` is what the deployment passes of the run config (its
+        # ``w2v`` and ``user-dict``, when given): absent, the sample's public vectors.
+        facts, kv, vocab = self._facts(side)
+        self._check_agreed(job, side, facts)
+        # The run's --model. DeployJob does not carry it yet: without it, the task's default.
+        name = getattr(job, "model", None) or TASK.models[0]
+        model_fn, loss, _ = build_model(name, o, imcs.num_classes(o.task), len(vocab),
+                                        kv.vector_size, seed=job.seed,
+                                        algorithms=[job.algorithm])
+        length = length_of(o)
+        return SiteModel(
+            model_fn=model_fn, loss=loss,
+            input_spec=(tf.TensorSpec((None, length), tf.int32),
+                        tf.TensorSpec((None,), tf.int32)),
+            load_pretrained=embedding_loader(vocab, kv),
+            encoder=TextEncoder(self.segmenter(side), vocab, length))
+
+    def site_data(self, job, site):
+        """The site's :class:`tffre.tasks.sites.SiteData`: its train split and held-out splits
+        (test, and dev where the data has one), segmented and encoded as the simulation
+        encodes one client's examples (:func:`tffre.data.imcs_federated.encode_examples`)."""
+        from tffre.data.imcs_federated import encode_examples, split_roles
+        self._refuse(job)
+        o = self.options(job)
+        path, splits = self._splits(job, site)
+        facts, _, vocab = self._facts(site)
+        self._check_agreed(job, site, facts)
+        segmenter = self.segmenter(site)
+        arrays = {}
+        try:
+            for role, split in split_roles(splits, eval_split_of(splits)):
+                _, x, y = encode_examples(splits[split], o.task, segmenter, vocab,
+                                          length_of(o))
+                arrays[role] = (x, y)
+        except ValueError as err:   # a split missing, a diagnosis unknown: one line
+            raise SiteDataError(f"{path}: {' '.join(str(err).split())}") from None
+        return SiteData(train=arrays.pop("train"), held_out=arrays)
+
+    def check_site(self, site, dataset=None):
+        """A site's data and public files before it starts
+        (:func:`tffre.tasks.sites.check_site_data`): ``python -m tffre data check --dataset
+        imcs --data PATH [--user-dict FILE]``'s report as one line (every problem counted,
+        the first named; the symptom task, a run's ``task`` being known only with its job),
+        and the vectors it will use; :class:`tffre.tasks.sites.SiteDataError` otherwise."""
+        dataset = dataset or TASK.datasets[0]
+        path = site_path(site, "data")
+        options = Options.resolve({"data": path, "user_dict": self._user_dict(site)})
+        line = check_report_line(check_data(dataset, options), dataset, path)
+        kv, _, vectors = self.vectors(site)
+        return f"{line}; vectors of {len(kv)} words x {kv.vector_size} from {vectors}"
+
+
+#: What ``python -m tffre deploy`` runs at each side (:mod:`tffre.tasks.sites`).
+SITES = IMCSSites()

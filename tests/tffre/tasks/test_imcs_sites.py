@@ -1,0 +1,189 @@
+"""IMCS across sites, in-process (a FakeGrid): two sites' deployed LSTM rounds equal the local
+executor's on the arrays the simulation builds from the same files; a site whose public
+vectors give another vocabulary takes no part, and so does a server with other vectors;
+options that read the clients' texts at the server are refused; a site's start-up check
+says what it holds."""
+
+import json
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "deploy"))
+from deploy_fakes import FakeGrid, run_config  # noqa: E402
+
+from tffre import builder, resources  # noqa: E402
+from tffre import config as config_lib  # noqa: E402
+from tffre.data import FederatedData  # noqa: E402
+from tffre.definition import TaskContext  # noqa: E402
+from tffre.deploy.client_app import make_client_app  # noqa: E402
+from tffre.deploy.node import NodeRuntime  # noqa: E402
+from tffre.deploy.server_app import run_server  # noqa: E402
+from tffre.deploy.tasks import DeployJob  # noqa: E402
+from tffre.runner.checkpoints import Checkpoints  # noqa: E402
+from tffre.runner.loop import data_seed  # noqa: E402
+from tffre.runner.processes import pretrained_weights  # noqa: E402
+from tffre.tasks import imcs as imcs_task  # noqa: E402
+from tffre.tasks.imcs import IMCSSites  # noqa: E402
+from tffre.data import imcs  # noqa: E402
+from tffre.tasks.sites import SiteDataError  # noqa: E402
+
+NAME = "FedAvgT"
+ROUNDS = 2
+DIALOGUES = {"a": 5, "b": 6, "c": 5}   # site c holds other vectors
+SETTINGS = {"learning-rate": 0.01, "num-epochs": 1, "num-iters": 3, "batch-size": 8,
+            "max-len": 8, "lstm-units": 8, "seed": 3}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """{site: its IMCS file (a few of the sample's training dialogues)}, and the path of
+    vectors whose vocabulary differs from the sample's by one word."""
+    root = tmp_path_factory.mktemp("imcs_sites")
+    sample = resources.path("imcs_sample")
+    with open(os.path.join(sample, "IMCS-V2_train.json"), encoding="utf-8") as f:
+        records = list(json.load(f).items())
+    files, start = {}, 0
+    for site, count in DIALOGUES.items():
+        files[site] = str(root / f"{site}.json")
+        with open(files[site], "w", encoding="utf-8") as f:
+            json.dump(dict(records[start:start + count]), f, ensure_ascii=False)
+        start += count
+    with open(os.path.join(sample, "w2v_sample.txt"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    words, dim = lines[0].split()
+    other = root / "other_vectors.txt"
+    other.write_text("\n".join([f"{int(words) - 1} {dim}"] + lines[1:-1]) + "\n",
+                     encoding="utf-8")
+    return files, str(other)
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory, world):
+    """(out folder, server log) of one deployed run of sites a, b (the sample's vectors) and
+    c (other vectors) on a FakeGrid."""
+    files, other = world
+    root = tmp_path_factory.mktemp("imcs_run")
+    task = IMCSSites()
+    nodes = {s: (make_client_app(NodeRuntime(task)),
+                 {"site": s, "state-dir": str(root / s), "data": path,
+                  **({"w2v": other} if s == "c" else {})})
+             for s, path in files.items()}
+    log = []
+    run_server(FakeGrid(nodes), run_config(NAME, root / "out", dataset="imcs", **{
+        "num-rounds": ROUNDS, **SETTINGS}), task=task, log=log.append)
+    return root / "out", log
+
+
+def simulated(path, tmp_path):
+    """The simulation's Job of one site's file as its only client (``prepare``: jieba, the
+    sample's public vectors, the LSTM), and the run's hyperparameters."""
+    given = {"dataset": "imcs", "data": path, "model": "lstm", "algorithm": NAME,
+             "clients": 1, "clients_per_round": 1, "partition": "iid", "out": str(tmp_path),
+             **{k.replace("-", "_"): v for k, v in SETTINGS.items()}}
+    cfg = config_lib.resolve(given)
+    return imcs_task.prepare(cfg), cfg.hparams[NAME].asdict(), cfg.run
+
+
+def local_reference(world, tmp_path):
+    """The local executor over sites a and b (name order) with the simulation's arrays,
+    model, initial weights, seed and batches: (final state, {site: train arrays}, the
+    initial weights)."""
+    files, _ = world
+    jobs = {s: simulated(files[s], tmp_path / s) for s in ("a", "b")}
+    job, hparams, run = jobs["a"]
+    arrays = {s: j.data.clients["client_00"]["train"] for s, (j, _, _) in jobs.items()}
+    tf.keras.utils.set_random_seed(run.seed)
+    process = builder.build_algorithm(NAME, job.model_fn, loss=job.loss,
+                                      input_spec=job.data.element_spec(), executor="local",
+                                      context=TaskContext(num_clients=2, clients_per_round=2),
+                                      **hparams)
+    tf.keras.utils.set_random_seed(run.seed)
+    state = process.set_model_weights(process.initialize(), pretrained_weights(
+        process.model_fn, job.load_pretrained))
+    data = FederatedData({s: {"train": arrays[s]} for s in arrays}, num_classes=2)
+    for rnd in range(1, ROUNDS + 1):
+        datasets = [data.client_dataset(s, "train", batch_size=run.batch_size,
+                                        seed=data_seed(run.seed, rnd)) for s in arrays]
+        state = process.next(state, datasets, client_ids=list(arrays)).state
+    return state, arrays, pretrained_weights(job.model_fn, job.load_pretrained)
+
+
+def test_two_sites_equal_the_local_executor_on_the_simulations_arrays(deployed, world,
+                                                                      tmp_path):
+    out, _ = deployed
+    want, arrays, initial = local_reference(world, tmp_path)
+    assert all(len(y) > 20 for _, y in arrays.values())
+    got, done = Checkpoints(str(out / "checkpoints" / NAME)).load_latest(want)
+    assert done == ROUNDS
+    for g, w in zip(got["model"].trainable, want["model"].trainable):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    # The rounds trained: the final weights are not the initial (pretrained) ones.
+    assert any(np.abs(np.asarray(g) - np.asarray(i)).max() > 1e-4
+               for g, i in zip(got["model"].trainable, initial.trainable))
+    rows = pd.read_csv(out / "metrics.csv")
+    assert list(rows["clients"]) == ["a b"] * ROUNDS
+    assert (out / "models" / NAME).is_dir()
+
+
+def test_a_site_whose_vocabulary_differs_takes_no_part(deployed):
+    out, log = deployed
+    job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
+    assert job.labels == imcs.label_names("symptom")
+    assert set(job.facts) == {"vocabulary", "dictionary"}
+    refused = [line for line in log if line.startswith("site c (node")]
+    assert refused and "its vocabulary" in refused[0] and "differ from site a's" in refused[0]
+    assert all(line.endswith("it takes no part") for line in refused)
+
+
+def test_a_server_whose_vocabulary_differs_is_refused(deployed, world):
+    """The server builds the embedding matrix from its own vectors: other vectors than the
+    sites agreed on are refused in one line; the sample's (the sites') are taken."""
+    out, _ = deployed
+    job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
+    task = IMCSSites()
+    with pytest.raises(SiteDataError) as err:
+        task.model(job, {"w2v": world[1]})
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"the server's w2v {world[1]}: its "
+                                                       f"vocabulary (fingerprint ")
+    assert job.facts["vocabulary"] in message
+    assert task.model(job, {}).encoder.vocab.tokens[2:] == task.vectors({})[1].tokens[2:]
+
+
+@pytest.mark.parametrize("flag", ["w2v-from-clients", "dict-from-clients"])
+def test_options_reading_the_clients_data_at_the_server_are_refused(tmp_path, world, flag):
+    files, _ = world
+    task = IMCSSites()
+    nodes = {s: (make_client_app(NodeRuntime(task)), {"site": s, "data": files[s],
+                                                       "state-dir": str(tmp_path / s)})
+             for s in ("a", "b")}
+    log = []
+    with pytest.raises(ValueError) as err:
+        run_server(FakeGrid(nodes), run_config(NAME, tmp_path / "out", dataset="imcs", **{
+            flag: True}), task=task, log=log.append)
+    assert f"--{flag} reads the clients'" in str(err.value) and "\n" not in str(err.value)
+    assert log[-1] == f"error: {err.value}"
+    assert not (tmp_path / "out" / "checkpoints").exists()
+
+
+def test_check_site_says_what_the_site_holds(world):
+    files, other = world
+    task = IMCSSites()
+    line = task.check_site({"data": files["a"]}, "imcs")
+    report = imcs_task.check_data("imcs", imcs_task.Options.resolve({"data": files["a"]}))
+    counts = {s.name: s.count for s in report.splits}
+    assert counts["train"] > 0 and counts["test"] > 0
+    assert line == (f"{files['a']}: imcs, train {counts['train']}, test {counts['test']} "
+                    f"examples; vectors of 352 words x 64 from "
+                    f"{resources.path('imcs_sample', 'w2v_sample.txt')}")
+    assert task.check_site({"data": files["c"], "w2v": other}).endswith(
+        f"vectors of 351 words x 64 from {other}")
+    with pytest.raises(SiteDataError, match="w2v: no such file"):
+        task.check_site({"data": files["a"], "w2v": other + ".missing"})
+    with pytest.raises(SiteDataError, match="data check --dataset imcs"):
+        task.check_site({"data": os.path.dirname(other)}, "imcs")

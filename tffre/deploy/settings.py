@@ -22,10 +22,12 @@ from typing import Optional
 from tffre.hparams import (Params, boolean, non_negative_int, optional, param, positive_float,
                            positive_int, text)
 
-#: Options of ``python -m tffre run`` a deployment does not take (its sites are its clients).
+#: Options of ``python -m tffre run`` a deployment does not take (its sites are its clients,
+#: their data is their own). ``alpha`` is taken: the synthetic task generates its data from
+#: it (a partition's alpha is unused, since a deployment partitions nothing).
 IGNORED = ("clients", "clients_per_round", "client_fraction", "executor",
            "max_parallel_clients", "client_workers", "loop", "centralised", "no_progress",
-           "partition", "alpha", "data", "config")
+           "partition", "data", "config")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -147,7 +147,7 @@ class DocREEvaluator(GlobalModelEvaluator):
                     for name in ("precision", "recall", "intra_f1", "inter_f1", "ign_f1"))
 
     def __init__(self, model_fn, data, loss, batch_size=8, negative_label=None,
-                 macro_f1=False, threshold=0.5, train_loss=True):
+                 macro_f1=False, threshold=None, train_loss=True):
         from tffre.models.documents import DocRELoss
         if negative_label is not None or macro_f1:
             raise ValueError("document-level RE evaluation takes neither negative_label nor "
@@ -157,7 +157,7 @@ class DocREEvaluator(GlobalModelEvaluator):
                              f"with, got {type(loss).__name__}")
         self.model = model_fn()
         self.kind = loss.kind
-        self.threshold = float(threshold)
+        self.threshold = DOCRE_THRESHOLD if threshold is None else float(threshold)
         self.negative_label = None
         self.macro_f1 = False
         self.num_classes = data.num_classes
@@ -167,12 +167,7 @@ class DocREEvaluator(GlobalModelEvaluator):
         self._batch = tf.function(self._batch_impl, reduce_retracing=True)
 
     def _batch_impl(self, x, y):
-        from tffre.models.documents import docre_loss, predict_relations, unpack_targets
-        logits = main_output(self.model(x, training=False))
-        labels, pair_mask = unpack_targets(y)
-        weight = tf.reduce_sum(pair_mask)
-        return (docre_loss(labels, logits, pair_mask, self.kind) * weight, weight,
-                predict_relations(logits, self.kind, self.threshold))
+        return docre_batch(self.model, x, y, self.kind, self.threshold)
 
     def predictions(self, split):
         """(summed pair losses, valid pairs, predicted multi-hot ``[n, P, R]``) of the current
@@ -186,7 +181,6 @@ class DocREEvaluator(GlobalModelEvaluator):
 
     def evaluate_model(self, splits=None):
         """The scores of the evaluation model as it is (see the class docstring)."""
-        from tffre.metrics import docre_scores
         out = {}
         for split in splits or self._splits:
             total, pairs, preds = self.predictions(split)
@@ -195,13 +189,101 @@ class DocREEvaluator(GlobalModelEvaluator):
                 continue
             y = self._splits[split][1]
             notes = self._annotations[split]
-            scores = docre_scores(y[..., :-1], preds, y[..., -1], intra=notes.get("pair_intra"),
+            # The same counts a deployed site sends (tffre.deploy.node.SiteEvaluator), here
+            # over the pooled split: the scores are a function of their sums.
+            counts = docre_counts(y[..., :-1], preds, y[..., -1], intra=notes.get("pair_intra"),
                                   in_train=notes.get("pair_in_train"))
-            for name in ("accuracy", "f1", "precision", "recall", "intra_f1", "inter_f1",
-                         "ign_f1"):
-                if name in scores:
-                    out[f"{split}_{name}"] = scores[name]
+            out.update({f"{split}_{name}": value
+                        for name, value in docre_columns(counts).items()})
         return out
+
+
+#: The sigmoid threshold above which a "bce" model predicts a relation (ATLOP's and the
+#: FedLCC authors' 0.5): :class:`DocREEvaluator`'s default, and a deployed site's.
+DOCRE_THRESHOLD = 0.5
+#: The scores :func:`docre_columns` gives, in metrics.csv's order.
+DOCRE_SCORES = ("accuracy", "f1", "precision", "recall", "intra_f1", "inter_f1", "ign_f1")
+
+
+def docre_batch(model, x, y, kind, threshold=DOCRE_THRESHOLD):
+    """One batch of document-level RE evaluation: (the loss summed over the valid pairs, the
+    valid pairs, the predicted multi-hot ``[b, P, R]``). The loss is
+    :func:`tffre.models.documents.docre_loss` (FedLCC Eq. 11 for "bce"), a mean over the
+    batch's valid pairs, times their number: sums over batches (and sites) divided by the
+    summed pairs give the per-pair mean over all of them."""
+    from tffre.models.documents import docre_loss, predict_relations, unpack_targets
+    logits = main_output(model(x, training=False))
+    labels, pair_mask = unpack_targets(y)
+    weight = tf.reduce_sum(pair_mask)
+    return (docre_loss(labels, logits, pair_mask, kind) * weight, weight,
+            predict_relations(logits, kind, threshold))
+
+
+def docre_counts(gold, pred, pair_mask, intra=None, in_train=None):
+    """The additive counts document-level RE is scored from: {name: int}.
+
+    Every (valid pair, relation type) is one decision (micro over the relation types, as
+    :func:`tffre.metrics.docre_scores`): ``tp`` predicted and gold, ``fp`` predicted only,
+    ``fn`` gold only; ``pairs`` the valid pairs and ``exact`` those whose whole prediction
+    vector is right. With ``intra`` ([n, P], 1 where the pair's entities share a sentence)
+    the same three counts over the intra-sentence pairs (``tp_intra``...) and the others
+    (``tp_inter``...); with ``in_train`` ([n, P, R], DocRED's training facts) ``tp_seen``,
+    the true positives seen in training (Ign F1).
+
+    Counts of disjoint sets of documents add up to the counts of their union, so a
+    deployment's sites each send theirs and the server scores the sums
+    (:func:`docre_columns`) as this module scores the pooled split.
+    """
+    gold = np.asarray(gold).astype(bool)
+    pred = np.asarray(pred).astype(bool)
+    valid = np.asarray(pair_mask).astype(bool)
+    if gold.shape != pred.shape or gold.shape[:-1] != valid.shape:
+        raise ValueError(f"gold {gold.shape}, pred {pred.shape} and pair_mask {valid.shape} "
+                         f"do not match ([n, P, R], [n, P, R], [n, P])")
+
+    def confusion(where, suffix=""):
+        w = where[..., None]
+        return {f"tp{suffix}": int(np.sum(gold & pred & w)),
+                f"fp{suffix}": int(np.sum(~gold & pred & w)),
+                f"fn{suffix}": int(np.sum(gold & ~pred & w))}
+
+    out = {"pairs": int(np.sum(valid)),
+           "exact": int(np.sum(np.all(gold == pred, axis=-1) & valid)), **confusion(valid)}
+    if intra is not None:
+        intra = np.asarray(intra).astype(bool)
+        out.update(confusion(valid & intra, "_intra"))
+        out.update(confusion(valid & ~intra, "_inter"))
+    if in_train is not None:
+        seen = np.asarray(in_train).astype(bool)
+        out["tp_seen"] = int(np.sum(gold & pred & valid[..., None] & seen))
+    return out
+
+
+def docre_columns(counts):
+    """{score: float} of (summed) :func:`docre_counts`: ``accuracy``, ``precision``,
+    ``recall``, ``f1`` and, where counted, ``intra_f1``/``inter_f1`` and ``ign_f1``; 0.0 for a
+    zero denominator, as :func:`tffre.metrics.docre_scores` on the pooled arrays.
+
+    P = TP / (TP + FP), R = TP / (TP + FN), F1 = 2TP / (2TP + FP + FN) (FedLCC Sect. 5.1's
+    micro P/R/F1 over the relation facts); Ign F1 (DocRED) takes the precision without the
+    facts seen in training, (TP - TP_seen) / (TP + FP - TP_seen), with the same recall."""
+    from tffre.metrics import _ratio, _scores
+    c = {k: int(v) for k, v in counts.items()}
+
+    def scores(suffix=""):
+        tp = c[f"tp{suffix}"]
+        return _scores(tp, tp + c[f"fp{suffix}"], tp + c[f"fn{suffix}"])
+
+    main = scores()
+    out = {"accuracy": _ratio(c["exact"], c["pairs"]), "f1": main["f1"],
+           "precision": main["precision"], "recall": main["recall"]}
+    if "tp_intra" in c:
+        out["intra_f1"] = scores("_intra")["f1"]
+        out["inter_f1"] = scores("_inter")["f1"]
+    if "tp_seen" in c:
+        precision = _ratio(c["tp"] - c["tp_seen"], c["tp"] + c["fp"] - c["tp_seen"])
+        out["ign_f1"] = _ratio(2 * precision * main["recall"], precision + main["recall"])
+    return {name: out[name] for name in DOCRE_SCORES if name in out}
 
 
 def pooled_splits(data, train_loss=True):

@@ -122,7 +122,9 @@ class _Built:
                   f"kernels are reset before each round so that a round does not depend on "
                   f"the ones before (which costs about a trace's time each round)",
                   flush=True)
-        self.evaluator = SiteEvaluator(self.model_fn, model.loss, splits)
+        self.evaluator = SiteEvaluator(self.model_fn, model.loss, splits,
+                                       kind=getattr(model, "evaluation", "classification"),
+                                       annotations=getattr(data, "annotations", None))
         self.folder = os.path.join(site["state-dir"], job.key())
         self.site = site["site"]
 
@@ -135,16 +137,44 @@ class _Built:
 
 
 class SiteEvaluator:
-    """Summed evaluation counts of a model on a site's splits: per split the loss sum, the
-    example count and the confusion matrix (the server adds the sites' counts and computes
-    accuracy and F1 as :class:`tffre.evaluation.GlobalModelEvaluator` does on pooled data)."""
+    """Summed evaluation counts of a model on a site's splits, of the task's evaluation kind
+    (:attr:`tffre.tasks.sites.SiteModel.evaluation`); the server adds the sites' counts and
+    computes the scores the simulation's evaluator computes on pooled data
+    (:func:`tffre.deploy.server.evaluation_columns`):
 
-    def __init__(self, model_fn, loss, splits, batch_size=256):
+    * "classification": per split the loss sum, the example count and the confusion matrix
+      (accuracy and F1 as :class:`tffre.evaluation.GlobalModelEvaluator`);
+    * "docre" (document-level RE): per split the pair loss summed over the valid pairs, the
+      valid pairs (``count/<split>``) and :func:`tffre.evaluation.docre_counts`
+      (``docre/<name>/<split>``: TP/FP/FN, the exactly right pairs, and per intra-/inter-
+      sentence pairs where the site's data carries ``pair_intra``), from which P/R/F1 follow
+      as :class:`tffre.evaluation.DocREEvaluator` computes them. DocRED's Ign F1 is not
+      counted: it needs the facts of every site's training split.
+
+    Args:
+      annotations: {split: {name: array}} the evaluation reads beside the data ("docre":
+        ``pair_intra``), or None.
+      batch_size: default 256 examples, 8 documents for "docre" (as DocREEvaluator).
+    """
+
+    def __init__(self, model_fn, loss, splits, batch_size=None, kind="classification",
+                 annotations=None):
         import tensorflow as tf
-        from tffre.evaluation import main_output
+        from tffre.evaluation import DOCRE_THRESHOLD, EVALUATORS, docre_batch, main_output
+        if kind not in EVALUATORS:
+            raise ValueError(f"unknown evaluation kind {kind!r}; valid: {', '.join(EVALUATORS)}")
         self.model = model_fn()
         self.splits = splits
-        self.batch_size = batch_size
+        self.kind = kind
+        self.annotations = annotations or {}
+        if kind == "docre":
+            self.batch_size = batch_size or 8
+            # The loss's kind decides how logits become predictions, as in simulation.
+            self._batch = tf.function(
+                lambda x, y: docre_batch(self.model, x, y, loss.kind, DOCRE_THRESHOLD),
+                reduce_retracing=True)
+            return
+        self.batch_size = batch_size or 256
         per_example = loss.__class__.from_config({**loss.get_config(), "reduction": "none"})
 
         def batch(x, y):
@@ -153,9 +183,12 @@ class SiteEvaluator:
         self._batch = tf.function(batch, reduce_retracing=True)
 
     def counts(self, weights, num_classes):
-        """{name: array}: ``loss/<split>``, ``count/<split>``, ``confusion/<split>``."""
-        from tffre.data.federated import take_rows
+        """{name: array}: ``loss/<split>``, ``count/<split>`` and ``confusion/<split>``
+        ("classification") or ``docre/<name>/<split>`` ("docre")."""
         weights.assign_weights_to(self.model)
+        if self.kind == "docre":
+            return self._docre_counts()
+        from tffre.data.federated import take_rows
         out = collections.OrderedDict()
         for split, (x, y) in self.splits.items():
             y = np.asarray(y).reshape(-1)
@@ -168,6 +201,31 @@ class SiteEvaluator:
             out[f"loss/{split}"] = np.float64(total)
             out[f"count/{split}"] = np.int64(len(y))
             out[f"confusion/{split}"] = confusion
+        return out
+
+    def _docre_counts(self):
+        from tffre.data.federated import take_rows
+        from tffre.evaluation import docre_counts
+        out = collections.OrderedDict()
+        for split, (x, y) in self.splits.items():
+            y = np.asarray(y)
+            total, pairs, preds = 0.0, 0.0, []
+            for i in range(0, len(y), self.batch_size):
+                rows = slice(i, i + self.batch_size)
+                loss, weight, pred = self._batch(take_rows(x, rows), y[rows])
+                total += float(loss)
+                pairs += float(weight)
+                preds.append(pred.numpy())
+            out[f"loss/{split}"] = np.float64(total)
+            out[f"count/{split}"] = np.int64(round(pairs))
+            if split == "train":   # only its loss is reported (train_loss)
+                continue
+            # An empty split sends zero counts, so every site sends the same names.
+            pred = np.concatenate(preds) if preds else np.zeros(y[..., :-1].shape, np.int32)
+            counts = docre_counts(y[..., :-1], pred, y[..., -1],
+                                  intra=self.annotations.get(split, {}).get("pair_intra"))
+            for name, value in counts.items():
+                out[f"docre/{name}/{split}"] = np.int64(value)
         return out
 
 

@@ -319,10 +319,12 @@ class FederatedRounds:
     # --- evaluation ---
 
     def evaluate(self, parts, job, state, rnd, layout, negative_label=None, names=None,
-                 macro_f1=False):
+                 macro_f1=False, kind=None):
         """The evaluation columns of ``state``'s model: the summed counts of each usable site
         (of ``names``, when given: the sites that trained the round) over its held-out splits
-        (``test``, ``dev``) and its training split (``train_loss``)."""
+        (``test``, ``dev``) and its training split (``train_loss``). ``kind``: the task's
+        evaluation kind (:attr:`tffre.tasks.sites.SiteModel.evaluation`); None reads it
+        off the sites' counts (:func:`evaluation_columns`)."""
         sites = [s for s in self.usable() if names is None or s.name in names]
         requests, _, constants = self._request(protocol.EVALUATE, parts, job, state, rnd,
                                                layout, sites)
@@ -334,7 +336,7 @@ class FederatedRounds:
                 continue
             for name, value in arrays.items():
                 totals[name] = totals[name] + value if name in totals else np.asarray(value)
-        return evaluation_columns(totals, negative_label, macro_f1=macro_f1)
+        return evaluation_columns(totals, negative_label, macro_f1=macro_f1, kind=kind)
 
 
 class Undelivered(str):
@@ -342,12 +344,25 @@ class Undelivered(str):
     reply: "Node Unavailable", a ClientApp exception): the site counts as missing."""
 
 
-def evaluation_columns(totals, negative_label=None, macro_f1=False):
-    """``train_loss``, ``<split>_accuracy`` and ``<split>_f1`` from summed site counts (the
-    pooled-data figures of :class:`tffre.evaluation.GlobalModelEvaluator`: the relation F1
-    with ``negative_label``, the macro-F1 over all classes with ``macro_f1``)."""
+def evaluation_columns(totals, negative_label=None, macro_f1=False, kind=None):
+    """``train_loss`` and each held-out split's scores from summed site counts
+    (:class:`tffre.deploy.node.SiteEvaluator`), as the simulation's evaluator of ``kind``
+    computes them on pooled data:
+
+    * "classification" (:class:`tffre.evaluation.GlobalModelEvaluator`): ``<split>_accuracy``
+      and ``<split>_f1``: the relation F1 with ``negative_label``, the macro-F1 over all
+      classes with ``macro_f1``;
+    * "docre" (:class:`tffre.evaluation.DocREEvaluator`): ``<split>_f1``, ``_precision``,
+      ``_recall``, ``_accuracy`` and, where the sites counted them, ``_intra_f1`` and
+      ``_inter_f1`` (:func:`tffre.evaluation.docre_columns` of the summed counts); no Ign F1.
+
+    ``kind`` None: "docre" when the sites sent document-level counts (``docre/...``), else
+    "classification"; ``train_loss`` is the summed loss over the summed count (examples, or
+    the valid pairs of "docre") either way."""
     from tffre.metrics import relation_f1
     from tffre.metrics import macro_f1 as macro
+    if kind is None:
+        kind = "docre" if any(k.startswith("docre/") for k in totals) else "classification"
     out = {}
     for key, count in totals.items():
         if not key.startswith("count/"):
@@ -356,6 +371,9 @@ def evaluation_columns(totals, negative_label=None, macro_f1=False):
         n = int(count)
         if split == "train":
             out["train_loss"] = float(totals[f"loss/{split}"]) / n if n else float("nan")
+            continue
+        if kind == "docre":
+            out.update(_docre_columns(totals, split))
             continue
         confusion = np.asarray(totals[f"confusion/{split}"])
         out[f"{split}_accuracy"] = float(np.trace(confusion)) / n if n else float("nan")
@@ -368,6 +386,18 @@ def evaluation_columns(totals, negative_label=None, macro_f1=False):
         elif macro_f1 and n:
             out[f"{split}_f1"] = macro(true, pred, confusion.shape[0])
     return out
+
+
+def _docre_columns(totals, split):
+    """``<split>_<score>`` of document-level RE from the summed ``docre/<name>/<split>``
+    counts (TP/FP/FN sums: P, R and F1 of the pooled split, FedLCC Sect. 5.1)."""
+    from tffre.evaluation import docre_columns
+    suffix = f"/{split}"
+    counts = {key[len("docre/"):-len(suffix)]: value for key, value in totals.items()
+              if key.startswith("docre/") and key.endswith(suffix)}
+    if not counts:
+        return {}
+    return {f"{split}_{name}": value for name, value in docre_columns(counts).items()}
 
 
 def _reason(reply):

@@ -32,15 +32,21 @@ Choices where the data leaves one open:
   as the test set and a seeded 20% of train serves for selection.
 * **Row limits** (mentions, entities, pairs per document) are fitted to the
   data, so nothing but tokens beyond ``--max-len`` is cut; the cuts are
-  counted (``summary.json`` -> ``featurizer``).
+  counted (``summary.json`` -> ``featurizer``). Across sites
+  (:class:`DocumentSites`) they are the largest of the sites' fitted limits.
 * **Empty clients**: an entropy interval without documents leaves its client
   empty; it is dropped (printed), the others keep their interval's index.
 
 Dev and test documents are dealt evenly over the clients and pooled by the
 evaluation (a common test set, as the paper's).
+
+Across sites (``python -m tffre deploy``), :data:`SITES` (:class:`DocumentSites`) builds the
+same featurizer and model from each side's own files with the functions ``prepare`` uses
+(:func:`featurizer_for`, :func:`encode_splits`, :func:`model_config`, :func:`prefix_parts`).
 """
 
 import dataclasses
+import json
 import os
 from typing import Optional
 
@@ -49,6 +55,8 @@ from tffre.lazy import np
 from tffre.runner.settings import Job
 from tffre.tasks import (SAMPLE, DataOption, EncoderOptions, Task, check_encoder, require_data,
                          with_cached_prefix)
+from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_any_site,
+                               check_report_line, site_path)
 
 DEFAULT_MAX_LEN = 1024   # ATLOP's and the FedLCC authors' document length (two 512 windows)
 # A relation type's pairs and the candidate pairs: DocRED scores every ordered entity pair.
@@ -107,13 +115,19 @@ def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
 
 def load_splits(cfg):
     """{"train", "dev", "test": [Document]} of ``cfg``, and the notes on what was held out
-    (:func:`tffre.data.document_sets.load_document_splits`: DocRED's dev split scored as test, a
-    missing dev split a seeded 20% of train)."""
+    (:func:`read_splits`)."""
+    return read_splits(cfg.dataset, data_path(cfg), cfg.run.seed, cfg.options.eog_variant)
+
+
+def read_splits(dataset, path, seed, eog_variant="filter"):
+    """{"train", "dev", "test": [Document]} of the file or folder ``path`` and the notes on
+    what was held out (:func:`tffre.data.document_sets.load_document_splits`: a single file is
+    the whole set, a seeded share of it the test split; DocRED's dev split scored as test; a
+    missing dev split a seeded 20% of train), as a run and a deployed site read it."""
     from tffre.data.document_sets import load_document_splits
     notes = []
-    splits = load_document_splits(data_path(cfg), seed=cfg.run.seed,
-                                  eog_variant=cfg.options.eog_variant,
-                                  dev_as_test=cfg.dataset == "docred", notes=notes)
+    splits = load_document_splits(path, seed=seed, eog_variant=eog_variant,
+                                  dev_as_test=dataset == "docred", notes=notes)
     return {k: splits[k] for k in ("train", "dev", "test")}, notes
 
 
@@ -158,30 +172,25 @@ def partition(cfg, train):
     return iid_split(len(train), cfg.run.clients, cfg.run.seed), None, entropies
 
 
-def prepare(cfg):
-    """Loads, featurizes and splits the document set of ``cfg``; returns the :class:`Job`."""
-    import pandas as pd
-
-    from tffre.data import FederatedData
-    from tffre.data.doc_graph import describe_split, iid_split, plot_split
-    from tffre.data.formats.docred import fact_keys
-    from tffre.metrics import docre_baselines
-    from tffre.models.documents import (DocRELoss, build_docre_model, build_docre_prefix,
-                                        docre_config_for, has_prefix, load_pretrained_encoder,
-                                        model_inputs, pack_targets)
+def featurizer_for(encoder_dir, relation_types, pair_types, max_len, documents=None,
+                   limits=None):
+    """The run's :class:`tffre.text.document_features.DocREFeaturizer`: ``max_len`` word pieces
+    (default :data:`DEFAULT_MAX_LEN`), the candidate ``pair_types``, and row limits fitted to
+    ``documents`` (a run, which sees all the documents) or the given ``limits`` (a deployment:
+    the job's, the same at every site so that the input shapes agree)."""
     from tffre.text.document_features import DocREFeaturizer
-    from tffre.text.relation_tokenizer import default_encoder_dir
+    kwargs = dict(max_length=max_len or DEFAULT_MAX_LEN, pair_types=pair_types)
+    if limits is None:
+        return DocREFeaturizer.for_documents(encoder_dir, relation_types, documents, **kwargs)
+    return DocREFeaturizer(encoder_dir, relation_types, **kwargs, **limits)
 
-    splits, notes = load_splits(cfg)
-    for note in notes:
-        print(f"note: {note}")
-    relation_types, pair_types = relation_schema(cfg.dataset, splits["train"])
-    encoder_dir = cfg.options.encoder or default_encoder_dir()
-    everything = [doc for docs in splits.values() for doc in docs]
-    featurizer = DocREFeaturizer.for_documents(
-        encoder_dir, relation_types, everything, max_length=cfg.options.max_len or DEFAULT_MAX_LEN,
-        pair_types=pair_types)
-    facts = fact_keys(splits["train"]) if cfg.dataset == "docred" else None
+
+def encode_splits(featurizer, splits, facts=None):
+    """({split: (model inputs, packed targets, annotations)}, {split: featurizer cut counts})
+    of ``splits`` ({split: [Document]}). The annotations are what the evaluation reads beside
+    the model's inputs: ``pair_intra`` (intra-/inter-sentence F1) and, with ``facts`` (the
+    training set's :func:`tffre.data.formats.docred.fact_keys`), ``pair_in_train`` (Ign F1)."""
+    from tffre.models.documents import model_inputs, pack_targets
     arrays, stats = {}, {}
     for name, docs in splits.items():
         encoded = featurizer.encode(docs)
@@ -191,6 +200,50 @@ def prepare(cfg):
             notes_of["pair_in_train"] = facts_seen_in_training(featurizer, docs, facts)
         arrays[name] = (model_inputs(encoded), pack_targets(encoded["labels"],
                                                             encoded["pair_mask"]), notes_of)
+    return arrays, stats
+
+
+def model_config(featurizer, encoder_dir, options):
+    """The :class:`tffre.models.documents.DocREModelConfig` of ``featurizer``'s arrays and
+    ``options`` (the task's :class:`Options`: ``--loss``, the encoder's layers, embeddings and
+    the split of a frozen prefix, ``--trainable-layers``/``--lora-rank``)."""
+    from tffre.models.documents import docre_config_for
+    return docre_config_for(featurizer, encoder_dir, loss=options.loss,
+                            num_layers=options.encoder_layers,
+                            freeze_embeddings=options.freeze_embedding,
+                            partial=options.partial())
+
+
+def prefix_parts(config, encoder_dir):
+    """(build, load) of a split ``config``'s frozen prefix: ``build()`` the prefix model with
+    random weights, ``load(model)`` the checkpoint's weights into it (or into the whole
+    model: the pretrained weights of the server's initial state)."""
+    from tffre.models.documents import build_docre_prefix, load_pretrained_encoder
+    return (lambda: build_docre_prefix(config),
+            lambda model: load_pretrained_encoder(model, encoder_dir))
+
+
+def prepare(cfg):
+    """Loads, featurizes and splits the document set of ``cfg``; returns the :class:`Job`."""
+    import pandas as pd
+
+    from tffre.data import FederatedData
+    from tffre.data.doc_graph import describe_split, iid_split, plot_split
+    from tffre.data.formats.docred import fact_keys
+    from tffre.metrics import docre_baselines
+    from tffre.models.documents import DocRELoss, build_docre_model, has_prefix
+    from tffre.text.relation_tokenizer import default_encoder_dir
+
+    splits, notes = load_splits(cfg)
+    for note in notes:
+        print(f"note: {note}")
+    relation_types, pair_types = relation_schema(cfg.dataset, splits["train"])
+    encoder_dir = cfg.options.encoder or default_encoder_dir()
+    everything = [doc for docs in splits.values() for doc in docs]
+    featurizer = featurizer_for(encoder_dir, relation_types, pair_types, cfg.options.max_len,
+                                documents=everything)
+    facts = fact_keys(splits["train"]) if cfg.dataset == "docred" else None
+    arrays, stats = encode_splits(featurizer, splits, facts)
 
     parts, split, entropies = partition(cfg, splits["train"])
     kept = [k for k, part in enumerate(parts) if len(part)]
@@ -259,14 +312,10 @@ def prepare(cfg):
         + f"; relations {relation_types}; candidate pairs "
         + ("all" if pair_types is None else ", ".join(f"{s}->{o}" for s, o in pair_types))
         + f"; featurizer cuts {cut}")
-    config = docre_config_for(featurizer, encoder_dir, loss=cfg.options.loss,
-                              num_layers=cfg.options.encoder_layers,
-                              freeze_embeddings=cfg.options.freeze_embedding,
-                              partial=cfg.options.partial())
-    load = lambda model: load_pretrained_encoder(model, encoder_dir)  # noqa: E731
+    config = model_config(featurizer, encoder_dir, cfg.options)
+    build_prefix, load = prefix_parts(config, encoder_dir)
     if has_prefix(config):   # a frozen prefix: each client's activations once
-        data, _, _, info["partial"] = with_cached_prefix(
-            data, config, lambda: build_docre_prefix(config), load, cfg)
+        data, _, _, info["partial"] = with_cached_prefix(data, config, build_prefix, load, cfg)
 
     def model_fn():
         return build_docre_model(config)
@@ -280,3 +329,197 @@ def prepare(cfg):
                title=f"{data.name}, {os.path.basename(os.path.normpath(encoder_dir))}",
                label_names=relation_types, encoder=None, info=info, write_extras=write_extras,
                load_pretrained=load, evaluation="docre")
+
+
+class DocumentSites(Sites):
+    """Document-level relation extraction across sites (:mod:`tffre.tasks.sites`).
+
+    Node configuration: ``data`` (the site's documents: a file, or a folder of train/dev/test
+    files, of the dataset's format, read as a run reads ``--data``: :func:`read_splits`, a
+    single file being the whole set), ``encoder`` (the local Hugging Face encoder folder;
+    default the packaged all-MiniLM-L6-v2, as a run's) and, with a split encoder
+    (``trainable-layers``, ``lora-rank``), ``prefix-cache`` (a folder for the site's cached
+    frozen-prefix activations; default memory).
+
+    What the sites agree on (their surveys, :meth:`agree`): the relation types (the job's
+    ``labels``) and the candidate pair types (:func:`relation_schema` of each site's training
+    documents) must be the same at every site, else the site is refused. The featurizer's row
+    limits (mentions, entities, mention slots, pairs per document), which a run fits to all its
+    documents, are the maxima of the sites' own fitted limits: every site featurizes with the
+    job's limits, so the model's inputs have the same shapes everywhere and nothing a site
+    holds is cut (a site that joins later with larger documents has its extra rows cut and
+    counted). ``max-len`` and the loss are the job's options.
+
+    Evaluation is the "docre" kind (:class:`tffre.deploy.node.SiteEvaluator`): each site sends
+    its TP/FP/FN counts (and intra-/inter-sentence ones, loss sums and pairs), and the server's
+    P/R/F1 are those of :class:`tffre.evaluation.DocREEvaluator` on the pooled splits. DocRED's
+    Ign F1 is left out: it needs the facts of every site's training split.
+
+    With a split encoder each side builds the frozen prefix from its own encoder folder and the
+    job's seed (:func:`tffre.models.partial.frozen_prefix`); the prefix's fingerprint is part
+    of the round's layout, so a site whose prefix differs from the server's is refused.
+    """
+
+    #: The survey's facts every site must report alike: the relation types and the candidate
+    #: pair types (a JSON text: Flower's config records hold no nested lists).
+    AGREED = ("labels", "pair_types")
+    #: Nothing is united: the featurizer does not read entity types beyond the pair types.
+    UNITED = ()
+
+    def __init__(self):
+        self._prefixes = {}   # (job key, encoder folder, cache folder) -> (prefix, store)
+
+    @staticmethod
+    def options(job):
+        """The task's :class:`Options` of the job (its local paths unset)."""
+        names = set(Options.names()) - set(Sites.LOCAL_OPTIONS)
+        return Options.resolve({k: v for k, v in job.options.items() if k in names})
+
+    @staticmethod
+    def encoder_dir(site):
+        """The encoder folder of a side's configuration (default the packaged MiniLM)."""
+        from tffre.text.relation_tokenizer import default_encoder_dir
+        return site_path(site, "encoder", required=False) or default_encoder_dir()
+
+    def _documents(self, job, site):
+        """(path, {split: [Document]}, relation types, pair types) of the site's data."""
+        path = site_path(site, "data")
+        try:
+            splits, _ = read_splits(job.dataset, path, job.seed, self.options(job).eog_variant)
+            types, pairs = relation_schema(job.dataset, splits["train"])
+        except ValueError as err:   # DocREFormatError: "file line N: field: message"
+            raise SiteDataError(f"{path}: {err}" if path not in str(err) else str(err)) \
+                from None
+        return path, splits, types, pairs
+
+    def survey(self, job, site):
+        """{labels (relation types), pair_types, row_limits, examples (training documents)} of
+        the site's data (:class:`tffre.tasks.sites.SiteDataError` if bad); ``row_limits`` are
+        the limits that encode all its documents without a cut
+        (:meth:`tffre.text.document_features.DocREFeaturizer.limits`), in ``LIMIT_KEYS`` order."""
+        from tffre.text.document_features import LIMIT_KEYS
+        _, splits, types, pairs = self._documents(job, site)
+        probe = featurizer_for(self.encoder_dir(site), types, pairs,
+                               self.options(job).max_len, limits={})
+        need = probe.limits([doc for docs in splits.values() for doc in docs])
+        return {"labels": types, "pair_types": json.dumps(pairs),
+                "row_limits": [int(need[k]) for k in LIMIT_KEYS],
+                "examples": len(splits["train"])}
+
+    def agree(self, head, sites, log):
+        """:meth:`tffre.tasks.sites.Sites.agree` (relation types and pair types equal, else the
+        site is refused), and the job's row limits: each the largest of the agreeing sites'
+        (``job.facts["limits"]``), so that every site's documents fit."""
+        from tffre.text.document_features import LIMIT_KEYS
+        job = super().agree(head, sites, log)
+        for site in sites:
+            if not site.error and len(site.facts.get("row_limits") or ()) != len(LIMIT_KEYS):
+                site.error = "its survey holds no row limits (another task's code?)"
+                log(f"site {site.name} (node {site.node_id}): {site.error}; it takes no part")
+        usable = [s for s in sites if not s.error]
+        if not usable:
+            return job
+        limits = {key: max(int(s.facts["row_limits"][i]) for s in usable)
+                  for i, key in enumerate(LIMIT_KEYS)}
+        return dataclasses.replace(job, facts={**job.facts, "limits": limits})
+
+    @staticmethod
+    def schema(job):
+        """(relation types, pair types or None, row limits) the job agreed on."""
+        if "limits" not in job.facts:
+            raise SiteDataError("the job holds no row limits: the sites' surveys were not "
+                                "agreed (DocumentSites.agree)")
+        pairs = json.loads(job.facts.get("pair_types", "null"))
+        return (list(job.labels), None if pairs is None else [tuple(p) for p in pairs],
+                dict(job.facts["limits"]))
+
+    def _built(self, job, encoder_dir):
+        """(featurizer, model config) of the job at a side with ``encoder_dir``."""
+        types, pairs, limits = self.schema(job)
+        options = self.options(job)
+        featurizer = featurizer_for(encoder_dir, types, pairs, options.max_len, limits=limits)
+        return featurizer, model_config(featurizer, encoder_dir, options)
+
+    def _prefix(self, job, encoder_dir, config, folder=None):
+        """The frozen prefix of a split ``config`` and its activation store, built once per
+        (job, encoder folder, cache folder) in this process."""
+        from tffre.models.partial import frozen_prefix
+        key = (job.key(), encoder_dir, folder)
+        if key not in self._prefixes:
+            self._prefixes.clear()   # one job at a time: a new job frees the last prefix
+            build, load = prefix_parts(config, encoder_dir)
+            self._prefixes[key] = frozen_prefix(build, load, job.seed, folder)
+        return self._prefixes[key]
+
+    def model(self, job, site):
+        """The job's :class:`tffre.tasks.sites.SiteModel` built from this side's encoder folder:
+        the ATLOP-style model (:func:`tffre.models.documents.build_docre_model`), the loss of
+        ``--loss`` (FedLCC Eq. 11 for "bce") and the inputs of the job's featurizer."""
+        import tensorflow as tf
+        from tffre.data.federated import ordered
+        from tffre.models.documents import (MODEL_INPUTS, DocRELoss, build_docre_model,
+                                            has_prefix)
+        encoder_dir = self.encoder_dir(site)
+        featurizer, config = self._built(job, encoder_dir)
+        shapes = featurizer.shapes()
+        x_spec = {k: tf.TensorSpec((None,) + shapes[k], tf.int32) for k in MODEL_INPUTS}
+        identity = ""
+        if has_prefix(config):
+            from tffre.models.partial import HIDDEN
+            prefix, store = self._prefix(job, encoder_dir, config,
+                                         site_path(site, "prefix-cache", required=False))
+            identity = store.identity
+            x_spec[HIDDEN] = tf.TensorSpec((None,) + tuple(prefix.output_shape[1:]), tf.float32)
+        _, load = prefix_parts(config, encoder_dir)
+        return SiteModel(
+            model_fn=lambda: build_docre_model(config), loss=DocRELoss(config.loss),
+            # As FederatedData orders a dict of inputs (by key); y: labels and pair mask.
+            input_spec=(ordered(x_spec), tf.TensorSpec(
+                (None,) + shapes["labels"][:-1] + (featurizer.num_relations + 1,), tf.float32)),
+            load_pretrained=load, identity=identity, evaluation="docre")
+
+    def site_data(self, job, site):
+        """The site's featurized :class:`tffre.tasks.sites.SiteData` (the job's relation types,
+        pair types and row limits): train, dev and test, with each split's ``pair_intra``."""
+        path, splits, types, pairs = self._documents(job, site)
+        want_types, want_pairs, _ = self.schema(job)
+        if types != want_types or pairs != want_pairs:
+            raise SiteDataError(f"{path}: relation types {types} and candidate pairs {pairs} "
+                                f"differ from the run's {want_types} and {want_pairs}")
+        encoder_dir = self.encoder_dir(site)
+        featurizer, config = self._built(job, encoder_dir)
+        try:
+            encoded, stats = encode_splits(featurizer, splits)
+        except ValueError as err:   # names the document and the field
+            raise SiteDataError(f"{path}: {err}") from None
+        cut = {name: {k: v for k, v in s.items() if k != "documents" and v}
+               for name, s in stats.items()}
+        if any(cut.values()):   # a site that joined after the limits were agreed
+            print(f"site {site.get('site', '')}: the job's row limits {self.schema(job)[2]} "
+                  f"cut rows of its documents: {cut}", flush=True)
+        arrays = {name: (x, y) for name, (x, y, _) in encoded.items()}
+        annotations = {name: notes for name, (_, _, notes) in encoded.items()}
+        from tffre.models.documents import has_prefix
+        if has_prefix(config):   # this site's activations of the frozen prefix, once
+            from tffre.models.partial import cache_clients
+            prefix, store = self._prefix(job, encoder_dir, config,
+                                         site_path(site, "prefix-cache", required=False))
+            arrays = next(iter(cache_clients({site.get("site", "site"): arrays}, prefix,
+                                             store).values()))
+        train = arrays.pop("train")
+        return SiteData(train=train, held_out=arrays, annotations=annotations)
+
+    def check_site(self, site, dataset=None):
+        """A site's data before it starts (:func:`tffre.tasks.sites.check_site_data`): one line
+        on what it holds, or :class:`tffre.tasks.sites.SiteDataError` when it has nothing to
+        train on. With ``dataset`` (the format, e.g. "cdr") the data is checked as ``python -m
+        tffre data check --dataset DATASET --data PATH`` checks it (:func:`check_data`: every
+        problem counted, the first named); without, :func:`tffre.tasks.sites.check_any_site`."""
+        if not dataset:
+            return check_any_site(site)
+        path = site_path(site, "data")
+        return check_report_line(check_data(dataset, Options(data=path)), dataset, path)
+
+
+#: What ``python -m tffre deploy`` runs at each side (:mod:`tffre.tasks.sites`).
+SITES = DocumentSites()

@@ -48,13 +48,19 @@ class SiteModel:
     #: What must agree between the sides beyond the round's types (a frozen prefix's weights
     #: fingerprint: each side builds the prefix from its own encoder folder and the seed).
     identity: str = ""
+    #: How a site evaluates the model and the server scores the sums: a kind of
+    #: :data:`tffre.evaluation.EVALUATORS` ("docre": document-level RE's P/R/F1 counts).
+    evaluation: str = "classification"
 
 
 @dataclasses.dataclass
 class SiteData:
-    """A site's arrays: ``train`` (x, y) and ``held_out`` {split: (x, y)}."""
+    """A site's arrays: ``train`` (x, y) and ``held_out`` {split: (x, y)}; ``annotations``
+    {split: {name: array}}: what the evaluation reads beside the data (document-level RE's
+    ``pair_intra``), one row per example, or None."""
     train: tuple
     held_out: dict
+    annotations: Optional[dict] = None
 
 
 def site_path(site, key, required=True):

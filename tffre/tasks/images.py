@@ -11,8 +11,14 @@ embeds come from ``--concept-file`` or the built-in names
 (:mod:`tffre.data.concepts`). Validation and test images are dealt evenly
 over the clients; the evaluation pools them (a common test set, as the
 paper's), reporting accuracy and macro-F1.
+
+Across sites (``python -m tffre deploy``, :class:`ImageSites`): each site's node
+configuration names its own image folder (``data``: OCT-C8's train/val/test layout, or
+Kvasir-v2's class folders split 7:1:2 with the run's seed); the sites must hold the same
+classes, and each trains on its own train split and evaluates its val and test splits.
 """
 import dataclasses
+import os
 
 from tffre import resources
 from tffre.hparams import boolean, choice, non_negative_float, param, positive_int
@@ -20,6 +26,8 @@ from tffre.lazy import np
 from tffre.runner.settings import Job
 from tffre.tasks import (SAMPLE, ConceptOption, DataOption, Task, label_mix_writer,
                          require_data)
+from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_report_line,
+                               site_path)
 
 SAMPLE_DIR = resources.path("image_sample")
 PARTITIONS = ("label-dirichlet", "iid")
@@ -69,25 +77,53 @@ def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
                          split_folders=dataset == "oct-c8")
 
 
+def data_folder(dataset, data):
+    """The folder ``--data`` names for ``dataset``: the embedded sample's for OCT-C8's
+    "sample" (Kvasir-v2 has none)."""
+    return SAMPLE_DIR if dataset == "oct-c8" and data == SAMPLE else data
+
+
+def load_images(dataset, path, image_size, seed):
+    """({"train", "val", "test": (x, y)}, class names) of the image set in ``path``, every
+    image resized to ``image_size`` x ``image_size``: OCT-C8's official split, or Kvasir-v2's
+    folders split 7:1:2 with ``seed`` (:mod:`tffre.data.images`). A run loads its one folder
+    with it, a deployed site its own."""
+    from tffre.data.images import load_kvasir, load_oct_c8
+    size = (image_size, image_size)
+    if dataset == "oct-c8":
+        return load_oct_c8(path, size)
+    return load_kvasir(path, size, seed=seed)
+
+
 def load(cfg):
     """({"train", "val", "test": (x, y)}, class names) of ``cfg``'s image set."""
-    from tffre.data.images import load_kvasir, load_oct_c8
     o = cfg.options
-    size = (o.image_size, o.image_size)
-    if cfg.dataset == "oct-c8":
-        return load_oct_c8(SAMPLE_DIR if o.data == SAMPLE else o.data, size)
-    return load_kvasir(o.data, size, seed=cfg.run.seed)
+    return load_images(cfg.dataset, data_folder(cfg.dataset, o.data), o.image_size,
+                       cfg.run.seed)
+
+
+def build_model(num_classes, *, image_size, resnet_width, small_input, seed):
+    """(model_fn, loss) of the task's ResNet-18 for ``num_classes`` classes: what a run trains
+    and what each side of a deployment builds (:class:`ImageSites`), from the same options
+    and seed."""
+    import tensorflow as tf
+    from tffre.models.resnet import resnet18_classifier
+    shape = (image_size, image_size, 3)
+
+    def model_fn():
+        return resnet18_classifier(shape, num_classes, small_input=small_input,
+                                   base_width=resnet_width, seed=seed)
+
+    return model_fn, tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
 def prepare(cfg):
     """Loads and splits the image set of ``cfg``; returns the :class:`Job`."""
-    import tensorflow as tf
     from tffre.data import FederatedData
     from tffre.data.concepts import concepts_for
     from tffre.data.partition import (dirichlet_label_split, format_label_mix, iid_split,
                                       label_mix)
     from tffre.metrics import trivial_baselines
-    from tffre.models.resnet import resnet18_classifier
     from tffre.text.encoder import ImageEncoder
 
     o, seed, num_clients = cfg.options, cfg.run.seed, cfg.run.clients
@@ -123,16 +159,144 @@ def prepare(cfg):
     print(f"\n{data.name}: {len(y_train)} train / {len(splits['val'][1])} val / "
           f"{len(y_test)} test images, {len(class_names)} classes")
     print(format_label_mix(mix))
-    shape = (o.image_size, o.image_size, 3)
-
-    def model_fn():
-        return resnet18_classifier(shape, len(class_names), small_input=o.small_input,
-                                   base_width=o.resnet_width, seed=seed)
-
-    return Job(data=data, model_fn=model_fn,
-               loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    model_fn, loss = build_model(len(class_names), image_size=o.image_size,
+                                 resnet_width=o.resnet_width, small_input=o.small_input,
+                                 seed=seed)
+    return Job(data=data, model_fn=model_fn, loss=loss,
                title=f"{data.name}, ResNet-18 (width {o.resnet_width})",
                label_names=class_names, encoder=ImageEncoder(o.image_size), info=info,
                write_extras=label_mix_writer(mix, data.name),
                concepts=concepts, prompts="image",
                macro_f1=True)
+
+
+class ImageSites(Sites):
+    """Medical image classification across sites (:mod:`tffre.tasks.sites`).
+
+    Node configuration: ``data``, the site's image folder as ``--data`` names it for the
+    run's dataset: OCT-C8's ``train/``, ``val/``, ``test/`` folders of class folders ("sample":
+    the embedded sample), or Kvasir-v2's class folders, split 7:1:2 with the run's seed as
+    :func:`load_images` splits them. The labels are the class folder names; every site must
+    hold the same classes (:attr:`AGREED`), else the server leaves it out. A site trains on
+    its train split and evaluates its val (``dev``) and test splits, resized as a run resizes
+    them (``image-size``); the server adds the sites' counts into the macro-F1 a run reports.
+
+    FedCB's class concepts are the server's (:meth:`agree`): its ``concept-file``, or the
+    built-in names of the agreed labels; the sites read no concept file.
+    """
+
+    #: ``concept_file`` is read at the server only (:meth:`agree`), so it travels in the job
+    #: (a path the sites never open) instead of staying local like the data folder.
+    LOCAL_OPTIONS = tuple(k for k in Sites.LOCAL_OPTIONS if k != "concept_file")
+    #: What a site's data must share with the others': the classes, in label order.
+    AGREED = ("labels",)
+
+    @staticmethod
+    def _options(job):
+        """The job's :class:`Options` that shape the model and the images (the defaults for
+        those a job does not name). The concept file is the server's: not checked here."""
+        names = ("image_size", "resnet_width", "small_input")
+        return Options.resolve({k: job.options[k] for k in names if k in job.options})
+
+    @staticmethod
+    def _folder(dataset, site):
+        """The site's image folder (``data``; "sample": the embedded one for OCT-C8)."""
+        if data_folder(dataset, site.get("data")) == SAMPLE_DIR:
+            return SAMPLE_DIR
+        return site_path(site, "data")
+
+    @staticmethod
+    def _dataset(dataset):
+        if dataset not in TASK.datasets:
+            raise SiteDataError(f"the image task reads {' or '.join(TASK.datasets)}, not "
+                                f"{dataset!r}")
+        return dataset
+
+    def _listing(self, job, site):
+        """({split: (files, y)}, class names) of the site's folder, listed, not decoded: the
+        loader's own listing (:func:`tffre.data.images.list_image_splits`)."""
+        from tffre.data.images import ImageFolderError, list_image_splits
+        dataset = self._dataset(job.dataset)
+        path = self._folder(dataset, site)
+        try:
+            return list_image_splits(path, split_folders=dataset == "oct-c8", seed=job.seed)
+        except ImageFolderError as err:   # one line naming the folder or file
+            raise SiteDataError(str(err)) from None
+
+    def survey(self, job, site):
+        """{labels: the class folder names, examples: the training images} of the site's
+        folder, listed without decoding (:class:`tffre.tasks.sites.SiteDataError` if bad)."""
+        files, class_names = self._listing(job, site)
+        return {"labels": list(class_names), "examples": int(len(files["train"][1]))}
+
+    def agree(self, head, sites, log):
+        """:meth:`tffre.tasks.sites.Sites.agree` (the sites' classes must be alike), plus
+        FedCB's class concepts of the agreed labels, from the server's ``concept-file`` (else
+        the built-in names), as a run's :func:`prepare` gives them; the job's facts name the
+        image prompt set FedCB puts them in (``prompts``)."""
+        from tffre.data.concepts import concepts_for
+        job = super().agree(head, sites, log)
+        concepts = concepts_for(job.labels, head.options.get("concept_file"))
+        return dataclasses.replace(job, concepts=tuple(concepts),
+                                   facts={**job.facts, "prompts": "image"})
+
+    def model(self, job, site):
+        """The job's ResNet-18 (:func:`build_model`, as a run builds it) as a
+        :class:`tffre.tasks.sites.SiteModel`, reporting macro-F1 as FedCB's tables do; a
+        bundle saves the image encoder (the image size)."""
+        import tensorflow as tf
+        from tffre.text.encoder import ImageEncoder
+        o = self._options(job)
+        model_fn, loss = build_model(len(job.labels), image_size=o.image_size,
+                                     resnet_width=o.resnet_width, small_input=o.small_input,
+                                     seed=job.seed)
+        # The loaders' dtypes: float32 images in [0, 1], int32 labels.
+        spec = (tf.TensorSpec((None, o.image_size, o.image_size, 3), tf.float32),
+                tf.TensorSpec((None,), tf.int32))
+        return SiteModel(model_fn=model_fn, loss=loss, input_spec=spec,
+                         encoder=ImageEncoder(o.image_size), macro_f1=True)
+
+    def site_data(self, job, site):
+        """The site's images as :class:`tffre.tasks.sites.SiteData`: train, and the held-out
+        ``dev`` (val) and ``test`` splits, read as a run reads its folder
+        (:func:`load_images`) with the job's image size and seed."""
+        from tffre.data.images import ImageFolderError
+        dataset = self._dataset(job.dataset)
+        path = self._folder(dataset, site)
+        try:
+            splits, class_names = load_images(dataset, path, self._options(job).image_size,
+                                              job.seed)
+        except ImageFolderError as err:
+            raise SiteDataError(str(err)) from None
+        if list(class_names) != list(job.labels):
+            raise SiteDataError(f"{path}: classes {list(class_names)} differ from the run's "
+                                f"{list(job.labels)}")
+        # "dev" is the runner's name for the validation split, as prepare's clients have it.
+        return SiteData(train=splits["train"],
+                        held_out={"dev": splits["val"], "test": splits["test"]})
+
+    def check_site(self, site, dataset=None):
+        """A site's data before it starts (:func:`tffre.tasks.sites.check_site_data`): one
+        line on what it holds, or :class:`tffre.tasks.sites.SiteDataError` naming the first
+        problem. The folder is checked as ``python -m tffre data check --dataset DATASET
+        --data PATH`` checks it (:func:`check_data`); without ``dataset``, as OCT-C8 when it
+        holds train/, val/ and test/ folders, else as Kvasir-v2's class folders."""
+        from tffre.data.images import SPLITS
+        if dataset:
+            path = self._folder(self._dataset(dataset), site)
+        else:
+            path = site_path(site, "data")
+            if not os.path.isdir(path):
+                raise SiteDataError(f"{path}: no such folder (a site's images are a folder "
+                                    f"of class folders)")
+            split = all(os.path.isdir(os.path.join(path, s)) for s in SPLITS)
+            dataset = "oct-c8" if split else "kvasir"
+        try:
+            report = check_data(dataset, Options.resolve({"data": path}))
+        except ValueError as err:   # a missing folder or split folder: one line
+            raise SiteDataError(" ".join(str(err).split())) from None
+        return check_report_line(report, dataset, path)
+
+
+#: What ``python -m tffre deploy`` runs at each side (:mod:`tffre.tasks.sites`).
+SITES = ImageSites()

@@ -111,7 +111,7 @@ def test_the_guides_task_deploys_to_the_local_executors_weights(tabular, tmp_pat
     folders = site_folders(tmp_path / "sites")
     out = deploy(tmp_path, folders)
     job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
-    assert job.labels == ("no", "yes") and job.facts == {"features": FEATURES}
+    assert job.labels == ("no", "yes") and job.facts["features"] == FEATURES
     # The reference: the local executor on each site's train.csv, read here with pandas.
     arrays = {}
     for s in SITES:

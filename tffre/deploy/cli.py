@@ -200,6 +200,22 @@ def check_data(args, prog):
         print(f"site {args.site}: data {what}", flush=True)
 
 
+def _task_environment(args):
+    """The environment the site's task asks for (``Task.environment``: the image task turns
+    oneDNN off, whose convolutions corrupt memory on a smaller last batch), set before the
+    ClientApp imports TensorFlow, as ``python -m tffre run`` sets it. A site started without
+    ``--dataset`` cannot know its task before a job arrives: start image sites with it."""
+    from tffre import tasks
+    if not args.dataset:
+        return
+    try:
+        task = tasks.task_of(args.dataset)
+    except ValueError:
+        return   # check_data has refused an unknown dataset already
+    for key, value in task.environment.items():
+        os.environ.setdefault(key, value)
+
+
 def run_supernode(args, prog):
     """``deploy supernode``: checks the site's data, then runs flower-supernode (``--isolation
     process``) as a child and, once the SuperLink admitted it, the site's ClientApp in this
@@ -211,6 +227,7 @@ def run_supernode(args, prog):
         raise SystemExit(f"{prog}: error: --data: no such file or folder: {args.data}")
     if args.key and not os.path.isfile(args.key):
         raise SystemExit(f"{prog}: error: --key: no such file: {args.key}")
+    _task_environment(args)   # before anything imports TensorFlow
     check_data(args, prog)
     port = args.clientappio_port or free_port()
     command = ["flower-supernode", "--superlink", args.superlink, "--isolation", "process",

@@ -114,7 +114,7 @@ def task_context(job, server_data=None):
     if server_data is None and job.server_inputs:
         x = _zeros_of(job.server_inputs)
         server_data = (x, np.zeros(len(tf.nest.flatten(x)[0]), np.int32))
-    values = {"num_clients": job.num_clients, "prompts": "text",
+    values = {"num_clients": job.num_clients, "prompts": job.facts.get("prompts", "text"),
               "concepts": None if job.concepts is None else tuple(job.concepts),
               "clients_per_round": job.num_clients,
               "server_data": None if server_data is None else

@@ -406,12 +406,12 @@ class DocumentSites(Sites):
                 "row_limits": [int(need[k]) for k in LIMIT_KEYS],
                 "examples": len(splits["train"])}
 
-    def agree(self, head, sites, log):
+    def agree(self, head, sites, log, concept_file=None):
         """:meth:`tffre.tasks.sites.Sites.agree` (relation types and pair types equal, else the
         site is refused), and the job's row limits: each the largest of the agreeing sites'
         (``job.facts["limits"]``), so that every site's documents fit."""
         from tffre.text.document_features import LIMIT_KEYS
-        job = super().agree(head, sites, log)
+        job = super().agree(head, sites, log, concept_file)
         for site in sites:
             if not site.error and len(site.facts.get("row_limits") or ()) != len(LIMIT_KEYS):
                 site.error = "its survey holds no row limits (another task's code?)"

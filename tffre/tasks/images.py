@@ -181,13 +181,13 @@ class ImageSites(Sites):
     its train split and evaluates its val (``dev``) and test splits, resized as a run resizes
     them (``image-size``); the server adds the sites' counts into the macro-F1 a run reports.
 
-    FedCB's class concepts are the server's (:meth:`agree`): its ``concept-file``, or the
-    built-in names of the agreed labels; the sites read no concept file.
+    FedCB's class concepts are the server's (:meth:`tffre.tasks.sites.Sites.agree`): its
+    ``concept-file``, or the built-in names of the agreed labels; the sites read no concept
+    file.
     """
 
-    #: ``concept_file`` is read at the server only (:meth:`agree`), so it travels in the job
-    #: (a path the sites never open) instead of staying local like the data folder.
-    LOCAL_OPTIONS = tuple(k for k in Sites.LOCAL_OPTIONS if k != "concept_file")
+    #: FedCB puts the class concepts in its image prompts.
+    PROMPTS = "image"
     #: What a site's data must share with the others': the classes, in label order.
     AGREED = ("labels",)
 
@@ -228,17 +228,6 @@ class ImageSites(Sites):
         folder, listed without decoding (:class:`tffre.tasks.sites.SiteDataError` if bad)."""
         files, class_names = self._listing(job, site)
         return {"labels": list(class_names), "examples": int(len(files["train"][1]))}
-
-    def agree(self, head, sites, log):
-        """:meth:`tffre.tasks.sites.Sites.agree` (the sites' classes must be alike), plus
-        FedCB's class concepts of the agreed labels, from the server's ``concept-file`` (else
-        the built-in names), as a run's :func:`prepare` gives them; the job's facts name the
-        image prompt set FedCB puts them in (``prompts``)."""
-        from tffre.data.concepts import concepts_for
-        job = super().agree(head, sites, log)
-        concepts = concepts_for(job.labels, head.options.get("concept_file"))
-        return dataclasses.replace(job, concepts=tuple(concepts),
-                                   facts={**job.facts, "prompts": "image"})
 
     def model(self, job, site):
         """The job's ResNet-18 (:func:`build_model`, as a run builds it) as a

@@ -84,7 +84,8 @@ def blank(path):
 def check_any_site(site):
     """What any format needs, checked before a run names the dataset: a non-empty file, or a
     folder holding a training split (a non-empty file or folder whose name holds "train",
-    or i2b2's ``txt/``). One line on what it holds, or :class:`SiteDataError`."""
+    or i2b2's ``txt/``) or only class folders (an image set the run splits). One line on what
+    it holds, or :class:`SiteDataError`."""
     path = site_path(site, "data")
     if os.path.isfile(path):
         if blank(path):
@@ -100,6 +101,10 @@ def check_any_site(site):
     names = sorted(os.listdir(path))
     found = [n for n in names if ("train" in n.lower() or n == "txt") and usable(n)]
     held = [n for n in names if ("dev" in n.lower() or "test" in n.lower()) and usable(n)]
+    classes = [n for n in names if os.path.isdir(os.path.join(path, n)) and usable(n)]
+    if not found and not held and classes:   # Kvasir's layout: class folders, split by the run
+        return (f"{path}: {len(classes)} class folders (their images are checked when a run "
+                f"names the dataset)")
     if not found:
         what = f"only {', '.join(held)}" if held else "no split files"
         raise SiteDataError(f"{path}: {what}: nothing to train on (a site needs a training "
@@ -135,6 +140,9 @@ class Sites:
     AGREED = ("labels",)
     #: The survey's facts the job holds as the union of the sites' (sorted).
     UNITED = ("entity_types",)
+    #: FedCB's prompt set for the class concepts (:mod:`tffre.algorithms.fedcb`): "text",
+    #: or "image" for the image task.
+    PROMPTS = "text"
 
     def survey(self, job, site):
         """{labels, examples, ...} of the site's data (:class:`SiteDataError` if bad)."""
@@ -148,11 +156,13 @@ class Sites:
         """The site's :class:`SiteData`."""
         raise NotImplementedError
 
-    def agree(self, head, sites, log):
+    def agree(self, head, sites, log, concept_file=None):
         """The job ``head`` completed from the sites' surveys (``site.facts``): every fact of
         :attr:`AGREED` equal to the first site's (else the site is marked with
         ``site.error`` and takes no part), the union of :attr:`UNITED`, and the number of
-        sites that agree."""
+        sites that agree. FedCB's class concepts of the agreed labels come from the server's
+        ``concept_file`` (else the built-in names), as a run's ``prepare`` gives them, and
+        ``facts["prompts"]`` names the task's prompt set (:attr:`PROMPTS`)."""
         agreed = getattr(self, "AGREED", Sites.AGREED)   # a task object of your own
         first = sites[0].facts
         united = {key: set() for key in getattr(self, "UNITED", Sites.UNITED)}
@@ -171,10 +181,13 @@ class Sites:
         facts = {k: _plain(first.get(k)) for k in agreed if k != "labels"
                  and first.get(k) is not None}
         facts.update({k: sorted(v) for k, v in united.items() if k != "entity_types"})
+        facts["prompts"] = getattr(self, "PROMPTS", Sites.PROMPTS)
+        labels = tuple(str(x) for x in first.get("labels", ()))
+        from tffre.data.concepts import concepts_for
         return dataclasses.replace(
-            head, labels=tuple(str(x) for x in first.get("labels", ())),
-            entity_types=tuple(sorted(united.get("entity_types", ()))),
-            num_clients=len(usable), facts=facts or head.facts)
+            head, labels=labels, entity_types=tuple(sorted(united.get("entity_types", ()))),
+            num_clients=len(usable), facts={**head.facts, **facts},
+            concepts=tuple(concepts_for(labels, concept_file)) if labels else None)
 
     def check_site(self, site, dataset=None):
         """What a site checks of its own data when it starts: one line on what it holds, or

@@ -208,19 +208,6 @@ def test_fedavg_across_sites_equals_the_local_executor(deployed):
     assert list(rows["clients"]) == ["a b"] * ROUNDS   # site c refused: its classes differ
 
 
-def _image_prompts_reach_the_round():
-    """Whether the deployment's task context carries the job's prompt set (FedCB's image
-    templates); tffre.deploy.tasks.task_context gave every task the text templates."""
-    from tffre.deploy.tasks import task_context
-    job = DeployJob(task="images", dataset="oct-c8", algorithm="FedCB", hparams={},
-                    options={}, batch_size=8, seed=0, facts={"prompts": "image"})
-    return task_context(job).prompts == "image"
-
-
-@pytest.mark.xfail(not _image_prompts_reach_the_round(), strict=True,
-                   reason="tffre.deploy.tasks.task_context gives every deployed task FedCB's "
-                   "text prompts ('prompts': 'text'), not the job's (ImageSites.agree puts "
-                   "facts['prompts'] = 'image'): the deployed classifier is not the run's")
 def test_fedcb_across_sites_equals_the_local_executor(deployed):
     """FedCB: the server's concept file gives the concepts (the sites read none), in the
     image prompts, as a run's prepare gives them."""

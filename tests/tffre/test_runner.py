@@ -1,5 +1,7 @@
-"""The runner: empty rounds are reported as missing, strict JSON, client sampling from (seed, round)."""
+"""The runner: empty rounds are reported as missing, strict JSON, client sampling from (seed,
+round), the shared round loop's evaluation, checkpoints and resume."""
 
+import asyncio
 import json
 
 import numpy as np
@@ -12,6 +14,7 @@ from tffre.evaluation import evaluate_state
 from tffre.jsonio import write_json
 from tffre.data import FederatedData
 from tffre.models import logistic_regression
+from tffre.runner import rounds
 from tiny import run_experiment
 
 
@@ -155,3 +158,73 @@ def test_progress_postfix_without_a_train_loss_pass():
     """--no-train-loss rows (the centralised bound's too) have no train_loss to show."""
     from tffre.runner.outputs import postfix
     assert postfix({"test_accuracy": 0.5, "test_f1": 0.25}) == {"acc": "0.500", "f1": "0.250"}
+
+
+class _CountingRounds(rounds.ClientRounds):
+    """Clients whose state counts the rounds (no model)."""
+
+    columns = ("where",)
+
+    def __init__(self):
+        self.evaluated, self.reported, self.finished = [], [], None
+
+    def train(self, state, rnd):
+        metrics = {"client_work": {"train": {"num_examples": 4, "loss": 1.0 / rnd},
+                                   "num_excluded_clients": 0},
+                   "round": {"wall_seconds": 0.01, "bytes_broadcast": 8, "bytes_uploaded": 8}}
+        return rounds.RoundOutput({"n": np.float32(state["n"] + 1)}, metrics, ["a", "b"],
+                           {"where": "here"})
+
+    def evaluate(self, state, rnd, clients):
+        self.evaluated.append(rnd)
+        return {"test_accuracy": float(state["n"]) / 10}
+
+    def report(self, row, output, evaluated):
+        self.reported.append((row["round"], evaluated))
+
+    def finish(self, state):
+        self.finished = float(state["n"])
+
+
+def test_the_shared_loop_evaluates_checkpoints_and_resumes_with_the_old_rows(tmp_path):
+    """tffre.runner.rounds: evaluation every eval_every rounds and at the last, checkpoints
+    every checkpoint_every and at the last, and a resume that keeps the rows up to its
+    checkpoint and trains the rest."""
+    from tffre.definition import TaskContext
+    from tffre.runner.outputs import prepare_out_dir
+
+    def run(num_rounds, resume=False):
+        settings = runner.RunSettings.resolve(dict(out=str(tmp_path), num_rounds=num_rounds,
+                                                   eval_every=2, checkpoint_every=2,
+                                                   clients=2, clients_per_round=2,
+                                                   resume=resume, no_progress=True))
+        prepare_out_dir(settings.out, resume=resume)
+        where = _CountingRounds()
+        algorithm = rounds.AlgorithmRounds("Counting", where, {"n": np.float32(0)}, settings)
+        record = rounds.RunRecord(settings.out, rounds.summary_head(
+            "toy", settings, clients_per_round=2,
+            context=TaskContext(num_clients=2, clients_per_round=2)), resume=resume)
+        try:
+            record.open(rounds.metric_columns(extra=where.columns), algorithm.keeps)
+            record.run(algorithm, {"learning_rate": 0.1})
+        finally:
+            record.close()
+        return where, algorithm, record.write_summary(title="toy")
+
+    where, algorithm, summary = run(3)
+    assert where.evaluated == [2, 3] and where.finished == 3.0
+    assert where.reported == [(1, False), (2, True), (3, True)]
+    # Round 2 (every 2) and the last; the manager keeps the newest two.
+    assert sorted(asyncio.run(algorithm.checkpoints.manager.get_versions())) == [2, 3]
+    assert "wall_seconds" in summary["algorithms"]["Counting"]
+    first = pd.read_csv(tmp_path / "metrics.csv")
+    where, algorithm, summary = run(5, resume=True)
+    assert algorithm.done == 3 and where.evaluated == [4, 5] and where.finished == 5.0
+    rows = pd.read_csv(tmp_path / "metrics.csv")
+    assert list(rows["round"]) == [1, 2, 3, 4, 5] and set(rows["where"]) == {"here"}
+    pd.testing.assert_frame_equal(rows.iloc[:3], first)   # the old rows, as written
+    np.testing.assert_allclose(rows["test_accuracy"], [np.nan, 0.2, 0.3, 0.4, 0.5])
+    assert "wall_seconds" not in summary["algorithms"]["Counting"]
+    assert set(summary) == {"dataset", "num_rounds", "clients_per_round", "batch_size", "seed",
+                            "eval_every", "task_context", "algorithms", "peak_rss_mib",
+                            "wall_seconds"}

@@ -5,13 +5,17 @@ the run config (:mod:`tffre.deploy.settings`: ``python -m tffre run``'s option
 names), waits for ``min-nodes`` sites, learns their labels (and entity types),
 builds the round (:func:`tffre.deploy.round_factory.make_round`) from the
 server's encoder folder and the run's seed, starts from the pretrained weights
-as the runner does, and runs the rounds (:class:`tffre.deploy.server.FederatedRounds`).
-It holds the server state, applies ``update`` and writes what ``python -m tffre
-run`` writes, with the runner's writers (:mod:`tffre.runner.outputs`):
+as the runner does, and then drives the rounds with the runner's own loop
+(:class:`tffre.runner.rounds.AlgorithmRounds`): resume, the rows, DP's columns,
+evaluation, checkpoints, the saved model and the summary are a simulated run's; only
+where the clients run differs (:class:`DeployedRounds`: the sites, through
+:class:`tffre.deploy.server.FederatedRounds`). It holds the server state, applies
+``update`` and writes what ``python -m tffre run`` writes:
 
-* ``metrics.csv`` (plus ``missing_clients``: the sites that took no part in a round, and
-  ``missing_reasons``: why, "site: reason; ..."), TensorBoard, ``summary.json`` (its
-  ``deployment.missing``: each such site's last reason) and ``curves.png``;
+* ``metrics.csv`` (the runner's columns plus ``missing_clients``: the sites that took no
+  part in a round, and ``missing_reasons``: why, "site: reason; ..."), TensorBoard,
+  ``summary.json`` (the runner's keys, ``clients_per_round`` "all sites", plus
+  ``deployment``; its ``missing``: each such site's last reason) and ``curves.png``;
 * ``checkpoints/<algorithm>/`` every round (or every ``checkpoint-every``); ``resume=true``
   continues from the newest, and since the sites keep their state by round and the
   batches are shuffled from (seed, round), it reaches the same final weights as an
@@ -51,6 +55,7 @@ from tffre.deploy.settings import resolve_run
 from tffre.deploy.tasks import (SERVER_ONLY_HPARAMS, DeployJob, load_task, public_hparams,
                                 server_inputs, task_context)
 from tffre.jsonio import read_json_object, write_json
+from tffre.runner.rounds import ClientRounds, RoundOutput
 
 MISSING_COLUMN = "missing_clients"
 REASONS_COLUMN = "missing_reasons"
@@ -139,17 +144,18 @@ def run_server(grid, run_config, *, task=None, log=log_line):
 
 
 def serve(rounds, cfg, settings, task, log=log_line):
-    """The run's rounds and files (see the module docstring) through ``rounds``."""
+    """The run's rounds and files (see the module docstring) through ``rounds``: the set-up
+    here, then the runner's loop (:class:`tffre.runner.rounds.AlgorithmRounds`) with the
+    clients at the sites (:class:`DeployedRounds`)."""
     import tensorflow as tf
     from tffre.deploy.node import layout_key
     from tffre.deploy.round_factory import make_round
     from tffre.execution.flower import sum_refusal
     from tffre.runner import privacy
-    from tffre.runner.checkpoints import Checkpoints
-    from tffre.runner.outputs import (METRIC_COLUMNS, MetricsLog, prepare_out_dir, read_rows,
-                                      round_row, warn_exclusions, write_summary)
+    from tffre.runner.outputs import prepare_out_dir
     from tffre.runner.processes import pretrained_weights
-    from tffre.runtime import peak_rss_mib
+    from tffre.runner.rounds import (AlgorithmRounds, RunRecord, bundle_saver, metric_columns,
+                                     summary_head)
 
     run, name = cfg.run, cfg.algorithms[0]
     head = job_head(cfg, settings, task)
@@ -185,9 +191,10 @@ def serve(rounds, cfg, settings, task, log=log_line):
         log(f"{name}: differential privacy: noise multiplier {private.noise_multiplier:.4g}"
             f"{target}, delta {private.delta:.3g}, all {job.num_clients} sites every round")
     tf.keras.utils.set_random_seed(run.seed)
+    context = task_context(job, server_data)
     parts, model_fn, definition = make_round(name, model.model_fn, loss=model.loss,
                                              input_spec=model.input_spec, hparams=hparams,
-                                             context=task_context(job, server_data))
+                                             context=context)
     if settings.secagg:
         refusal = sum_refusal(parts.round, name)
         if refusal:
@@ -197,78 +204,89 @@ def serve(rounds, cfg, settings, task, log=log_line):
     weights = pretrained_weights(model_fn, model.load_pretrained)
     state = parts.set_model_weights(parts.initialize(), weights)
     layout = layout_key(parts, model.identity)
+    site_names = [s.name for s in sites]
     write_json(os.path.join(run.out, JOB_FILE),
                {"job": job.to_json(), "head": head.to_json(), "settings": settings.asdict(),
-                "sites": [s.name for s in sites]})
-    checkpoints = Checkpoints(os.path.join(run.out, "checkpoints", name))
+                "sites": site_names})
+    where = DeployedRounds(rounds, parts, job, layout, settings, model, model_fn, definition,
+                           log)
     # A deployed round is dear: checkpoint every round unless the run config says otherwise.
-    every = run.checkpoint_every if "checkpoint_every" in cfg.given else 1
-    done = 0
-    if run.resume:
-        loaded, done = checkpoints.load_latest(state)
-        if loaded is not None:
-            state = loaded
-            log(f"{name}: resuming after round {done}")
-    kept = [raw for a, r, raw in read_rows(os.path.join(run.out, "metrics.csv"))
-            if a == name and r <= done] if run.resume else []
-    columns = METRIC_COLUMNS + [MISSING_COLUMN, REASONS_COLUMN] + \
-        (privacy.COLUMNS if private else [])
-    metrics_log = MetricsLog(run.out, columns, kept)
-    log(f"{name} on {len(sites)} site(s) ({', '.join(s.name for s in sites)}): "
-        f"{run.num_rounds} round{'' if run.num_rounds == 1 else 's'}"
-        f"{', secure aggregation' if settings.secagg else ''}; "
-        f"ready after {time.perf_counter() - start:.1f} s")
-    summary = {"dataset": cfg.dataset, "num_rounds": run.num_rounds,
-               "clients_per_round": "all sites", "batch_size": run.batch_size,
-               "seed": run.seed, "eval_every": run.eval_every,
-               "algorithms": {name: {"hparams": dict(job.hparams)}},
-               "deployment": {"sites": [s.name for s in sites], "secagg": settings.secagg,
-                              "min_nodes": settings.min_nodes, "job": job.key(),
-                              "missing": {}}}
+    algorithm = AlgorithmRounds(
+        name, where, state, run, private=private,
+        checkpoint_every=run.checkpoint_every if "checkpoint_every" in cfg.given else 1)
+    summary = summary_head(cfg.dataset, run, clients_per_round="all sites", context=context,
+                           server_examples=None if server_data is None else len(server_data[1]))
+    summary["deployment"] = {"sites": site_names, "secagg": settings.secagg,
+                             "min_nodes": settings.min_nodes, "job": job.key(),
+                             "missing": where.missing}
+    save_model = None if model.encoder is None else bundle_saver(
+        job.labels, model.encoder, {"dataset": cfg.dataset, "deployment": "flower",
+                                    "sites": site_names, "seed": run.seed})
+    record = RunRecord(run.out, summary, resume=run.resume, save_model=save_model,
+                       started=start)
     try:
-        for rnd in range(done + 1, run.num_rounds + 1):
-            result = _train_with_retries(rounds, parts, job, state, rnd, layout, settings, log)
-            state = result.state
-            row = round_row(name, rnd, result.clients, result.metrics)
-            row[MISSING_COLUMN] = " ".join(result.missing)
-            row[REASONS_COLUMN] = "; ".join(f"{n}: {result.reasons.get(n, '?')}"
-                                            for n in result.missing)
-            summary["deployment"]["missing"].update(result.reasons)
-            if private is not None:   # as the runner's rows
-                row.update(private.columns(rnd, result.metrics))
-            warn_exclusions(name, rnd, row, len(result.clients))
-            if rnd % run.eval_every == 0 or rnd == run.num_rounds:
-                row.update(rounds.evaluate(parts, job, state, rnd, layout,
-                                           negative_label=model.negative_label,
-                                           macro_f1=model.macro_f1,
-                                           names=result.clients))
-            metrics_log.write(row)
-            log(format_row(row, result.metrics["round"]))
-            if rnd == run.num_rounds or (every and rnd % every == 0):
-                checkpoints.save(state, rnd)
+        record.open(metric_columns(extra=where.columns, private=private is not None),
+                    algorithm.keeps)
+        log(f"{name} on {len(sites)} site(s) ({', '.join(site_names)}): "
+            f"{run.num_rounds} round{'' if run.num_rounds == 1 else 's'}"
+            f"{', secure aggregation' if settings.secagg else ''}; "
+            f"ready after {time.perf_counter() - start:.1f} s")
+        record.run(algorithm, given)
     finally:
-        metrics_log.close()
-    final = parts.get_model_weights(state)
-    extra = {}
-    if private is not None:
-        extra["privacy"] = summary["algorithms"][name]["privacy"] = dict(
-            private.summary(run.num_rounds),
-            sampling=f"all {job.num_clients} sites every round (a deployment samples none)")
-    if model.encoder is not None:
-        from tffre.bundle import save_bundle
-        keras_model = model_fn()
-        final.assign_weights_to(keras_model)
-        if model.export is not None:   # a split encoder: the full model, prefix grafted in
-            keras_model = model.export(keras_model, definition.model_fn)
-        folder = os.path.join(run.out, "models", name)
-        save_bundle(folder, keras_model, label_names=list(job.labels), encoder=model.encoder,
-                    metadata={"algorithm": name, "round": run.num_rounds,
-                              "dataset": cfg.dataset, "deployment": "flower",
-                              "sites": [s.name for s in sites], "seed": run.seed, **extra})
-        summary["algorithms"][name]["model"] = os.path.relpath(folder, run.out)
-    summary["peak_rss_mib"] = peak_rss_mib()
-    summary["wall_seconds"] = round(time.perf_counter() - start, 1)
-    return write_summary(run.out, summary, title=f"{cfg.dataset}, {name} across sites")
+        record.close()
+    return record.write_summary(title=f"{cfg.dataset}, {name} across sites")
+
+
+class DeployedRounds(ClientRounds):
+    """A deployment's clients (:class:`tffre.runner.rounds.ClientRounds`): every site that
+    answers, through ``rounds`` (:class:`tffre.deploy.server.FederatedRounds`); a round is
+    retried while fewer than ``min-nodes`` answer (:func:`_train_with_retries`), its rows name
+    the missing sites and why, the sites evaluate the round's model, and each row is a line
+    of the server log (:func:`format_row`).
+
+    ``missing``: {site: its last reason} over the run (``summary.json``'s
+    ``deployment.missing``).
+    """
+
+    columns = (MISSING_COLUMN, REASONS_COLUMN)
+
+    def __init__(self, rounds, parts, job, layout, settings, model, model_fn, definition,
+                 log=log_line):
+        self.rounds, self.parts, self.job, self.layout = rounds, parts, job, layout
+        self.settings, self.model, self.model_fn = settings, model, model_fn
+        self.definition, self.log = definition, log
+        self.missing = {}
+        self.sampling = f"all {job.num_clients} sites every round (a deployment samples none)"
+
+    def note(self, message):
+        self.log(message)
+
+    def train(self, state, rnd):
+        result = _train_with_retries(self.rounds, self.parts, self.job, state, rnd,
+                                     self.layout, self.settings, self.log)
+        self.missing.update(result.reasons)
+        return RoundOutput(result.state, result.metrics, result.clients, {
+            MISSING_COLUMN: " ".join(result.missing),
+            REASONS_COLUMN: "; ".join(f"{n}: {result.reasons.get(n, '?')}"
+                                      for n in result.missing)})
+
+    def evaluate(self, state, rnd, clients):
+        model = self.model
+        return self.rounds.evaluate(self.parts, self.job, state, rnd, self.layout,
+                                    negative_label=model.negative_label,
+                                    macro_f1=model.macro_f1, names=clients)
+
+    def report(self, row, output, evaluated):
+        self.log(format_row(row, output.metrics["round"]))
+
+    def saved_model(self, state):
+        """The final model as a bundle saves it: a split encoder's full model, its frozen
+        prefix grafted in."""
+        keras_model = self.model_fn()
+        self.parts.get_model_weights(state).assign_weights_to(keras_model)
+        if self.model.export is not None:
+            keras_model = self.model.export(keras_model, self.definition.model_fn)
+        return keras_model
 
 
 def _train_with_retries(rounds, parts, job, state, rnd, layout, settings, log):

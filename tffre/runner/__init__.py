@@ -4,7 +4,11 @@ Split by concern:
 
 * :mod:`tffre.runner.settings`: :class:`RunSettings` (the run's declared options) and
   :class:`Job` (what a task prepares);
-* :mod:`tffre.runner.loop`: :func:`run_experiment`, the round loop;
+* :mod:`tffre.runner.loop`: :func:`run_experiment`, a simulated run (its clients:
+  :class:`tffre.runner.loop.SimulatedRounds`);
+* :mod:`tffre.runner.rounds`: the round loop of one algorithm and what a run writes
+  around it, shared with a deployment (:mod:`tffre.deploy.server_app`), which differs only
+  in where the clients run;
 * :mod:`tffre.runner.processes`: each algorithm's process, its initial weights, reuse;
 * :mod:`tffre.runner.checkpoints`: checkpoints and resume;
 * :mod:`tffre.runner.outputs`: metrics.csv, TensorBoard, per-class tables, summaries;

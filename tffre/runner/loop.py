@@ -1,15 +1,17 @@
-"""The round loop: several algorithms, the same clients, every round's metrics written at once.
+"""A simulated run: several algorithms, the same clients, every round's metrics written at once.
 
 For each algorithm it builds the process from the registry, starts from the
-same initial weights (:mod:`tffre.runner.processes`), trains ``num_rounds``
-rounds on clients drawn from (seed, round) with batches shuffled from (seed,
-round), and evaluates the global model every ``eval_every`` rounds. So round r
-is the same computation whether or not the run was interrupted before it
-(:mod:`tffre.runner.checkpoints`). What it writes: :mod:`tffre.runner.outputs`.
+same initial weights (:mod:`tffre.runner.processes`), and drives its rounds
+with the loop a deployment drives too (:class:`tffre.runner.rounds.AlgorithmRounds`):
+its clients (:class:`SimulatedRounds`) are ``clients_per_round`` drawn from
+(seed, round), trained by the process's executor (in this process, in worker
+processes, or in TFF's runtime) on batches shuffled from (seed, round), and the
+global model is evaluated on the pooled held-out data every ``eval_every``
+rounds. So round r is the same computation whether or not the run was
+interrupted before it (:mod:`tffre.runner.checkpoints`). What it writes:
+:mod:`tffre.runner.rounds` and :mod:`tffre.runner.outputs`.
 """
 
-import os
-import sys
 import time
 
 import numpy as np
@@ -21,11 +23,11 @@ from tffre.definition import TaskContext
 from tffre.evaluation import EVALUATORS, evaluate_state, make_evaluator
 from tffre.runner import privacy, processes
 from tffre.runner.centralised import CENTRALISED, epochs_of, run_centralised
-from tffre.runner.checkpoints import Checkpoints, restore_state, saved_state
-from tffre.runner.outputs import (METRIC_COLUMNS, MetricsLog, postfix, prepare_out_dir,
-                                  read_rows, round_row, warn_exclusions, write_per_class,
-                                  write_summary)
-from tffre.runtime import peak_rss_mib, shutdown_workers
+from tffre.runner.checkpoints import restore_state, saved_state
+from tffre.runner.outputs import postfix, prepare_out_dir, write_per_class
+from tffre.runner.rounds import (AlgorithmRounds, ClientRounds, RoundOutput, RunRecord,
+                                 metric_columns, summary_head)
+from tffre.runtime import shutdown_workers
 
 
 def sample_clients(client_ids, clients_per_round, seed, round_num):
@@ -71,8 +73,9 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None):
         size, seed, evaluation and checkpoint periods, output folder, resume or
         overwrite, progress, executor, centralised upper bound).
       save_model: optional callable(folder, keras_model, algorithm_name, round, extra) that
-        writes a final model (e.g. a bundle); ``extra`` holds what the runner knows of it
-        (``privacy``: its client-level (epsilon, delta) guarantee).
+        writes a final model (e.g. a bundle: :func:`tffre.runner.rounds.bundle_saver`);
+        ``extra`` holds what the runner knows of it (``privacy``: its client-level
+        (epsilon, delta) guarantee).
       reference: optional {algorithm: {"test_accuracy": v, "train_loss": v}} of published
         figures, drawn as reference lines.
 
@@ -89,140 +92,121 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None):
     if needs_server and job.server_data is None:
         raise ValueError(f"{', '.join(needs_server)} needs the server's labelled set D_v "
                          f"(--server-fraction or --server-data)")
+    started = time.perf_counter()
     context = task_context(job, settings)
     prepare_out_dir(out_dir, resume=settings.resume, overwrite=settings.overwrite)
-    # Differential privacy: sigma calibrated, delta and the secret seed resolved (tffre.runner.privacy).
+    # Differential privacy: sigma calibrated, delta and the secret seed resolved
+    # (tffre.runner.privacy).
     private = {}
     for name in names:
         hparams[name], private[name] = privacy.prepare(name, hparams[name], settings,
                                                        len(data.client_ids))
-    summary = {"dataset": data.name, "num_rounds": settings.num_rounds,
-               "clients_per_round": settings.clients_per_round,
-               "batch_size": settings.batch_size, "seed": settings.seed,
-               "eval_every": settings.eval_every,
-               # What the algorithms were given besides their hyperparameters.
-               "task_context": {"num_clients": context.num_clients,
-                                "concepts": None if context.concepts is None
-                                else list(context.concepts), "prompts": context.prompts,
-                                "server_examples": None if job.server_data is None
-                                else len(job.server_data[1])},
-               "algorithms": {}}
-    old_rows = read_rows(os.path.join(out_dir, "metrics.csv")) if settings.resume else []
+    record = RunRecord(out_dir, summary_head(
+        data.name, settings, clients_per_round=settings.clients_per_round, context=context,
+        server_examples=None if job.server_data is None else len(job.server_data[1])),
+        resume=settings.resume, save_model=save_model, started=started)
     centralised = epochs_of(names[0], hparams[names[0]], settings) \
         if settings.centralised else 0
     # The centralised run (after the federated ones) is redone on resume unless it finished.
     done_centralised = centralised and centralised == max(
-        (r for a, r, _ in old_rows if a == CENTRALISED), default=0)
+        (r for a, r, _ in record.old_rows if a == CENTRALISED), default=0)
     bar = tqdm(total=settings.num_rounds * len(names) + centralised,
                disable=not settings.progress, unit="round", dynamic_ncols=True)
-    log = None
     try:
-        states = {name: _start(name, hparams[name], job, context, settings)
-                  for name in names}
-        columns = METRIC_COLUMNS + list(EVALUATORS[job.evaluation].columns)
-        if any(private.values()):
-            columns += privacy.COLUMNS
+        algorithms = [_start(name, hparams[name], job, context, settings, bar, private[name])
+                      for name in names]
+        columns = metric_columns(EVALUATORS[job.evaluation].columns,
+                                 private=any(p is not None for p in private.values()))
         # Rows kept on resume: up to each algorithm's checkpoint, and a finished centralised run.
-        kept = [raw for a, r, raw in old_rows if (a in states and r <= states[a][3])
-                or (a == CENTRALISED and done_centralised)]
-        for name, (process, _, _, _) in states.items():
+        kept = record.open(columns, lambda a, r: any(x.keeps(a, r) for x in algorithms)
+                           or (a == CENTRALISED and done_centralised))
+        for algorithm in algorithms:
             # The clients that already received the broadcast's constant part (bytes).
-            process.served.update(c for raw in kept if raw["algorithm"] == name
-                                  for c in str(raw.get("clients") or "").split())
-        log = MetricsLog(out_dir, columns, kept)
-        for name in names:
-            summary["algorithms"][name] = {"hparams": _public(hparams[name])}
-            started = time.perf_counter()
-            model = _train(name, job, settings, states[name], log, bar, private[name])
-            extra = {}
-            if private[name] is not None:
-                extra["privacy"] = summary["algorithms"][name]["privacy"] = \
-                    private[name].summary(settings.num_rounds)
-            if job.negative_label is not None:
-                write_per_class(model, data, out_dir, name, job.label_names)
-            if save_model is not None:
-                folder = os.path.join(out_dir, "models", name)
-                save_model(folder, job.saved_model(model.model, states[name][0].wrap_model_fn),
-                           name, settings.num_rounds, extra)
-                summary["algorithms"][name]["model"] = os.path.relpath(folder, out_dir)
-            if not states[name][3]:   # its whole run in this invocation (not resumed)
-                summary["algorithms"][name]["wall_seconds"] = round(
-                    time.perf_counter() - started, 1)   # rounds, evaluation, saving
+            algorithm.where.process.served.update(
+                c for raw in kept if raw["algorithm"] == algorithm.name
+                for c in str(raw.get("clients") or "").split())
+        for algorithm in algorithms:
+            record.run(algorithm, hparams[algorithm.name])
         if centralised:
-            summary["algorithms"][CENTRALISED] = {"epochs": centralised}
+            entry = record.summary["algorithms"][CENTRALISED] = {"epochs": centralised}
             if done_centralised:
                 bar.update(centralised)
             else:
-                started = time.perf_counter()
-                run_centralised(job, names[0], hparams[names[0]], settings, log=log, bar=bar,
-                                save_model=save_model)
-                summary["algorithms"][CENTRALISED]["wall_seconds"] = round(
-                    time.perf_counter() - started, 1)
+                begun = time.perf_counter()
+                run_centralised(job, names[0], hparams[names[0]], settings, log=record.log,
+                                bar=bar, save_model=save_model)
+                entry["wall_seconds"] = round(time.perf_counter() - begun, 1)
     finally:
         bar.close()
-        if log is not None:
-            log.close()
-        summary["peak_rss_mib"] = peak_rss_mib()
+        record.close()
         shutdown_workers()
-    return write_summary(out_dir, summary, title=job.title or data.name, reference=reference)
+    return record.write_summary(title=job.title or data.name, reference=reference)
 
 
-def _public(hparams):
-    """The hyperparameters as a summary may show them: without the DP secret seed."""
-    values = hparams.asdict()
-    if values.get("dp_seed") is not None:
-        values["dp_seed"] = "secret"
-    return values
-
-
-def _start(name, hp, job, context, settings):
-    """(process, checkpoints, state, rounds done) of one algorithm, from its newest checkpoint
-    when resuming."""
+def _start(name, hp, job, context, settings, bar, private=None):
+    """The :class:`tffre.runner.rounds.AlgorithmRounds` of one algorithm: its process built
+    (or reused), from its newest checkpoint when resuming. With DP (``private``) the clients
+    are drawn from its secret seed."""
     process, state = processes.start(name, hp, job, context, settings)
-    checkpoints = Checkpoints(os.path.join(settings.out, "checkpoints", name))
-    done = 0
-    if settings.resume:
-        loaded, done = checkpoints.load_latest(saved_state(process, state, job.data.client_ids))
-        if loaded is not None:
-            state = restore_state(process, loaded)
-    return process, checkpoints, state, done
+    where = SimulatedRounds(name, process, job, settings, bar,
+                            seed=settings.seed if private is None else private.seed)
+    return AlgorithmRounds(name, where, state, settings, private=private)
 
 
-def _train(name, job, settings, started, log, bar, private=None):
-    """Runs one algorithm's rounds after those already done; returns its evaluator holding
-    the final model. With DP (``private``) the clients are drawn from its secret seed, and
-    each row states epsilon so far."""
-    process, checkpoints, state, done = started
-    data = job.data
-    seed = settings.seed if private is None else private.seed
-    bar.update(done)
-    if done:
-        tqdm.write(f"{name}: resuming after round {done}", file=sys.stderr)
-    # Built after the process: Keras invalidates eager models when TFF later traces
-    # model_fn in a graph.
-    evaluator = make_evaluator(job.evaluation, process.model_fn, data, job.loss,
-                               negative_label=job.negative_label, macro_f1=job.macro_f1,
-                               train_loss=not settings.no_train_loss)
-    for rnd in range(done + 1, settings.num_rounds + 1):
-        bar.set_description(f"{name} round {rnd}/{settings.num_rounds}")
-        clients = sample_clients(data.client_ids, settings.clients_per_round, seed, rnd)
+class SimulatedRounds(ClientRounds):
+    """Simulation's clients (:class:`tffre.runner.rounds.ClientRounds`): each round
+    ``clients_per_round`` drawn from (``seed``, round) (:func:`sample_clients`; DP's secret
+    seed), trained by ``process.next`` on batches shuffled from (run seed, round)
+    (:func:`data_seed`); the round's model evaluated on the pooled held-out data
+    (:func:`tffre.evaluation.evaluate_state`); a progress bar."""
+
+    def __init__(self, name, process, job, settings, bar, seed):
+        self.name, self.process, self.job, self.settings = name, process, job, settings
+        self.bar, self.seed = bar, seed
+        self.evaluator = None
+
+    def begin(self, done):
+        self.bar.update(done)
+        # Built after the processes: Keras invalidates eager models when TFF later traces
+        # model_fn in a graph.
+        job = self.job
+        self.evaluator = make_evaluator(job.evaluation, self.process.model_fn, job.data,
+                                        job.loss, negative_label=job.negative_label,
+                                        macro_f1=job.macro_f1,
+                                        train_loss=not self.settings.no_train_loss)
+
+    def train(self, state, rnd):
+        data, settings = self.job.data, self.settings
+        self.bar.set_description(f"{self.name} round {rnd}/{settings.num_rounds}")
+        clients = sample_clients(data.client_ids, settings.clients_per_round, self.seed, rnd)
         datasets = [data.client_dataset(c, "train", batch_size=settings.batch_size,
                                         seed=data_seed(settings.seed, rnd)) for c in clients]
         # Client ids key a stateful algorithm's kept state, and count the broadcast's
         # constant part once per client.
-        output = process.next(state, datasets, client_ids=clients)
-        state = output.state
-        row = round_row(name, rnd, clients, output.metrics)
-        if private is not None:
-            row.update(private.columns(rnd, output.metrics))
-        warn_exclusions(name, rnd, row, len(clients))
-        if rnd % settings.eval_every == 0 or rnd == settings.num_rounds:
-            row.update(evaluate_state(evaluator, process, state))
-            bar.set_postfix(postfix(row))
-        log.write(row)
-        if rnd == settings.num_rounds or (settings.checkpoint_every
-                                          and rnd % settings.checkpoint_every == 0):
-            checkpoints.save(saved_state(process, state, data.client_ids), rnd)
-        bar.update(1)
-    evaluator.model_for(process.get_model_weights(state))
-    return evaluator
+        output = self.process.next(state, datasets, client_ids=clients)
+        return RoundOutput(output.state, output.metrics, clients)
+
+    def evaluate(self, state, rnd, clients):
+        return evaluate_state(self.evaluator, self.process, state)
+
+    def report(self, row, output, evaluated):
+        if evaluated:
+            self.bar.set_postfix(postfix(row))
+        self.bar.update(1)
+
+    def checkpointed(self, state):
+        return saved_state(self.process, state, self.job.data.client_ids)
+
+    def restored(self, loaded):
+        return restore_state(self.process, loaded)
+
+    def finish(self, state):
+        """Puts the final weights into the evaluator's model; writes the per-class table."""
+        job = self.job
+        self.evaluator.model_for(self.process.get_model_weights(state))
+        if job.negative_label is not None:
+            write_per_class(self.evaluator, job.data, self.settings.out, self.name,
+                            job.label_names)
+
+    def saved_model(self, state):
+        return self.job.saved_model(self.evaluator.model, self.process.wrap_model_fn)

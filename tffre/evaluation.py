@@ -131,7 +131,11 @@ class DocREEvaluator(GlobalModelEvaluator):
     (:func:`tffre.models.documents.pack_targets`); ``loss`` is the
     :class:`tffre.models.documents.DocRELoss` trained with, whose ``kind`` decides how
     logits become predictions (:func:`tffre.models.documents.predict_relations`: a
-    sigmoid above ``threshold`` for "bce", the argmax for "softmax"). Annotations
+    sigmoid above ``threshold`` for "bce", the argmax for "softmax"). ``threshold="dev"``
+    ("bce" only) tunes it at each evaluation: the threshold of :data:`DOCRE_GRID` with the
+    best F1 on the dev split (:func:`best_threshold`) scores every split, as DocRED's
+    baseline (Yao et al. 2019) chooses its theta on dev; the ``threshold`` column says which.
+    Annotations
     the data carries (:attr:`tffre.data.FederatedData.annotations`) add scores:
     ``pair_intra`` the intra-/inter-sentence F1 (CDR, GDA), ``pair_in_train``
     DocRED's Ign F1.
@@ -144,7 +148,8 @@ class DocREEvaluator(GlobalModelEvaluator):
     """
 
     columns = tuple(f"{split}_{name}" for split in ("test", "dev")
-                    for name in ("precision", "recall", "intra_f1", "inter_f1", "ign_f1"))
+                    for name in ("precision", "recall", "intra_f1", "inter_f1", "ign_f1")) + \
+        ("threshold",)
 
     def __init__(self, model_fn, data, loss, batch_size=8, negative_label=None,
                  macro_f1=False, threshold=None, train_loss=True):
@@ -157,7 +162,12 @@ class DocREEvaluator(GlobalModelEvaluator):
                              f"with, got {type(loss).__name__}")
         self.model = model_fn()
         self.kind = loss.kind
-        self.threshold = DOCRE_THRESHOLD if threshold is None else float(threshold)
+        self.tuned = threshold == "dev"
+        if self.tuned and loss.kind != "bce":
+            raise ValueError("a threshold tuned on dev applies to the bce loss (softmax "
+                             "predicts the argmax)")
+        self.threshold = DOCRE_THRESHOLD if threshold is None or self.tuned \
+            else float(threshold)
         self.negative_label = None
         self.macro_f1 = False
         self.num_classes = data.num_classes
@@ -167,11 +177,12 @@ class DocREEvaluator(GlobalModelEvaluator):
         self._batch = tf.function(self._batch_impl, reduce_retracing=True)
 
     def _batch_impl(self, x, y):
-        return docre_batch(self.model, x, y, self.kind, self.threshold)
+        return docre_batch(self.model, x, y, self.kind, self.threshold,
+                           probabilities=self.tuned)
 
     def predictions(self, split):
-        """(summed pair losses, valid pairs, predicted multi-hot ``[n, P, R]``) of the current
-        model on ``split``."""
+        """(summed pair losses, valid pairs, predicted multi-hot ``[n, P, R]``, or with a
+        threshold tuned on dev the probabilities) of the current model on ``split``."""
         total, pairs, preds = 0.0, 0.0, []
         for loss, weight, pred in self._batch_results(split):
             total += float(loss)
@@ -182,11 +193,20 @@ class DocREEvaluator(GlobalModelEvaluator):
     def evaluate_model(self, splits=None):
         """The scores of the evaluation model as it is (see the class docstring)."""
         out = {}
-        for split in splits or self._splits:
-            total, pairs, preds = self.predictions(split)
+        results = {split: self.predictions(split) for split in splits or self._splits}
+        threshold = self.threshold
+        if self.tuned:
+            if "dev" not in results:
+                raise ValueError("a threshold tuned on dev needs a dev split")
+            y = self._splits["dev"][1]
+            threshold = best_threshold(y[..., :-1], results["dev"][2], y[..., -1])
+        out["threshold"] = threshold
+        for split, (total, pairs, preds) in results.items():
             if split == "train":
                 out["train_loss"] = total / pairs if pairs else float("nan")
                 continue
+            if self.tuned:
+                preds = preds > threshold
             y = self._splits[split][1]
             notes = self._annotations[split]
             # The same counts a deployed site sends (tffre.deploy.node.SiteEvaluator), here
@@ -201,13 +221,16 @@ class DocREEvaluator(GlobalModelEvaluator):
 #: The sigmoid threshold above which a "bce" model predicts a relation (ATLOP's and the
 #: FedLCC authors' 0.5): :class:`DocREEvaluator`'s default, and a deployed site's.
 DOCRE_THRESHOLD = 0.5
+#: The thresholds a dev-tuned evaluation chooses from (``--threshold dev``): 0.01 to 0.99.
+DOCRE_GRID = tuple(round(0.01 * i, 2) for i in range(1, 100))
 #: The scores :func:`docre_columns` gives, in metrics.csv's order.
 DOCRE_SCORES = ("accuracy", "f1", "precision", "recall", "intra_f1", "inter_f1", "ign_f1")
 
 
-def docre_batch(model, x, y, kind, threshold=DOCRE_THRESHOLD):
+def docre_batch(model, x, y, kind, threshold=DOCRE_THRESHOLD, probabilities=False):
     """One batch of document-level RE evaluation: (the loss summed over the valid pairs, the
-    valid pairs, the predicted multi-hot ``[b, P, R]``). The loss is
+    valid pairs, the predicted multi-hot ``[b, P, R]``, or with ``probabilities`` the
+    sigmoid of the logits, for a threshold chosen afterwards). The loss is
     :func:`tffre.models.documents.docre_loss` (FedLCC Eq. 11 for "bce"), a mean over the
     batch's valid pairs, times their number: sums over batches (and sites) divided by the
     summed pairs give the per-pair mean over all of them."""
@@ -216,7 +239,21 @@ def docre_batch(model, x, y, kind, threshold=DOCRE_THRESHOLD):
     labels, pair_mask = unpack_targets(y)
     weight = tf.reduce_sum(pair_mask)
     return (docre_loss(labels, logits, pair_mask, kind) * weight, weight,
-            predict_relations(logits, kind, threshold))
+            tf.sigmoid(logits) if probabilities else predict_relations(logits, kind, threshold))
+
+
+def best_threshold(gold, prob, pair_mask, grid=None):
+    """The threshold of ``grid`` (default :data:`DOCRE_GRID`) whose predictions ``prob >
+    t`` score the best micro F1 (:func:`docre_columns`) over the valid pairs; among equal
+    F1s, the one nearest :data:`DOCRE_THRESHOLD`."""
+    grid = DOCRE_GRID if grid is None else grid
+    best, key = DOCRE_THRESHOLD, None
+    for t in grid:
+        f1 = docre_columns(docre_counts(gold, np.asarray(prob) > t, pair_mask))["f1"]
+        candidate = (f1, -abs(t - DOCRE_THRESHOLD))
+        if key is None or candidate > key:
+            best, key = float(t), candidate
+    return best
 
 
 def docre_counts(gold, pred, pair_mask, intra=None, in_train=None):

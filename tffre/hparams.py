@@ -117,6 +117,13 @@ def unit_interval(value):
     return _within(value, True, False)
 
 
+def threshold_or_dev(value):
+    """A decision threshold in (0, 1), or "dev": tuned on the dev split (document RE)."""
+    if str(value).strip().lower() == "dev":
+        return "dev"
+    return _within(value, True, True)
+
+
 def probability(value):
     """A number in [0, 1]."""
     return _within(value, False, False)

@@ -144,4 +144,4 @@ def test_a_site_with_other_features_takes_no_part(tabular, tmp_path, capsys):
     folders = site_folders(tmp_path / "sites", features=(FEATURES, FEATURES + 1))
     with pytest.raises(Exception, match="site"):
         deploy(tmp_path, folders)   # min-nodes 2, one site refused: too few sites
-    assert "its features 4 differ from site a's 3" in capsys.readouterr().out
+    assert "its features 4 differ from the run's 3" in capsys.readouterr().out

@@ -82,3 +82,37 @@ def test_evaluator_scores_the_pooled_pairs():
         DocREEvaluator(echo_model, data, tf.keras.losses.MeanSquaredError())
     with pytest.raises(ValueError, match="unknown evaluation kind"):
         make_evaluator("ranking", echo_model, data, DocRELoss("bce"))
+
+
+def test_a_threshold_tuned_on_dev_is_the_grid_point_with_the_best_dev_f1():
+    """``threshold="dev"``: the grid's threshold whose dev F1 (sklearn's, over the valid
+    pairs) is the highest scores every split; the threshold column says which."""
+    from sklearn.metrics import f1_score
+    from tffre.evaluation import DOCRE_GRID
+    clients = {}
+    for k in range(2):
+        clients[f"c{k}"] = {name: split(n, 20 * k + j)[0] for j, (name, n) in
+                            enumerate((("train", 3), ("test", 6), ("dev", 7)))}
+    data = FederatedData(clients, num_classes=R)
+    got = make_evaluator("docre", echo_model, data, DocRELoss("bce"), batch_size=3,
+                         threshold="dev").evaluate_model()
+
+    def f1_at(name, t):
+        x, y = data.pooled(name)
+        valid = np.repeat(y[..., -1:].astype(bool), R, -1)
+        prob = 1 / (1 + np.exp(-x["scores"].astype(np.float64)))
+        return f1_score(y[..., :-1][valid].astype(int), (prob > t)[valid].astype(int),
+                        zero_division=0)
+    dev = [f1_at("dev", t) for t in DOCRE_GRID]
+    best = max(dev)
+    # Ties go to the threshold nearest 0.5.
+    want = min((t for t, f in zip(DOCRE_GRID, dev) if f == pytest.approx(best)),
+               key=lambda t: abs(t - 0.5))
+    assert got["threshold"] == pytest.approx(want)
+    assert got["dev_f1"] == pytest.approx(best)
+    assert got["test_f1"] == pytest.approx(f1_at("test", want))
+    # Tuned on dev, its dev F1 is at least the fixed 0.5's.
+    fixed = make_evaluator("docre", echo_model, data, DocRELoss("bce")).evaluate_model()
+    assert fixed["threshold"] == 0.5 and got["dev_f1"] >= fixed["dev_f1"]
+    with pytest.raises(ValueError, match="bce"):
+        make_evaluator("docre", echo_model, data, DocRELoss("softmax"), threshold="dev")

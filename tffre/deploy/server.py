@@ -104,6 +104,9 @@ class FederatedRounds:
         # Sites that said hello and take no part: {site name (or "node N" when Flower
         # answered in its place): why}. Named missing in every round until they take part.
         self.refused = {}
+        # Once the run's job is agreed: callable(job, hello facts) -> why a site that says hello
+        # differs from it (its labels, its vocabulary), or None (Sites.disagreement).
+        self.check = None
 
     # --- sites ---
 
@@ -127,10 +130,10 @@ class FederatedRounds:
                        for n in ask}
             replies = self.link.exchange(content, self.hello_timeout, group="hello")
             for nid in ask:
-                self._hello(nid, replies.get(nid))
+                self._hello(nid, replies.get(nid), job)
         return self.usable()
 
-    def _hello(self, nid, reply):
+    def _hello(self, nid, reply, job=None):
         if reply is None:   # not answering (dead, or busy): asked again after a quiet period
             self.sites.pop(nid, None)
             self.silent[nid] = time.monotonic()
@@ -146,15 +149,23 @@ class FederatedRounds:
         name = str(config.get("site", f"node {nid}"))
         site = Site(nid, name, facts=config, constants=str(config.get("constants", "")),
                     error=str(config.get("error", "")), hello_at=time.monotonic())
+        if not site.error and self.check is not None and job is not None:
+            site.error = self.check(job, config) or ""
         old = self.sites.get(nid)
         if site.error and (old is None or old.error != site.error):
             self.log(f"site {name} (node {nid}): {site.error}; it takes no part")
         if site.error:
-            self.refused[name] = site.error
+            self.leave_out(name, site.error)
         else:
             self.members.add(name)
             self.refused.pop(name, None)
         self.sites[nid] = site
+
+    def leave_out(self, name, why):
+        """Site ``name`` takes no part (its data, or its facts against the run's): it is named
+        missing with ``why`` in every round until it says hello with what the run needs."""
+        self.refused[name] = why
+        self.members.discard(name)
 
     def usable(self):
         """The sites that can train, in site-name order (one node per name: the newest)."""
@@ -373,7 +384,9 @@ def evaluation_columns(totals, negative_label=None, macro_f1=False, kind=None):
             out["train_loss"] = float(totals[f"loss/{split}"]) / n if n else float("nan")
             continue
         if kind == "docre":
+            from tffre.evaluation import DOCRE_THRESHOLD
             out.update(_docre_columns(totals, split))
+            out["threshold"] = DOCRE_THRESHOLD   # the sites' fixed one (no pooled dev to tune)
             continue
         confusion = np.asarray(totals[f"confusion/{split}"])
         out[f"{split}_accuracy"] = float(np.trace(confusion)) / n if n else float("nan")

@@ -67,21 +67,31 @@ def job_head(cfg, settings, task):
     name = cfg.algorithms[0]
     local = getattr(task, "LOCAL_OPTIONS", ())
     return DeployJob(task=settings.deploy_task or cfg.task.name, dataset=cfg.dataset,
-                     algorithm=name,
+                     algorithm=name, model=cfg.model,
                      hparams=public_hparams(cfg.hparams[name].asdict()),
                      options={k: v for k, v in cfg.options.asdict().items() if k not in local},
                      batch_size=cfg.run.batch_size, seed=cfg.run.seed)
 
 
-def agree(task, head, sites, log=log_line):
+def agree(task, head, sites, log=log_line, concept_file=None):
     """The job with what the sites told (the task's :meth:`tffre.tasks.sites.Sites.agree`: by
-    default the labels, which every site must have alike, the union of the entity types and
-    the number of sites). Sites that disagree are marked."""
+    default the labels, which every site must have alike, the union of the entity types, the
+    number of sites, and FedCB's concepts from the server's ``concept_file``). Sites that
+    disagree are marked."""
     own = getattr(task, "agree", None)
     if own is None:   # a task object of your own without agree: the default
         from tffre.tasks.sites import Sites
-        return Sites.agree(task, head, sites, log)
-    return own(head, sites, log)
+        return Sites.agree(task, head, sites, log, concept_file)
+    return own(head, sites, log, concept_file)
+
+
+def server_side(cfg, task):
+    """The server's own configuration, as a site's node configuration names it: the run
+    config's options that name local files (the task's ``LOCAL_OPTIONS``: its encoder
+    folder, public word vectors, D_v's file), with dashes."""
+    local = getattr(task, "LOCAL_OPTIONS", ())
+    return {k.replace("_", "-"): v for k, v in cfg.options.asdict().items()
+            if k in local and v not in (None, "")}
 
 
 def _check_resume(out, head):
@@ -110,7 +120,7 @@ def server_set(task, job, cfg, log=log_line):
     if not path:
         raise ValueError(f"{name} needs the server's labelled set D_v: give server-data (a "
                          f"file or folder of the dataset's format at the server)")
-    side = {"encoder": cfg.options.asdict().get("encoder") or "", "server-data": path}
+    side = server_side(cfg, task)
     try:
         x, y = task.server_data(job, side)
     except SiteDataError as err:
@@ -150,6 +160,7 @@ def serve(rounds, cfg, settings, task, log=log_line):
     import tensorflow as tf
     from tffre.deploy.node import layout_key
     from tffre.deploy.round_factory import make_round
+    from tffre.evaluation import EVALUATORS
     from tffre.execution.flower import sum_refusal
     from tffre.runner import privacy
     from tffre.runner.outputs import prepare_out_dir
@@ -165,7 +176,16 @@ def serve(rounds, cfg, settings, task, log=log_line):
     if len(sites) < settings.min_nodes:
         raise TooFewSites(f"{len(sites)} site(s) said hello within {settings.start_timeout:g} "
                           f"s; the run needs min-nodes={settings.min_nodes}")
-    job = saved or agree(task, head, sites, log)
+    job = saved or agree(task, head, sites, log,
+                         concept_file=cfg.options.asdict().get("concept_file"))
+    for site in sites:
+        if site.error:   # left out by the agreement
+            rounds.leave_out(site.name, site.error)
+    # From now on a site that says hello (again) takes part only if it agrees with the job.
+    from tffre.tasks.sites import Sites
+    own = getattr(task, "disagreement", None)
+    rounds.check = own if own is not None else (
+        lambda job, facts: Sites.disagreement(task, job, facts))
     server_data = server_set(task, job, cfg, log)
     if server_data is not None:
         inputs = server_inputs(server_data[0])
@@ -173,8 +193,7 @@ def serve(rounds, cfg, settings, task, log=log_line):
             raise ValueError(f"resume: server-data's inputs {inputs} differ from the saved "
                              f"run's {saved.server_inputs}")
         job = dataclasses.replace(job, server_inputs=inputs)
-    server_site = {"encoder": cfg.options.asdict().get("encoder") or ""}
-    model = task.model(job, server_site)
+    model = task.model(job, server_side(cfg, task))
     prepare_out_dir(run.out, resume=run.resume, overwrite=run.overwrite)
     # DP: sigma calibrated for all N sites every round, delta and the secret seed resolved,
     # as the runner does (see the module docstring).
@@ -225,7 +244,8 @@ def serve(rounds, cfg, settings, task, log=log_line):
     record = RunRecord(run.out, summary, resume=run.resume, save_model=save_model,
                        started=start)
     try:
-        record.open(metric_columns(extra=where.columns, private=private is not None),
+        record.open(metric_columns(EVALUATORS[model.evaluation].columns, where.columns,
+                                   private=private is not None),
                     algorithm.keeps)
         log(f"{name} on {len(sites)} site(s) ({', '.join(site_names)}): "
             f"{run.num_rounds} round{'' if run.num_rounds == 1 else 's'}"
@@ -274,7 +294,8 @@ class DeployedRounds(ClientRounds):
         model = self.model
         return self.rounds.evaluate(self.parts, self.job, state, rnd, self.layout,
                                     negative_label=model.negative_label,
-                                    macro_f1=model.macro_f1, names=clients)
+                                    macro_f1=model.macro_f1, names=clients,
+                                    kind=model.evaluation)
 
     def report(self, row, output, evaluated):
         self.log(format_row(row, output.metrics["round"]))

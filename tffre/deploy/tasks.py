@@ -45,6 +45,8 @@ class DeployJob:
     options: dict
     batch_size: int
     seed: int
+    #: The run's ``--model`` (a task with several: IMCS's lstm or mean-logistic).
+    model: Optional[str] = None
     labels: Tuple[str, ...] = ()
     entity_types: Tuple[str, ...] = ()
     num_clients: Optional[int] = None

@@ -22,7 +22,8 @@ def prepare(cfg):
 def run(cfg):
     """Runs the experiment ``cfg`` describes and prints its table. Returns the summary dict."""
     import tensorflow as tf
-    from tffre import bundle, runner
+    from tffre import runner
+    from tffre.runner.rounds import bundle_saver
     from tffre.runtime import federated_runtime
 
     start = time.perf_counter()
@@ -39,13 +40,10 @@ def run(cfg):
                                               algorithms=names,
                                               partition=getattr(cfg.options, "partition", None))
 
-    def save_model(folder, model, name, round_num, extra):
-        # ``extra``: what the runner knows of the model, e.g. its DP guarantee ("privacy").
-        bundle.save_bundle(folder, model, label_names=job.label_names, encoder=job.encoder,
-                           metadata={"algorithm": name, "round": round_num,
-                                     "dataset": cfg.dataset, "model": cfg.model,
-                                     "task": getattr(cfg.options, "task", None),
-                                     "seed": settings.seed, **extra})
+    # One bundle writer for simulation and deployment (tffre.runner.rounds.bundle_saver).
+    save_model = bundle_saver(job.label_names, job.encoder, {
+        "dataset": cfg.dataset, "model": cfg.model, "task": getattr(cfg.options, "task", None),
+        "seed": settings.seed})
 
     with federated_runtime():
         summary = runner.run_experiment(

@@ -35,7 +35,7 @@ def run_centralised(job, name, hparams, settings, *, log, bar, save_model=None):
     tf.keras.utils.set_random_seed(seed)
     evaluator = make_evaluator(job.evaluation, job.model_fn, data, job.loss,
                                negative_label=job.negative_label, macro_f1=job.macro_f1,
-                               train_loss=not settings.no_train_loss)
+                               train_loss=not settings.no_train_loss, **job.evaluation_options)
     model = evaluator.model
     if job.load_pretrained is not None:
         job.load_pretrained(model)

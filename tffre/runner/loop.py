@@ -173,7 +173,8 @@ class SimulatedRounds(ClientRounds):
         self.evaluator = make_evaluator(job.evaluation, self.process.model_fn, job.data,
                                         job.loss, negative_label=job.negative_label,
                                         macro_f1=job.macro_f1,
-                                        train_loss=not self.settings.no_train_loss)
+                                        train_loss=not self.settings.no_train_loss,
+                                        **job.evaluation_options)
 
     def train(self, state, rnd):
         data, settings = self.job.data, self.settings

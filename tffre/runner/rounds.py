@@ -208,7 +208,8 @@ def bundle_saver(label_names, encoder, metadata):
     its DP guarantee)."""
     def save_model(folder, model, name, round_num, extra):
         from tffre.bundle import save_bundle
-        save_bundle(folder, model, label_names=list(label_names), encoder=encoder,
+        save_bundle(folder, model, encoder=encoder,
+                    label_names=None if label_names is None else list(label_names),
                     metadata={"algorithm": name, "round": round_num, **metadata, **extra})
     return save_model
 

@@ -104,6 +104,8 @@ class Job:
       concepts, prompts: FedCB's class concepts (one per label) and prompt set.
       macro_f1: report macro-F1 over the classes (FedCB's image tables).
       evaluation: the evaluation kind, a key of :data:`tffre.evaluation.EVALUATORS`.
+      evaluation_options: keyword arguments of that kind's evaluator (document RE:
+        ``threshold``, a number or "dev").
       metrics: optional Keras metric constructors for the training metrics.
       export: optional callable(trained keras model, wrap) returning the model a bundle saves
         when it differs from the one trained (a split encoder: the full model, the frozen
@@ -125,6 +127,8 @@ class Job:
     prompts: str = "text"
     macro_f1: bool = False
     evaluation: str = "classification"
+    #: The evaluator's own options (document RE's ``threshold``).
+    evaluation_options: dict = dataclasses.field(default_factory=dict)
     metrics: Optional[list] = None
     export: Optional[Callable[[Any, Any], Any]] = None
 

@@ -239,11 +239,10 @@ def with_cached_prefix(data, config, build_prefix, load_pretrained, cfg):
     return data, prefix, store, described
 
 
-def data_path(cfg):
-    """The file or folder ``cfg.options.data`` names (the task's embedded sample of the
-    dataset for "sample")."""
-    return task_of(cfg.dataset).sample_path(cfg.dataset) if cfg.options.data == SAMPLE \
-        else cfg.options.data
+def data_path(dataset, data):
+    """The file or folder ``data`` (``--data``, a site's ``data``) names for ``dataset``: the
+    task's embedded sample of the dataset for "sample" (:attr:`Task.samples`)."""
+    return task_of(dataset).sample_path(dataset) if data == SAMPLE else data
 
 
 def require_data(cfg):

@@ -50,11 +50,12 @@ import json
 import os
 from typing import Optional
 
-from tffre.hparams import choice, optional, param, positive_int
+from tffre.hparams import choice, optional, param, positive_int, threshold_or_dev
 from tffre.lazy import np
 from tffre.runner.settings import Job
-from tffre.tasks import (SAMPLE, DataOption, EncoderOptions, Task, check_encoder, require_data,
-                         with_cached_prefix)
+from tffre import resources
+from tffre.tasks import (SAMPLE, DataOption, EncoderOptions, Task, check_encoder, data_path,
+                         require_data, with_cached_prefix)
 from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_any_site,
                                check_report_line, site_path)
 
@@ -81,6 +82,9 @@ class Options(DataOption, EncoderOptions):
     loss: str = param("bce", choice("bce", "softmax"), "document-level RE loss: bce (a sigmoid "
                       "per relation) or softmax (the authors' code: a softmax over no-relation "
                       "and the relation types)", paper="FedLCC Eq. 10-11")
+    threshold: object = param(0.5, threshold_or_dev, "bce: the sigmoid above which a relation "
+                              "is predicted, or dev: at each evaluation the threshold with the "
+                              "best dev F1 (DocRED's baseline's theta), applied to every split")
 
 
 TASK = Task("documents", "document-level relation extraction (FedLCC Tables 3-5, 7)",
@@ -88,26 +92,22 @@ TASK = Task("documents", "document-level relation extraction (FedLCC Tables 3-5,
             defaults={"clients": 10, "batch_size": 3, "trainable_layers": 2,
                       "executor": "local"},
             learning_rates={"adam": 3e-4},
-            dataset_defaults={"cdr": {"data": SAMPLE}})
+            dataset_defaults={"cdr": {"data": SAMPLE}},
+            samples={"cdr": resources.path("docre_sample")})
 
 
 def check(cfg):
     """The options' checks that need no data."""
     require_data(cfg)
     check_encoder(cfg)
-
-
-def data_path(cfg):
-    """The file or folder ``cfg.options.data`` names (the embedded sample for "sample")."""
-    from tffre.data.document_sets import sample_path
-    return sample_path() if cfg.options.data == SAMPLE else cfg.options.data
+    if cfg.options.threshold == "dev" and cfg.options.loss != "bce":
+        raise ValueError("--threshold dev applies to --loss bce (softmax predicts the argmax)")
 
 
 def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
     """The data check of what a run would load (``python -m tffre data check``)."""
     from tffre.data.check import check_dataset
-    from tffre.data.document_sets import sample_path
-    path = sample_path() if options.data == SAMPLE else options.data
+    path = data_path(dataset, options.data)
     return check_dataset("documents", dataset, path, tokenizer=tokenizer,
                          max_len=max_len or options.max_len or DEFAULT_MAX_LEN, seed=seed,
                          eog_variant=options.eog_variant, dev_as_test=dataset == "docred")
@@ -116,7 +116,7 @@ def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
 def load_splits(cfg):
     """{"train", "dev", "test": [Document]} of ``cfg``, and the notes on what was held out
     (:func:`read_splits`)."""
-    return read_splits(cfg.dataset, data_path(cfg), cfg.run.seed, cfg.options.eog_variant)
+    return read_splits(cfg.dataset, data_path(cfg.dataset, cfg.options.data), cfg.run.seed, cfg.options.eog_variant)
 
 
 def read_splits(dataset, path, seed, eog_variant="filter"):
@@ -328,7 +328,8 @@ def prepare(cfg):
     return Job(data=data, model_fn=model_fn, loss=DocRELoss(cfg.options.loss),
                title=f"{data.name}, {os.path.basename(os.path.normpath(encoder_dir))}",
                label_names=relation_types, encoder=None, info=info, write_extras=write_extras,
-               load_pretrained=load, evaluation="docre")
+               load_pretrained=load, evaluation="docre",
+               evaluation_options={"threshold": cfg.options.threshold})
 
 
 class DocumentSites(Sites):
@@ -409,8 +410,15 @@ class DocumentSites(Sites):
     def agree(self, head, sites, log, concept_file=None):
         """:meth:`tffre.tasks.sites.Sites.agree` (relation types and pair types equal, else the
         site is refused), and the job's row limits: each the largest of the agreeing sites'
-        (``job.facts["limits"]``), so that every site's documents fit."""
+        (``job.facts["limits"]``), so that every site's documents fit. A threshold tuned on
+        dev (``threshold dev``) is refused: it needs the pooled dev probabilities, which no
+        site sends (the sites count at the fixed threshold)."""
         from tffre.text.document_features import LIMIT_KEYS
+        if head.options.get("threshold") == "dev":
+            refusal = ("threshold dev: a deployment scores at a fixed threshold (the sites send "
+                       "counts, not the pooled dev probabilities a tuned threshold needs)")
+            log(f"error: {refusal}")
+            raise ValueError(refusal)
         job = super().agree(head, sites, log, concept_file)
         for site in sites:
             if not site.error and len(site.facts.get("row_limits") or ()) != len(LIMIT_KEYS):

@@ -24,7 +24,7 @@ from tffre import resources
 from tffre.hparams import boolean, choice, non_negative_float, param, positive_int
 from tffre.lazy import np
 from tffre.runner.settings import Job
-from tffre.tasks import (SAMPLE, ConceptOption, DataOption, Task, label_mix_writer,
+from tffre.tasks import (SAMPLE, ConceptOption, DataOption, Task, data_path, label_mix_writer,
                          require_data)
 from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_report_line,
                                site_path)
@@ -51,6 +51,7 @@ class Options(DataOption, ConceptOption):
 TASK = Task("images", "medical image classification (FedCB Tables 2-5)", ("oct-c8", "kvasir"),
             ("resnet18",), Options, defaults={"clients": 10, "batch_size": 8},
             dataset_defaults={"oct-c8": {"clients": 12, "data": SAMPLE}},
+            samples={"oct-c8": SAMPLE_DIR},
             # TF 2.14's oneDNN convolutions corrupt memory (double free, segfault) when a
             # compiled ResNet step sees a batch of another size (a client's last batch);
             # without oneDNN they are also faster on these small images (DEVELOPERS.md).
@@ -71,16 +72,10 @@ def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
     """The data check of what a run would load (``python -m tffre data check``): the image
     files per class and split, unreadable images and images of an odd size."""
     from tffre.data.check import check_dataset
-    path = SAMPLE_DIR if options.data == SAMPLE else options.data
+    path = data_path(dataset, options.data)
     # OCT-C8 ships its train/val/test folders; Kvasir-v2 is split 7:1:2 (load's loaders).
     return check_dataset("images", dataset, path, seed=seed,
                          split_folders=dataset == "oct-c8")
-
-
-def data_folder(dataset, data):
-    """The folder ``--data`` names for ``dataset``: the embedded sample's for OCT-C8's
-    "sample" (Kvasir-v2 has none)."""
-    return SAMPLE_DIR if dataset == "oct-c8" and data == SAMPLE else data
 
 
 def load_images(dataset, path, image_size, seed):
@@ -98,7 +93,7 @@ def load_images(dataset, path, image_size, seed):
 def load(cfg):
     """({"train", "val", "test": (x, y)}, class names) of ``cfg``'s image set."""
     o = cfg.options
-    return load_images(cfg.dataset, data_folder(cfg.dataset, o.data), o.image_size,
+    return load_images(cfg.dataset, data_path(cfg.dataset, o.data), o.image_size,
                        cfg.run.seed)
 
 
@@ -201,8 +196,8 @@ class ImageSites(Sites):
     @staticmethod
     def _folder(dataset, site):
         """The site's image folder (``data``; "sample": the embedded one for OCT-C8)."""
-        if data_folder(dataset, site.get("data")) == SAMPLE_DIR:
-            return SAMPLE_DIR
+        if site.get("data") == SAMPLE:
+            return data_path(dataset, SAMPLE)
         return site_path(site, "data")
 
     @staticmethod

@@ -25,7 +25,7 @@ from tffre import resources
 from tffre.hparams import (boolean, choice, existing_file, non_negative_float, optional,
                            param, positive_int)
 from tffre.runner.settings import Job
-from tffre.tasks import (SAMPLE, ConceptOption, DataOption, Task, needs_features,
+from tffre.tasks import (SAMPLE, ConceptOption, DataOption, Task, data_path, needs_features,
                          require_data)
 from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_report_line,
                                site_path)
@@ -60,7 +60,8 @@ class Options(DataOption, ConceptOption):
 
 TASK = Task("imcs", "IMCS-V2 Chinese doctor-patient dialogues (FLCMC Tables 9-11)", ("imcs",),
             ("lstm", "mean-logistic"), Options, defaults={"clients": 20, "batch_size": 10},
-            dataset_defaults={"imcs": {"data": SAMPLE}})
+            dataset_defaults={"imcs": {"data": SAMPLE}},
+            samples={"imcs": resources.path("imcs_sample")})
 
 
 def check(cfg):
@@ -83,11 +84,6 @@ PRIVACY_WARNING = ("WARNING: {flag} reads the clients' private {what} on the ser
                    "the federated privacy model; use it only for experiments.")
 
 
-def data_path(cfg):
-    """The IMCS folder or file ``--data`` names (the embedded sample for "sample")."""
-    return SAMPLE_DIR if cfg.options.data == SAMPLE else cfg.options.data
-
-
 def max_len(cfg):
     """Tokens per example: ``--max-len``, else 192 for diagnosis and 16 for sentence tasks."""
     return length_of(cfg.options)
@@ -106,7 +102,7 @@ def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
     from tffre.tasks import imcs as task  # its max_len(), which the argument hides here
     cfg = types.SimpleNamespace(dataset=dataset, options=options)
     # The run's jieba (--user-dict, --dict-from-clients) counts the tokens.
-    return check_dataset("dialogues", dataset, data_path(cfg), seed=seed, task=options.task,
+    return check_dataset("dialogues", dataset, data_path(dataset, options.data), seed=seed, task=options.task,
                          max_len=max_len or task.max_len(cfg),
                          segmenter_for=lambda splits: segmenter_for(cfg, splits))
 
@@ -184,7 +180,7 @@ def prepare(cfg):
 
     o = cfg.options
     notes = []
-    splits = imcs.load_imcs_splits(data_path(cfg), seed=cfg.run.seed, notes=notes, verbose=True)
+    splits = imcs.load_imcs_splits(data_path(cfg.dataset, o.data), seed=cfg.run.seed, notes=notes, verbose=True)
     for note in notes:
         print(f"note: {note}")
     segmenter = segmenter_for(cfg, splits)

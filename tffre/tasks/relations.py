@@ -101,7 +101,7 @@ def check(cfg):
 def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
     """The data check of what a run would load (``python -m tffre data check``)."""
     from tffre.data.check import check_dataset
-    path = TASK.sample_path(dataset) if options.data == SAMPLE else options.data
+    path = data_path(dataset, options.data)
     extra = {"raw_labels": True} if dataset == "chemprot" and options.raw_labels else {}
     return check_dataset("relations", dataset, path, tokenizer=tokenizer,
                          max_len=max_len or options.max_len or DEFAULT_MAX_LEN, seed=seed,
@@ -167,7 +167,7 @@ def prepare(cfg):
 
     o, seed, num_clients = cfg.options, cfg.run.seed, cfg.run.clients
     notes = []
-    splits, labels = load_relation_splits(cfg.dataset, data_path(cfg), seed=seed,
+    splits, labels = load_relation_splits(cfg.dataset, data_path(cfg.dataset, o.data), seed=seed,
                                           dev_fraction=o.dev_fraction or None, notes=notes,
                                           **loader_options(cfg))
     for note in notes:

@@ -158,7 +158,7 @@ class Sites:
 
     def agree(self, head, sites, log, concept_file=None):
         """The job ``head`` completed from the sites' surveys (``site.facts``): every fact of
-        :attr:`AGREED` equal to the first site's (else the site is marked with
+        :attr:`AGREED` equal to the first site's, the run's (else the site is marked with
         ``site.error`` and takes no part), the union of :attr:`UNITED`, and the number of
         sites that agree. FedCB's class concepts of the agreed labels come from the server's
         ``concept_file`` (else the built-in names), as a run's ``prepare`` gives them, and
@@ -169,8 +169,9 @@ class Sites:
         for site in sites:
             for key in agreed:
                 if _plain(site.facts.get(key)) != _plain(first.get(key)):
-                    site.error = (f"its {key} {_plain(site.facts.get(key))} differ from site "
-                                  f"{sites[0].name}'s {_plain(first.get(key))}")
+                    # The words Sites.disagreement uses later: one line per site in the log.
+                    site.error = (f"its {key} {_plain(site.facts.get(key))} differ from the "
+                                  f"run's {_plain(first.get(key))}")
                     log(f"site {site.name} (node {site.node_id}): {site.error}; it takes no "
                         f"part")
                     break
@@ -188,6 +189,17 @@ class Sites:
             head, labels=labels, entity_types=tuple(sorted(united.get("entity_types", ()))),
             num_clients=len(usable), facts={**head.facts, **facts},
             concepts=tuple(concepts_for(labels, concept_file)) if labels else None)
+
+    def disagreement(self, job, facts):
+        """Why a site's survey (``facts``, its hello) differs from the agreed ``job`` (a fact
+        of :attr:`AGREED` other than the job's), or None: a site that says hello after the
+        agreement, or again after it was left out, takes part only when it agrees."""
+        for key in getattr(self, "AGREED", Sites.AGREED):
+            want = list(job.labels) if key == "labels" else job.facts.get(key)
+            if _plain(facts.get(key)) != _plain(want):
+                return (f"its {key} {_plain(facts.get(key))} differ from the run's "
+                        f"{_plain(want)}")
+        return None
 
     def check_site(self, site, dataset=None):
         """What a site checks of its own data when it starts: one line on what it holds, or

@@ -134,9 +134,9 @@ def test_a_site_whose_vocabulary_differs_takes_no_part(deployed):
     out, log = deployed
     job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
     assert job.labels == imcs.label_names("symptom")
-    assert set(job.facts) == {"vocabulary", "dictionary"}
+    assert set(job.facts) == {"vocabulary", "dictionary", "prompts"}
     refused = [line for line in log if line.startswith("site c (node")]
-    assert refused and "its vocabulary" in refused[0] and "differ from site a's" in refused[0]
+    assert refused and "its vocabulary" in refused[0] and "differ from the run's" in refused[0]
     assert all(line.endswith("it takes no part") for line in refused)
 
 

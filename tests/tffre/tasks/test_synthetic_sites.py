@@ -89,14 +89,14 @@ def test_two_sites_equal_the_local_executor_on_the_simulations_clients(deployed,
                for g, i in zip(got["model"].trainable, initial.trainable))
     job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
     assert job.options == {"alpha": 0.5, "beta": 0.7, "iid": False}
-    assert job.facts == {"clients": 3} and job.labels == tuple(str(k) for k in range(10))
+    assert job.facts["clients"] == 3 and job.labels == tuple(str(k) for k in range(10))
     assert list(pd.read_csv(out / "metrics.csv")["clients"]) == ["a b"] * ROUNDS
 
 
 def test_a_site_generating_another_set_takes_no_part(deployed):
     _, log = deployed
     refused = [line for line in log if line.startswith("site c (node")]
-    assert refused and "its clients 4 differ from site a's 3" in refused[0]
+    assert refused and "its clients 4 differ from the run's 3" in refused[0]
     assert all(line.endswith("it takes no part") for line in refused)
 
 

@@ -33,7 +33,7 @@ import numpy as np
 from tffre.deploy import protocol
 from tffre.deploy.tasks import DeployJob, load_task
 from tffre.tasks.sites import SiteDataError
-from tffre.execution.flower import MessageError, from_arrays, paths_of, to_arrays
+from tffre.execution.split_round import MessageError, from_arrays, paths_of, to_arrays
 
 KEEP_STATES = 3   # client states kept per job: a resumed server replays at most the last round
 
@@ -319,7 +319,7 @@ class NodeRuntime:
         return to_arrays(upload)
 
     def contribution(self, built, upload_arrays):
-        """What this site adds to a secure sum (:meth:`RoundParts.contribution`)."""
+        """What this site adds to a secure sum (:meth:`SplitRound.contribution`)."""
         upload = from_arrays(upload_arrays, built.parts.upload_spec(), "upload")
         return built.parts.contribution(upload)
 

@@ -14,10 +14,10 @@ Three kinds, each answered by one reply (``Message(content, reply_to=msg)``):
   ``confusion/<split>``) and the same reply config.
 
 ``constants`` is the hash of the broadcast's constant weights (frozen
-embeddings, FedCB's classifier: :meth:`tffre.execution.flower.RoundParts.constant_paths`):
+embeddings, FedCB's classifier: :meth:`tffre.execution.split_round.SplitRound.constant_paths`):
 the server sends them only to a site whose replies do not name that hash, so
 they reach a site once, not every round. Arrays travel as an ``ArrayRecord``
-keyed by their path in the round's structure (:func:`tffre.execution.flower.to_arrays`).
+keyed by their path in the round's structure (:func:`tffre.execution.split_round.to_arrays`).
 
 With secure aggregation the ``train`` exchange is Flower's SecAgg+ protocol
 instead (:mod:`tffre.deploy.secagg`): the same broadcast in FitIns form, and no

@@ -4,11 +4,11 @@ Flower 1.23's ``SecAggPlusWorkflow`` (server) and ``secaggplus_mod`` (client)
 compute ``sum_k r_k p_k / sum_k r_k`` of one list of float arrays per client
 (``p_k``; ``r_k = num_examples / max_weight``), masked so that the server can
 unmask only the total. tffre's rounds aggregate with mergeable accumulators;
-where every one of them is a sum (:func:`tffre.execution.flower.sum_refusal`:
+where every one of them is a sum (:func:`tffre.execution.split_round.sum_refusal`:
 the weighted mean, the statistics' mean, FedED's prediction sums, differential
 privacy's clipped sum before its noise), a round's accumulator is the sum of
 what each client adds, ``c_k = accumulate(zero(), upload_k)``
-(:meth:`tffre.execution.flower.RoundParts.contribution`), and the round's
+(:meth:`tffre.execution.split_round.SplitRound.contribution`), and the round's
 aggregate is ``report(sum_k c_k)``. So:
 
 * each site computes ``c_k`` and hands SecAgg+ ``p_k = c_k / W`` (``W`` =
@@ -51,7 +51,7 @@ import numpy as np
 
 from tffre.deploy import protocol
 from tffre.deploy.server import TooFewSites
-from tffre.execution.flower import MessageError, from_arrays, to_arrays
+from tffre.execution.split_round import MessageError, from_arrays, to_arrays
 
 FIT_INS_ARRAYS = "fitins.parameters"
 

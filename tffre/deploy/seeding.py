@@ -99,7 +99,7 @@ class SiteRandomness:
     trace keeps the random ops it was traced with.
 
     Args:
-      parts: the site's :class:`tffre.execution.flower.RoundParts`.
+      parts: the site's :class:`tffre.execution.split_round.SplitRound`.
     """
 
     def __init__(self, parts):

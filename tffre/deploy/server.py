@@ -4,7 +4,7 @@ are summed.
 :class:`FederatedRounds` talks to the sites through a link
 (:class:`tffre.deploy.link.GridLink`) with the messages of
 :mod:`tffre.deploy.protocol`, and computes with the round's own functions
-(:class:`tffre.execution.flower.RoundParts`):
+(:class:`tffre.execution.split_round.SplitRound`):
 
 * **Sites.** A node says hello once (and again after it missed a round or
   failed): its site name, its data's labels and entity types, or a one-line data
@@ -36,7 +36,7 @@ import time
 import numpy as np
 
 from tffre.deploy import protocol
-from tffre.execution.flower import MessageError, all_finite, from_arrays, to_arrays
+from tffre.execution.split_round import MessageError, all_finite, from_arrays, to_arrays
 
 
 class TooFewSites(RuntimeError):

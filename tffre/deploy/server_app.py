@@ -161,7 +161,7 @@ def serve(rounds, cfg, settings, task, log=log_line):
     from tffre.deploy.node import layout_key
     from tffre.deploy.round_factory import make_round
     from tffre.evaluation import EVALUATORS
-    from tffre.execution.flower import sum_refusal
+    from tffre.execution.split_round import sum_refusal
     from tffre.runner import privacy
     from tffre.runner.outputs import prepare_out_dir
     from tffre.runner.processes import pretrained_weights

@@ -14,7 +14,7 @@ from tiny import client_arrays
 from tffre.deploy.client_app import make_client_app
 from tffre.deploy.node import NodeRuntime
 from tffre.deploy.server_app import run_server
-from tffre.execution import flower
+from tffre.execution import split_round
 from tffre.runner.checkpoints import Checkpoints
 
 SITES = ("a", "b", "c")
@@ -82,14 +82,14 @@ def test_deployed_feded_equals_the_local_executor_and_sends_d_v_once(tmp_path):
 
 
 def teacher_means(monkeypatch):
-    """Records each round's aggregate at the server (RoundParts.update's argument)."""
+    """Records each round's aggregate at the server (SplitRound.update's argument)."""
     seen = []
-    update = flower.RoundParts.update
+    update = split_round.SplitRound.update
 
     def spy(self, state, aggregate):
         seen.append(np.array(aggregate["extra"]["mean"]))
         return update(self, state, aggregate)
-    monkeypatch.setattr(flower.RoundParts, "update", spy)
+    monkeypatch.setattr(split_round.SplitRound, "update", spy)
     return seen
 
 

@@ -15,7 +15,7 @@ from tffre.deploy import protocol
 from tffre.deploy.node import NodeRuntime
 from tffre.deploy.round_factory import make_round
 from tffre.deploy.tasks import DeployJob, task_context
-from tffre.execution.flower import to_arrays
+from tffre.execution.split_round import to_arrays
 
 X, Y = client_arrays([16], seed=3)[0]
 HPARAMS = {"learning_rate": 0.05, "num_epochs": 2, "num_iters": 5}

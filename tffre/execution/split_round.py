@@ -1,9 +1,9 @@
-"""A :class:`tffre.mapreduce.Round` split for Flower: its functions on numpy, its structures as
-records.
+"""A :class:`tffre.mapreduce.Round` split into its functions, on numpy, and its structures as
+named arrays: what a deployment (Flower or any other transport) runs on each side.
 
 A deployment (:mod:`tffre.deploy`) runs one round's functions in two kinds of
 processes: the ServerApp calls ``prepare``, ``zero``/``accumulate``/``report``
-and ``update``; each site's ClientApp calls ``work``. :class:`RoundParts` is
+and ``update``; each site's ClientApp calls ``work``. :class:`SplitRound` is
 the local executor (:mod:`tffre.execution.local`) with those functions made
 public one by one, on numpy values, so that a deployment computes exactly what
 the local executor computes (same compiled functions, same slot).
@@ -16,7 +16,7 @@ message of another model or algorithm is refused in one line naming the part.
 
 Secure aggregation (SecAgg+) can only add: :func:`sum_refusal` says why a
 round whose aggregations are not all sums (the attention family's running max,
-FedCMC's argmin) cannot use it, and :meth:`RoundParts.contribution` is what a
+FedCMC's argmin) cannot use it, and :meth:`SplitRound.contribution` is what a
 client adds to the secure sum: ``accumulate(zero(), upload)``, so that
 ``report(sum_k contribution_k)`` is the round's aggregate.
 """
@@ -137,7 +137,7 @@ def all_finite(arrays):
     return None
 
 
-class RoundParts(LocalExecutor):
+class SplitRound(LocalExecutor):
     """The round of ``factory`` on one eager slot, its functions callable one at a time on
     numpy values (see the module docstring).
 

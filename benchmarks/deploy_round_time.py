@@ -1,6 +1,6 @@
 """What a deployment costs on loopback, on the LSTM workload of ``benchmarks/round_time.py``.
 
-    python -m tffre.deploy.bench --sites 10 --rounds 8 --out results/deploy_bench
+    python benchmarks/deploy_round_time.py --sites 10 --rounds 8 --out results/deploy_bench
 
 Measures, on one machine (run it when nothing else does):
 
@@ -16,7 +16,9 @@ Measures, on one machine (run it when nothing else does):
 The workload: 10 clients of 150-400 sequences of 16 token ids (vocabulary 354), the
 IMCS-shaped LSTM (embedding 64, LSTM 64), FedAvgS (Self-Adam, 0.001), 10 epochs capped
 at 20 steps of batch 10. A site ``k`` (node config ``data="lstm:k"``) holds client k's
-data, drawn exactly as ``benchmarks/round_time.py`` draws it.
+data, drawn exactly as ``benchmarks/round_time.py`` draws it. The workload is this file's
+own task object (``deploy_round_time:LSTM``, loaded by the sites with this folder on their
+``PYTHONPATH``), so that the figures compare with ``round_time.py``'s.
 """
 
 import argparse
@@ -170,7 +172,7 @@ def deployed_rounds(args, work):
                            check=True, capture_output=True, timeout=120)
             daemons.append(Daemon(deploy + [
                 "supernode", "--superlink", f"127.0.0.1:{ports['fleet']}", "--site", site,
-                "--data", f"lstm:{k}", "--deploy-task", "tffre.deploy.bench:LSTM",
+                "--data", f"lstm:{k}", "--deploy-task", "deploy_round_time:LSTM",
                 "--ca", os.path.join(certs, "ca.crt"),
                 "--key", os.path.join(certs, "sites", f"{site}.key"),
                 "--state-dir", os.path.join(work, "state", site), "--poll", str(args.poll),
@@ -182,7 +184,7 @@ def deployed_rounds(args, work):
                 raise RuntimeError(f"{daemon.name} exited; see {daemon.log_path}")
         run = subprocess.Popen(deploy + [
             "run", "--app", app, "--dataset", "synthetic", "--algorithm", "fedavgs",
-            "--deploy-task", "tffre.deploy.bench:LSTM", "--num-rounds", str(args.rounds),
+            "--deploy-task", "deploy_round_time:LSTM", "--num-rounds", str(args.rounds),
             "--eval-every", "100000", "--batch-size", "10", "--min-nodes", str(args.sites),
             "--learning-rate", "0.001", "--num-epochs", "10", "--num-iters", "20",
             "--poll", str(args.poll), "--out", os.path.join(work, "run"), "--overwrite"],
@@ -226,7 +228,7 @@ def deployed_rounds(args, work):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m tffre.deploy.bench",
+    parser = argparse.ArgumentParser(prog="benchmarks/deploy_round_time.py",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--sites", type=int, default=NUM_CLIENTS)
     parser.add_argument("--rounds", type=int, default=8)
@@ -234,6 +236,10 @@ def main(argv=None):
     parser.add_argument("--out", default="results/deploy_bench")
     args = parser.parse_args(argv)
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    # The sites and the server import this file's task (deploy_round_time:LSTM).
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     work = os.path.abspath(args.out)
     os.makedirs(work, exist_ok=True)

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from tffre.client_model import ClientModel
 from tffre.data.federated import num_rows, take_rows
+from tffre.metrics import docre_columns, docre_counts
 
 
 def main_output(outputs):
@@ -223,8 +224,6 @@ class DocREEvaluator(GlobalModelEvaluator):
 DOCRE_THRESHOLD = 0.5
 #: The thresholds a dev-tuned evaluation chooses from (``--threshold dev``): 0.01 to 0.99.
 DOCRE_GRID = tuple(round(0.01 * i, 2) for i in range(1, 100))
-#: The scores :func:`docre_columns` gives, in metrics.csv's order.
-DOCRE_SCORES = ("accuracy", "f1", "precision", "recall", "intra_f1", "inter_f1", "ign_f1")
 
 
 def docre_batch(model, x, y, kind, threshold=DOCRE_THRESHOLD, probabilities=False):
@@ -254,73 +253,6 @@ def best_threshold(gold, prob, pair_mask, grid=None):
         if key is None or candidate > key:
             best, key = float(t), candidate
     return best
-
-
-def docre_counts(gold, pred, pair_mask, intra=None, in_train=None):
-    """The additive counts document-level RE is scored from: {name: int}.
-
-    Every (valid pair, relation type) is one decision (micro over the relation types, as
-    :func:`tffre.metrics.docre_scores`): ``tp`` predicted and gold, ``fp`` predicted only,
-    ``fn`` gold only; ``pairs`` the valid pairs and ``exact`` those whose whole prediction
-    vector is right. With ``intra`` ([n, P], 1 where the pair's entities share a sentence)
-    the same three counts over the intra-sentence pairs (``tp_intra``...) and the others
-    (``tp_inter``...); with ``in_train`` ([n, P, R], DocRED's training facts) ``tp_seen``,
-    the true positives seen in training (Ign F1).
-
-    Counts of disjoint sets of documents add up to the counts of their union, so a
-    deployment's sites each send theirs and the server scores the sums
-    (:func:`docre_columns`) as this module scores the pooled split.
-    """
-    gold = np.asarray(gold).astype(bool)
-    pred = np.asarray(pred).astype(bool)
-    valid = np.asarray(pair_mask).astype(bool)
-    if gold.shape != pred.shape or gold.shape[:-1] != valid.shape:
-        raise ValueError(f"gold {gold.shape}, pred {pred.shape} and pair_mask {valid.shape} "
-                         f"do not match ([n, P, R], [n, P, R], [n, P])")
-
-    def confusion(where, suffix=""):
-        w = where[..., None]
-        return {f"tp{suffix}": int(np.sum(gold & pred & w)),
-                f"fp{suffix}": int(np.sum(~gold & pred & w)),
-                f"fn{suffix}": int(np.sum(gold & ~pred & w))}
-
-    out = {"pairs": int(np.sum(valid)),
-           "exact": int(np.sum(np.all(gold == pred, axis=-1) & valid)), **confusion(valid)}
-    if intra is not None:
-        intra = np.asarray(intra).astype(bool)
-        out.update(confusion(valid & intra, "_intra"))
-        out.update(confusion(valid & ~intra, "_inter"))
-    if in_train is not None:
-        seen = np.asarray(in_train).astype(bool)
-        out["tp_seen"] = int(np.sum(gold & pred & valid[..., None] & seen))
-    return out
-
-
-def docre_columns(counts):
-    """{score: float} of (summed) :func:`docre_counts`: ``accuracy``, ``precision``,
-    ``recall``, ``f1`` and, where counted, ``intra_f1``/``inter_f1`` and ``ign_f1``; 0.0 for a
-    zero denominator, as :func:`tffre.metrics.docre_scores` on the pooled arrays.
-
-    P = TP / (TP + FP), R = TP / (TP + FN), F1 = 2TP / (2TP + FP + FN) (FedLCC Sect. 5.1's
-    micro P/R/F1 over the relation facts); Ign F1 (DocRED) takes the precision without the
-    facts seen in training, (TP - TP_seen) / (TP + FP - TP_seen), with the same recall."""
-    from tffre.metrics import _ratio, _scores
-    c = {k: int(v) for k, v in counts.items()}
-
-    def scores(suffix=""):
-        tp = c[f"tp{suffix}"]
-        return _scores(tp, tp + c[f"fp{suffix}"], tp + c[f"fn{suffix}"])
-
-    main = scores()
-    out = {"accuracy": _ratio(c["exact"], c["pairs"]), "f1": main["f1"],
-           "precision": main["precision"], "recall": main["recall"]}
-    if "tp_intra" in c:
-        out["intra_f1"] = scores("_intra")["f1"]
-        out["inter_f1"] = scores("_inter")["f1"]
-    if "tp_seen" in c:
-        precision = _ratio(c["tp"] - c["tp_seen"], c["tp"] + c["fp"] - c["tp_seen"])
-        out["ign_f1"] = _ratio(2 * precision * main["recall"], precision + main["recall"])
-    return {name: out[name] for name in DOCRE_SCORES if name in out}
 
 
 def pooled_splits(data, train_loss=True):

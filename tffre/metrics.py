@@ -183,6 +183,29 @@ def docre_scores(gold, pred, pair_mask, intra=None, in_train=None):
       whose whole prediction vector is right) and the optional keys, as Python floats
       (0.0 for a zero denominator).
     """
+    counts = docre_counts(gold, pred, pair_mask, intra=intra, in_train=in_train)
+    return {"support": counts["tp"] + counts["fn"], **docre_columns(counts)}
+
+
+#: The scores :func:`docre_columns` gives, in metrics.csv's order.
+DOCRE_SCORES = ("accuracy", "f1", "precision", "recall", "intra_f1", "inter_f1", "ign_f1")
+
+
+def docre_counts(gold, pred, pair_mask, intra=None, in_train=None):
+    """The additive counts document-level RE is scored from: {name: int}.
+
+    Every (valid pair, relation type) is one decision (micro over the relation types, as
+    :func:`docre_scores`): ``tp`` predicted and gold, ``fp`` predicted only,
+    ``fn`` gold only; ``pairs`` the valid pairs and ``exact`` those whose whole prediction
+    vector is right. With ``intra`` ([n, P], 1 where the pair's entities share a sentence)
+    the same three counts over the intra-sentence pairs (``tp_intra``...) and the others
+    (``tp_inter``...); with ``in_train`` ([n, P, R], DocRED's training facts) ``tp_seen``,
+    the true positives seen in training (Ign F1).
+
+    Counts of disjoint sets of documents add up to the counts of their union, so a
+    deployment's sites each send theirs and the server scores the sums
+    (:func:`docre_columns`) as this module scores the pooled split.
+    """
     gold = np.asarray(gold).astype(bool)
     pred = np.asarray(pred).astype(bool)
     valid = np.asarray(pair_mask).astype(bool)
@@ -190,22 +213,48 @@ def docre_scores(gold, pred, pair_mask, intra=None, in_train=None):
         raise ValueError(f"gold {gold.shape}, pred {pred.shape} and pair_mask {valid.shape} "
                          f"do not match ([n, P, R], [n, P, R], [n, P])")
 
-    def counts(where):
+    def confusion(where, suffix=""):
         w = where[..., None]
-        return (int(np.sum(gold & pred & w)), int(np.sum(pred & w)), int(np.sum(gold & w)))
+        return {f"tp{suffix}": int(np.sum(gold & pred & w)),
+                f"fp{suffix}": int(np.sum(~gold & pred & w)),
+                f"fn{suffix}": int(np.sum(gold & ~pred & w))}
 
-    hits, predicted, actual = counts(valid)
-    out = _scores(hits, predicted, actual)
-    out["accuracy"] = _ratio(np.sum(np.all(gold == pred, axis=-1) & valid), np.sum(valid))
+    out = {"pairs": int(np.sum(valid)),
+           "exact": int(np.sum(np.all(gold == pred, axis=-1) & valid)), **confusion(valid)}
     if intra is not None:
         intra = np.asarray(intra).astype(bool)
-        out["intra_f1"] = _scores(*counts(valid & intra))["f1"]
-        out["inter_f1"] = _scores(*counts(valid & ~intra))["f1"]
+        out.update(confusion(valid & intra, "_intra"))
+        out.update(confusion(valid & ~intra, "_inter"))
     if in_train is not None:
-        seen = int(np.sum(gold & pred & valid[..., None] & np.asarray(in_train).astype(bool)))
-        precision = _ratio(hits - seen, predicted - seen)
-        out["ign_f1"] = _ratio(2 * precision * out["recall"], precision + out["recall"])
+        seen = np.asarray(in_train).astype(bool)
+        out["tp_seen"] = int(np.sum(gold & pred & valid[..., None] & seen))
     return out
+
+
+def docre_columns(counts):
+    """{score: float} of (summed) :func:`docre_counts`: ``accuracy``, ``precision``,
+    ``recall``, ``f1`` and, where counted, ``intra_f1``/``inter_f1`` and ``ign_f1``; 0.0 for a
+    zero denominator, as :func:`docre_scores` on the pooled arrays.
+
+    P = TP / (TP + FP), R = TP / (TP + FN), F1 = 2TP / (2TP + FP + FN) (FedLCC Sect. 5.1's
+    micro P/R/F1 over the relation facts); Ign F1 (DocRED) takes the precision without the
+    facts seen in training, (TP - TP_seen) / (TP + FP - TP_seen), with the same recall."""
+    c = {k: int(v) for k, v in counts.items()}
+
+    def scores(suffix=""):
+        tp = c[f"tp{suffix}"]
+        return _scores(tp, tp + c[f"fp{suffix}"], tp + c[f"fn{suffix}"])
+
+    main = scores()
+    out = {"accuracy": _ratio(c["exact"], c["pairs"]), "f1": main["f1"],
+           "precision": main["precision"], "recall": main["recall"]}
+    if "tp_intra" in c:
+        out["intra_f1"] = scores("_intra")["f1"]
+        out["inter_f1"] = scores("_inter")["f1"]
+    if "tp_seen" in c:
+        precision = _ratio(c["tp"] - c["tp_seen"], c["tp"] + c["fp"] - c["tp_seen"])
+        out["ign_f1"] = _ratio(2 * precision * main["recall"], precision + main["recall"])
+    return {name: out[name] for name in DOCRE_SCORES if name in out}
 
 
 def macro_f1(y_true, y_pred, num_classes):

@@ -145,7 +145,7 @@ class SiteEvaluator:
     * "classification": per split the loss sum, the example count and the confusion matrix
       (accuracy and F1 as :class:`tffre.evaluation.GlobalModelEvaluator`);
     * "docre" (document-level RE): per split the pair loss summed over the valid pairs, the
-      valid pairs (``count/<split>``) and :func:`tffre.evaluation.docre_counts`
+      valid pairs (``count/<split>``) and :func:`tffre.metrics.docre_counts`
       (``docre/<name>/<split>``: TP/FP/FN, the exactly right pairs, and per intra-/inter-
       sentence pairs where the site's data carries ``pair_intra``), from which P/R/F1 follow
       as :class:`tffre.evaluation.DocREEvaluator` computes them. DocRED's Ign F1 is not
@@ -205,7 +205,7 @@ class SiteEvaluator:
 
     def _docre_counts(self):
         from tffre.data.federated import take_rows
-        from tffre.evaluation import docre_counts
+        from tffre.metrics import docre_counts
         out = collections.OrderedDict()
         for split, (x, y) in self.splits.items():
             y = np.asarray(y)

@@ -365,7 +365,7 @@ def evaluation_columns(totals, negative_label=None, macro_f1=False, kind=None):
       classes with ``macro_f1``;
     * "docre" (:class:`tffre.evaluation.DocREEvaluator`): ``<split>_f1``, ``_precision``,
       ``_recall``, ``_accuracy`` and, where the sites counted them, ``_intra_f1`` and
-      ``_inter_f1`` (:func:`tffre.evaluation.docre_columns` of the summed counts); no Ign F1.
+      ``_inter_f1`` (:func:`tffre.metrics.docre_columns` of the summed counts); no Ign F1.
 
     ``kind`` None: "docre" when the sites sent document-level counts (``docre/...``), else
     "classification"; ``train_loss`` is the summed loss over the summed count (examples, or
@@ -404,7 +404,7 @@ def evaluation_columns(totals, negative_label=None, macro_f1=False, kind=None):
 def _docre_columns(totals, split):
     """``<split>_<score>`` of document-level RE from the summed ``docre/<name>/<split>``
     counts (TP/FP/FN sums: P, R and F1 of the pooled split, FedLCC Sect. 5.1)."""
-    from tffre.evaluation import docre_columns
+    from tffre.metrics import docre_columns
     suffix = f"/{split}"
     counts = {key[len("docre/"):-len(suffix)]: value for key, value in totals.items()
               if key.startswith("docre/") and key.endswith(suffix)}

@@ -437,8 +437,8 @@ class IMCSSites(Sites):
         # ``w2v`` and ``user-dict``, when given): absent, the sample's public vectors.
         facts, kv, vocab = self._facts(side)
         self._check_agreed(job, side, facts)
-        # The run's --model. DeployJob does not carry it yet: without it, the task's default.
-        name = getattr(job, "model", None) or TASK.models[0]
+        # The run's --model (a job saved before DeployJob carried it: the task's default).
+        name = job.model or TASK.models[0]
         model_fn, loss, _ = build_model(name, o, imcs.num_classes(o.task), len(vocab),
                                         kv.vector_size, seed=job.seed,
                                         algorithms=[job.algorithm])

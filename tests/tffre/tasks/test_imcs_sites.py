@@ -187,3 +187,20 @@ def test_check_site_says_what_the_site_holds(world):
         task.check_site({"data": files["a"], "w2v": other + ".missing"})
     with pytest.raises(SiteDataError, match="data check --dataset imcs"):
         task.check_site({"data": os.path.dirname(other)}, "imcs")
+
+
+def test_the_runs_model_reaches_the_sides(world):
+    """``--model mean-logistic`` travels in the job: both sides build Table 9's model (frozen
+    vectors, one trainable softmax layer), not the LSTM."""
+    from tffre.deploy.server_app import job_head
+    from tffre.deploy.settings import resolve_run
+    cfg, settings = resolve_run({"dataset": "imcs", "algorithm": NAME, "model": "mean-logistic",
+                                 "out": "unused"})
+    head = job_head(cfg, settings, IMCSSites())
+    assert head.model == "mean-logistic"
+    job = DeployJob.from_json(head.to_json())
+    trainable = {name: len(IMCSSites().model(
+        DeployJob(**{**json.loads(job.to_json()), "model": name,
+                     "labels": tuple(imcs.label_names("symptom"))}), {}).model_fn()
+        .trainable_weights) for name in ("mean-logistic", "lstm")}
+    assert trainable["mean-logistic"] == 2 and trainable["lstm"] > 2, trainable

@@ -26,53 +26,11 @@ configuration (``flower-supernode --node-config 'data="/site/gad"
 encoder="/site/minilm"'``), never from the server.
 """
 
-import dataclasses
-import hashlib
 import importlib
-import json
-from typing import Optional, Tuple
 
 import numpy as np
 
-
-@dataclasses.dataclass(frozen=True)
-class DeployJob:
-    """The run's shared description (see the module docstring); JSON both ways."""
-    task: str
-    dataset: str
-    algorithm: str
-    hparams: dict
-    options: dict
-    batch_size: int
-    seed: int
-    #: The run's ``--model`` (a task with several: IMCS's lstm or mean-logistic).
-    model: Optional[str] = None
-    labels: Tuple[str, ...] = ()
-    entity_types: Tuple[str, ...] = ()
-    num_clients: Optional[int] = None
-    concepts: Optional[Tuple[str, ...]] = None
-    #: D_v's inputs {"shape": [count, ...], "dtype": name} (FedED), never their values.
-    server_inputs: Optional[dict] = None
-    #: What else the sites agreed on ({name: value}: a vocabulary's fingerprint), as the
-    #: task's :meth:`tffre.tasks.sites.Sites.agree` puts it.
-    facts: dict = dataclasses.field(default_factory=dict)
-
-    def to_json(self):
-        """The job as canonical JSON (sorted keys)."""
-        return json.dumps(dataclasses.asdict(self), sort_keys=True, default=list)
-
-    @classmethod
-    def from_json(cls, text):
-        """The job of :meth:`to_json`'s text."""
-        raw = json.loads(text)
-        for key in ("labels", "entity_types", "concepts"):
-            if raw.get(key) is not None:
-                raw[key] = tuple(raw[key])
-        return cls(**raw)
-
-    def key(self):
-        """A short hash naming the round this job builds."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+from tffre.tasks.sites import DeployJob  # noqa: F401 (the job is the task interface's input)
 
 
 #: Hyperparameters that stay at the server: differential privacy's noise seed (a site that

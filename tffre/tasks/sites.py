@@ -23,8 +23,52 @@ or the server's own configuration only).
 """
 
 import dataclasses
+import hashlib
+import json
 import os
-from typing import Optional
+from typing import Optional, Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class DeployJob:
+    """The run's shared description, what the server sends every side (described in
+    :mod:`tffre.deploy.tasks`); JSON both ways. It is the input of every :class:`Sites`
+    method, so it is defined here, below the deployment that fills it."""
+    task: str
+    dataset: str
+    algorithm: str
+    hparams: dict
+    options: dict
+    batch_size: int
+    seed: int
+    #: The run's ``--model`` (a task with several: IMCS's lstm or mean-logistic).
+    model: Optional[str] = None
+    labels: Tuple[str, ...] = ()
+    entity_types: Tuple[str, ...] = ()
+    num_clients: Optional[int] = None
+    concepts: Optional[Tuple[str, ...]] = None
+    #: D_v's inputs {"shape": [count, ...], "dtype": name} (FedED), never their values.
+    server_inputs: Optional[dict] = None
+    #: What else the sites agreed on ({name: value}: a vocabulary's fingerprint), as the
+    #: task's :meth:`tffre.tasks.sites.Sites.agree` puts it.
+    facts: dict = dataclasses.field(default_factory=dict)
+
+    def to_json(self):
+        """The job as canonical JSON (sorted keys)."""
+        return json.dumps(dataclasses.asdict(self), sort_keys=True, default=list)
+
+    @classmethod
+    def from_json(cls, text):
+        """The job of :meth:`to_json`'s text."""
+        raw = json.loads(text)
+        for key in ("labels", "entity_types", "concepts"):
+            if raw.get(key) is not None:
+                raw[key] = tuple(raw[key])
+        return cls(**raw)
+
+    def key(self):
+        """A short hash naming the round this job builds."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
 
 class SiteDataError(ValueError):
@@ -206,7 +250,6 @@ class Sites:
         :class:`SiteDataError` when it has nothing to train on; None when nothing could be
         checked before a run's job arrives. The default asks :meth:`survey` with a job that
         names only ``dataset``."""
-        from tffre.deploy.tasks import DeployJob
         job = DeployJob(task="", dataset=dataset or "", algorithm="", hparams={}, options={},
                         batch_size=1, seed=0)
         try:

@@ -44,7 +44,7 @@ def test_two_sites_two_rounds_over_tls_with_site_authentication(tmp_path, env):
             "--deploy-task", "deploy_tiny_task:TASK", "--num-rounds", "2",
             "--learning-rate", "0.05", "--num-epochs", "1", "--num-iters", "4",
             "--batch-size", "4", "--min-nodes", "2", "--round-timeout", "60",
-            "--start-timeout", "60", "--out", str(out)],
+            "--start-timeout", "180", "--out", str(out)],
             timeout=BUDGET - (time.monotonic() - start), capture_output=True, text=True)
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         rows = pd.read_csv(out / "metrics.csv")

@@ -78,11 +78,8 @@ def agree(task, head, sites, log=log_line, concept_file=None):
     default the labels, which every site must have alike, the union of the entity types, the
     number of sites, and FedCB's concepts from the server's ``concept_file``). Sites that
     disagree are marked."""
-    own = getattr(task, "agree", None)
-    if own is None:   # a task object of your own without agree: the default
-        from tffre.tasks.sites import Sites
-        return Sites.agree(task, head, sites, log, concept_file)
-    return own(head, sites, log, concept_file)
+    from tffre.tasks.sites import method_of
+    return method_of(task, "agree")(head, sites, log, concept_file)
 
 
 def server_side(cfg, task):
@@ -182,10 +179,8 @@ def serve(rounds, cfg, settings, task, log=log_line):
         if site.error:   # left out by the agreement
             rounds.leave_out(site.name, site.error)
     # From now on a site that says hello (again) takes part only if it agrees with the job.
-    from tffre.tasks.sites import Sites
-    own = getattr(task, "disagreement", None)
-    rounds.check = own if own is not None else (
-        lambda job, facts: Sites.disagreement(task, job, facts))
+    from tffre.tasks.sites import method_of
+    rounds.check = method_of(task, "disagreement")
     server_data = server_set(task, job, cfg, log)
     if server_data is not None:
         inputs = server_inputs(server_data[0])

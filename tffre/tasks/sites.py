@@ -276,7 +276,13 @@ def check_site_data(task, site, dataset=None):
 
     The task's own ``check_site(site, dataset)`` decides; a task object without one (of
     your own) is checked as :meth:`Sites.check_site` checks."""
-    own = getattr(task, "check_site", None)
+    return method_of(task, "check_site")(site, dataset)
+
+
+def method_of(task, name):
+    """``task``'s method ``name``; for a task object of your own that lacks it, the
+    :class:`Sites` default bound to that object."""
+    own = getattr(task, name, None)
     if own is not None:
-        return own(site, dataset)
-    return Sites.check_site(task, site, dataset)
+        return own
+    return lambda *args: getattr(Sites, name)(task, *args)

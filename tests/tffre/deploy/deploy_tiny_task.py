@@ -5,9 +5,12 @@ the first half is evaluated again as the site's ``test`` split. Servers and site
 as ``task="deploy_tiny_task:TASK"`` (this folder and ``tests/tffre`` on ``PYTHONPATH``).
 """
 
+import dataclasses
+
 import numpy as np
 
 from deploy_fakes import TinyTask
+from tffre.tasks.relations import RelationSites
 from tffre.tasks.sites import SiteDataError, site_path
 
 
@@ -66,3 +69,16 @@ class DropoutTask(NpzTask):
 
 
 DROPOUT = DropoutTask()
+
+
+class RelationsWithoutDropout(RelationSites):
+    """The relation task with the classifier's dropout off: a deployed round equals the local
+    executor's only for a deterministic model (the two draw dropout masks apart:
+    :mod:`tffre.deploy.seeding`). Sites load it as ``deploy_tiny_task:RELATIONS``."""
+
+    def _config(self, job, encoder_dir):
+        tokenizer, config = super()._config(job, encoder_dir)
+        return tokenizer, dataclasses.replace(config, dropout=0.0)
+
+
+RELATIONS = RelationsWithoutDropout()

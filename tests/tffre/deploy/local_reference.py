@@ -38,3 +38,72 @@ def local_run(name, arrays, hparams, rounds, named=False, batch_size=4, seed=0,
         state = output.state
         metrics.append(output.metrics)
     return state, metrics
+
+
+def simulated_reference(dataset, folders, name, settings, rounds, out):
+    """The local executor over a real task's sites, each site's folder read as the simulation
+    reads a dataset (``python -m tffre run --data FOLDER``, one client, its whole training
+    split): ``rounds`` rounds of ``name`` over the sites in name order, with the simulation's
+    model, pretrained weights, hyperparameters, seed and batches. ``settings``: the run's
+    options ({option: value}, as ``config.resolve`` takes them). Returns (final state, the
+    initial weights, {site: its training arrays})."""
+    from tffre import config as config_lib
+    from tffre import tasks
+    from tffre.definition import TaskContext
+    sites = sorted(folders)
+    jobs = {}
+    for site in sites:
+        cfg = config_lib.resolve({"dataset": dataset, "data": folders[site], "algorithm": name,
+                                  "clients": 1, "clients_per_round": 1, "partition": "iid",
+                                  "out": str(out / site), **settings})
+        jobs[site] = tasks.task_of(dataset).prepare(cfg), cfg
+    job, cfg = jobs[sites[0]]
+    arrays = {s: j.data.clients[j.data.client_ids[0]]["train"] for s, (j, _) in jobs.items()}
+    run = cfg.run
+    context = TaskContext(num_clients=len(sites), clients_per_round=len(sites),
+                          concepts=None if job.concepts is None else tuple(job.concepts),
+                          prompts=job.prompts)
+    tf.keras.utils.set_random_seed(run.seed)
+    process = builder.build_algorithm(name, job.model_fn, loss=job.loss,
+                                      input_spec=job.data.element_spec(), executor="local",
+                                      context=context, **cfg.hparams[name].asdict())
+    tf.keras.utils.set_random_seed(run.seed)
+    initial = pretrained_weights(process.model_fn, job.load_pretrained)
+    state = process.set_model_weights(process.initialize(), initial)
+    data = FederatedData({s: {"train": arrays[s]} for s in sites},
+                         num_classes=job.data.num_classes)
+    for rnd in range(1, rounds + 1):
+        datasets = [data.client_dataset(s, "train", batch_size=run.batch_size,
+                                        seed=data_seed(run.seed, rnd)) for s in sites]
+        state = process.next(state, datasets, client_ids=sites).state
+    return state, initial, arrays
+
+
+def sites_reference(out, nodes, rounds):
+    """The local executor over a deployed run's sites, each site's data and the model read by
+    the task's own site code (``Sites.site_data``, ``Sites.model``) from the run's job
+    (``out/deploy.json``): what the sites agreed on (document-level RE's row limits, fitted to
+    every site's documents) is then the same on both sides, as a per-site simulation cannot
+    make it. ``nodes``: {site: its node configuration}. Returns (final state, the initial
+    weights, {site: its training arrays})."""
+    import json
+
+    from tffre.deploy.tasks import DeployJob, load_task, task_context
+    job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
+    task = load_task(job.task)
+    sites = sorted(nodes)
+    model = task.model(job, nodes[sites[0]])
+    arrays = {s: task.site_data(job, nodes[s]).train for s in sites}
+    tf.keras.utils.set_random_seed(job.seed)
+    process = builder.build_algorithm(job.algorithm, model.model_fn, loss=model.loss,
+                                      input_spec=model.input_spec, executor="local",
+                                      context=task_context(job), **job.hparams)
+    tf.keras.utils.set_random_seed(job.seed)
+    initial = pretrained_weights(process.model_fn, model.load_pretrained)
+    state = process.set_model_weights(process.initialize(), initial)
+    data = FederatedData({s: {"train": arrays[s]} for s in sites}, num_classes=len(job.labels))
+    for rnd in range(1, rounds + 1):
+        datasets = [data.client_dataset(s, "train", batch_size=job.batch_size,
+                                        seed=data_seed(job.seed, rnd)) for s in sites]
+        state = process.next(state, datasets, client_ids=sites).state
+    return state, initial, arrays

@@ -61,11 +61,12 @@ def left_behind(mark, seconds=30):
     return [" ".join(p.cmdline()[:4]) for p in marked(mark)]
 
 
-def start_federation(folder, data, task, daemons, registered=None, ports=False):
+def start_federation(folder, data, task, daemons, registered=None, ports=False, flags=()):
     """Certificates, the app folder, a SuperLink and one SuperNode per site of ``data``
     ({site: its data file}) running ``task``, all under ``folder`` (a ``pathlib.Path``);
     only the ``registered`` sites' keys (default all) are registered. Each started daemon is
     appended to ``daemons`` at once, so the caller's ``stop_all`` stops them whatever fails.
+    ``flags``: more ``deploy supernode`` arguments, the same at every site (``--encoder``).
     Returns the app folder (and the ports, {fleet, control, serverappio}, with ``ports``)."""
     used = {k: free_port() for k in ("fleet", "control", "serverappio")}
     certs, app = folder / "certs", folder / "app"
@@ -87,11 +88,11 @@ def start_federation(folder, data, task, daemons, registered=None, ports=False):
                                  str(certs / "sites" / f"{site}.pub")],
                        check=True, timeout=60, capture_output=True)
     for site, path in data.items():
-        daemons.append(supernode(folder, site, path, task, used))
+        daemons.append(supernode(folder, site, path, task, used, flags))
     return (app, used) if ports else app
 
 
-def supernode(folder, site, path, task, ports):
+def supernode(folder, site, path, task, ports, flags=()):
     """``deploy supernode`` for ``site`` (its key, folder and logs under ``folder``, as
     :func:`start_federation` lays them out), started; a restart appends to the same logs."""
     certs = folder / "certs"
@@ -100,5 +101,5 @@ def supernode(folder, site, path, task, ports):
         "--ca", str(certs / "ca.crt"), "--key", str(certs / "sites" / f"{site}.key"),
         "--site", site, "--data", str(path), "--deploy-task", task,
         "--state-dir", str(folder / "sites" / site), "--poll", "0.1",
-        "--log", str(folder / f"{site}.daemon.log")],
+        "--log", str(folder / f"{site}.daemon.log"), *flags],
         log=str(folder / f"{site}.log"), name=site)

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from deploy_fakes import FakeGrid, run_config
+from deploy_tiny_task import RelationsWithoutDropout as Task
 from tiny_encoder import make_encoder_folder
 
 from tffre import builder
@@ -20,7 +21,6 @@ from tffre.deploy.client_app import make_client_app
 from tffre.deploy.node import NodeRuntime
 from tffre.deploy.server_app import run_server
 from tffre.deploy.tasks import DeployJob, task_context
-from tffre.tasks.relations import RelationSites
 from tffre.runner.checkpoints import Checkpoints
 from tffre.runner.loop import data_seed
 from tffre.runner.processes import pretrained_weights
@@ -32,16 +32,6 @@ WORDS = [("the patient was given", "aspirin", "for", "headache", "1"),
          ("severe", "chest pain", "after", "aspirin", "0")]
 ROUNDS = 2
 HPARAMS = {"learning-rate": 0.02, "num-epochs": 1, "num-iters": 3, "max-len": 24}
-
-
-class Task(RelationSites):
-    """The relation task with the classifier's dropout off: a deployed round equals the local
-    executor's only for a deterministic model (the two draw dropout masks apart)."""
-
-    def _config(self, job, encoder_dir):
-        import dataclasses
-        tokenizer, config = super()._config(job, encoder_dir)
-        return tokenizer, dataclasses.replace(config, dropout=0.0)
 
 
 def site_folder(root, site, n, offset):

@@ -79,18 +79,19 @@ def simulated_reference(dataset, folders, name, settings, rounds, out):
     return state, initial, arrays
 
 
-def sites_reference(out, nodes, rounds):
+def sites_reference(out, nodes, rounds, task=None):
     """The local executor over a deployed run's sites, each site's data and the model read by
     the task's own site code (``Sites.site_data``, ``Sites.model``) from the run's job
     (``out/deploy.json``): what the sites agreed on (document-level RE's row limits, fitted to
     every site's documents) is then the same on both sides, as a per-site simulation cannot
-    make it. ``nodes``: {site: its node configuration}. Returns (final state, the initial
-    weights, {site: its training arrays})."""
+    make it. ``nodes``: {site: its node configuration}; ``task``: the sites' task object
+    (default the job's). Returns (final state, the initial weights, {site: its training
+    arrays})."""
     import json
 
     from tffre.deploy.tasks import DeployJob, load_task, task_context
     job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
-    task = load_task(job.task)
+    task = task or load_task(job.task)
     sites = sorted(nodes)
     model = task.model(job, nodes[sites[0]])
     arrays = {s: task.site_data(job, nodes[s]).train for s in sites}

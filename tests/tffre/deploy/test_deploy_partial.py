@@ -9,21 +9,17 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
-import tensorflow as tf
 
 from deploy_fakes import FakeGrid, run_config
 from deploy_tiny_task import RelationsWithoutDropout as Task
+from local_reference import sites_reference
 from tiny_encoder import make_encoder_folder
 
-from tffre import builder
-from tffre.data import FederatedData
 from tffre.deploy.client_app import make_client_app
 from tffre.deploy.node import NodeRuntime
 from tffre.deploy.server_app import run_server
 from tffre.deploy.tasks import DeployJob, task_context
 from tffre.runner.checkpoints import Checkpoints
-from tffre.runner.loop import data_seed
-from tffre.runner.processes import pretrained_weights
 
 SITES = ("a", "b", "c")
 WORDS = [("the patient was given", "aspirin", "for", "headache", "1"),
@@ -82,28 +78,14 @@ def deploy(tmp_path, world, tag, name="FedAvgT", encoders=None, **config):
     return grid, out
 
 
-def local_reference(out, world, name="FedAvgT"):
+def local_reference(out, world):
     """The local executor over the same sites (name order), seed, initial weights and
     batches, from the deployed run's own job (``deploy.json``): (final state, model parts)."""
     encoder, _, sites = world
+    nodes = {s: {"site": s, "data": sites[s], "encoder": encoder} for s in SITES}
+    state, _, _ = sites_reference(out, nodes, ROUNDS, task=Task())
     job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
-    task = Task()
-    model = task.model(job, {"encoder": encoder})
-    arrays = {s: task.site_data(job, {"site": s, "data": sites[s], "encoder": encoder}).train
-              for s in SITES}
-    tf.keras.utils.set_random_seed(job.seed)
-    process = builder.build_algorithm(name, model.model_fn, loss=model.loss,
-                                      input_spec=model.input_spec, executor="local",
-                                      context=task_context(job), **job.hparams)
-    tf.keras.utils.set_random_seed(job.seed)
-    state = process.set_model_weights(process.initialize(), pretrained_weights(
-        process.model_fn, model.load_pretrained))
-    data = FederatedData({s: {"train": arrays[s]} for s in SITES}, num_classes=2)
-    for rnd in range(1, ROUNDS + 1):
-        datasets = [data.client_dataset(s, "train", batch_size=job.batch_size,
-                                        seed=data_seed(job.seed, rnd)) for s in SITES]
-        state = process.next(state, datasets, client_ids=list(SITES)).state
-    return state, model
+    return state, Task().model(job, {"encoder": encoder})
 
 
 def state_structure(out, world, **server_only):

@@ -11,22 +11,17 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-import tensorflow as tf
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "deploy"))
 from deploy_fakes import FakeGrid, run_config  # noqa: E402
+from local_reference import simulated_reference  # noqa: E402
 
-from tffre import builder, resources  # noqa: E402
-from tffre import config as config_lib  # noqa: E402
-from tffre.data import FederatedData  # noqa: E402
-from tffre.definition import TaskContext  # noqa: E402
+from tffre import resources  # noqa: E402
 from tffre.deploy.client_app import make_client_app  # noqa: E402
 from tffre.deploy.node import NodeRuntime  # noqa: E402
 from tffre.deploy.server_app import run_server  # noqa: E402
 from tffre.deploy.tasks import DeployJob  # noqa: E402
 from tffre.runner.checkpoints import Checkpoints  # noqa: E402
-from tffre.runner.loop import data_seed  # noqa: E402
-from tffre.runner.processes import pretrained_weights  # noqa: E402
 from tffre.tasks import imcs as imcs_task  # noqa: E402
 from tffre.tasks.imcs import IMCSSites  # noqa: E402
 from tffre.data import imcs  # noqa: E402
@@ -79,44 +74,13 @@ def deployed(tmp_path_factory, world):
     return root / "out", log
 
 
-def simulated(path, tmp_path):
-    """The simulation's Job of one site's file as its only client (``prepare``: jieba, the
-    sample's public vectors, the LSTM), and the run's hyperparameters."""
-    given = {"dataset": "imcs", "data": path, "model": "lstm", "algorithm": NAME,
-             "clients": 1, "clients_per_round": 1, "partition": "iid", "out": str(tmp_path),
-             **{k.replace("-", "_"): v for k, v in SETTINGS.items()}}
-    cfg = config_lib.resolve(given)
-    return imcs_task.prepare(cfg), cfg.hparams[NAME].asdict(), cfg.run
-
-
-def local_reference(world, tmp_path):
-    """The local executor over sites a and b (name order) with the simulation's arrays,
-    model, initial weights, seed and batches: (final state, {site: train arrays}, the
-    initial weights)."""
-    files, _ = world
-    jobs = {s: simulated(files[s], tmp_path / s) for s in ("a", "b")}
-    job, hparams, run = jobs["a"]
-    arrays = {s: j.data.clients["client_00"]["train"] for s, (j, _, _) in jobs.items()}
-    tf.keras.utils.set_random_seed(run.seed)
-    process = builder.build_algorithm(NAME, job.model_fn, loss=job.loss,
-                                      input_spec=job.data.element_spec(), executor="local",
-                                      context=TaskContext(num_clients=2, clients_per_round=2),
-                                      **hparams)
-    tf.keras.utils.set_random_seed(run.seed)
-    state = process.set_model_weights(process.initialize(), pretrained_weights(
-        process.model_fn, job.load_pretrained))
-    data = FederatedData({s: {"train": arrays[s]} for s in arrays}, num_classes=2)
-    for rnd in range(1, ROUNDS + 1):
-        datasets = [data.client_dataset(s, "train", batch_size=run.batch_size,
-                                        seed=data_seed(run.seed, rnd)) for s in arrays]
-        state = process.next(state, datasets, client_ids=list(arrays)).state
-    return state, arrays, pretrained_weights(job.model_fn, job.load_pretrained)
-
-
 def test_two_sites_equal_the_local_executor_on_the_simulations_arrays(deployed, world,
                                                                       tmp_path):
     out, _ = deployed
-    want, arrays, initial = local_reference(world, tmp_path)
+    files, _ = world
+    settings = {"model": "lstm", **{k.replace("-", "_"): v for k, v in SETTINGS.items()}}
+    want, initial, arrays = simulated_reference(
+        "imcs", {s: files[s] for s in ("a", "b")}, NAME, settings, ROUNDS, tmp_path)
     assert all(len(y) > 20 for _, y in arrays.values())
     got, done = Checkpoints(str(out / "checkpoints" / NAME)).load_latest(want)
     assert done == ROUNDS

@@ -16,8 +16,11 @@ Three kinds, each answered by one reply (``Message(content, reply_to=msg)``):
 ``constants`` is the hash of the broadcast's constant weights (frozen
 embeddings, FedCB's classifier: :meth:`tffre.execution.split_round.SplitRound.constant_paths`):
 the server sends them only to a site whose replies do not name that hash, so
-they reach a site once, not every round. Arrays travel as an ``ArrayRecord``
-keyed by their path in the round's structure (:func:`tffre.execution.split_round.to_arrays`).
+they reach a site once, not every round. Arrays travel in an ``ArrayRecord`` of two
+``Array`` objects: their bytes packed end to end, and an index of their paths in the round's
+structure (:func:`tffre.execution.split_round.to_arrays`), dtypes and shapes. Flower stores
+and pulls each ``Array`` as an object of its own, one gRPC call per hop: with one ``Array``
+per weight (60 for the benchmark's LSTM) the pulls were most of a small round's fixed cost.
 
 With secure aggregation the ``train`` exchange is Flower's SecAgg+ protocol
 instead (:mod:`tffre.deploy.secagg`): the same broadcast in FitIns form, and no
@@ -26,18 +29,28 @@ upload the server can read.
 
 import collections
 import hashlib
+import json
 
 import numpy as np
 
 HELLO, TRAIN, EVALUATE = "query", "train", "evaluate"
 CONFIG, ARRAYS, REPLY = "config", "arrays", "reply"
+#: The packed record's two arrays: the values' bytes, and the JSON index
+#: [[name, dtype, shape], ...] (as uint8).
+PACKED, INDEX = "packed", "index"
 
 
 def arrays_record(named):
-    """An ``ArrayRecord`` of an ordered {name: numpy array}."""
+    """An ``ArrayRecord`` of an ordered {name: numpy array}, packed into two ``Array``
+    objects (see the module docstring)."""
     from flwr.app import Array, ArrayRecord
+    values = [_contiguous(value) for value in named.values()]
+    index = json.dumps([[name, value.dtype.str, list(value.shape)]
+                        for name, value in zip(named, values)]).encode()
+    packed = np.concatenate([value.reshape(-1).view(np.uint8) for value in values]) \
+        if values else np.zeros(0, np.uint8)
     return ArrayRecord(collections.OrderedDict(
-        (name, Array(_contiguous(value))) for name, value in named.items()))
+        [(INDEX, Array(np.frombuffer(index, np.uint8))), (PACKED, Array(packed))]))
 
 
 def _contiguous(value):
@@ -47,8 +60,23 @@ def _contiguous(value):
 
 
 def record_arrays(record):
-    """The ordered {name: numpy array} of an ``ArrayRecord``."""
-    return collections.OrderedDict((name, array.numpy()) for name, array in record.items())
+    """The ordered {name: numpy array} of an ``ArrayRecord`` of :func:`arrays_record` (or of
+    one ``Array`` per name)."""
+    if set(record) != {INDEX, PACKED}:
+        return collections.OrderedDict((name, array.numpy()) for name, array in record.items())
+    index = json.loads(record[INDEX].numpy().tobytes().decode())
+    packed = record[PACKED].numpy()
+    out, offset = collections.OrderedDict(), 0
+    for name, dtype, shape in index:
+        dtype = np.dtype(dtype)
+        size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        if offset + size > packed.size:
+            raise ValueError(f"packed arrays: {name!r} runs past the {packed.size} bytes sent")
+        out[name] = packed[offset:offset + size].copy().view(dtype).reshape(shape)
+        offset += size
+    if offset != packed.size:
+        raise ValueError(f"packed arrays: {packed.size - offset} bytes beyond the index")
+    return out
 
 
 def payload_bytes(named):

@@ -13,6 +13,7 @@ from tiny import client_arrays
 
 from tffre.deploy.client_app import make_client_app
 from tffre.deploy.node import NodeRuntime
+from tffre.deploy.protocol import read_content
 from tffre.deploy.server_app import run_server
 from tffre.execution import split_round
 from tffre.runner.checkpoints import Checkpoints
@@ -58,12 +59,10 @@ def test_deployed_feded_equals_the_local_executor_and_sends_d_v_once(tmp_path):
     assert not np.allclose(got["model"].trainable[0], start["model"].trainable[0])
     # D_v's inputs: in round 1's training messages only, one per site, the server's values.
     carrying = [(m.metadata.group_id, m.metadata.dst_node_id) for m in grid.sent
-                for record in m.content.array_records.values()
-                if "extras/server_x" in record]
+                if "extras/server_x" in (read_content(m.content)[1] or {})]
     assert sorted(carrying) == sorted(("1", nid) for nid in grid.nodes)
     first = next(m for m in grid.sent if m.metadata.group_id == "1")
-    np.testing.assert_array_equal(
-        first.content.array_records["arrays"]["extras/server_x"].numpy(), D_V[0])
+    np.testing.assert_array_equal(read_content(first.content)[1]["extras/server_x"], D_V[0])
     rows = pd.read_csv(out / "metrics.csv")
     assert rows["bytes_broadcast"][0] - rows["bytes_broadcast"][1] == 3 * D_V[0].nbytes
     # The job tells the sites D_v's shape only.

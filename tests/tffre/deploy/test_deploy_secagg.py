@@ -99,13 +99,15 @@ def test_secure_rounds_equal_plain_ones_within_the_documented_error(name, dp, tm
         sent = json.loads(json.loads((secure / "deploy.json").read_text())["job"])["hparams"]
         assert sent["dp_noise_multiplier"] == 0.5 and sent["dp_seed"] is None   # stays home
     from flwr.common import bytes_to_ndarray
+    from tffre.deploy.protocol import record_arrays
     from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key
     masked = 0
     for reply in grid.received:
         # Only evaluation counts travel in the clear (they are per site: see the notes);
         # the SecAgg+ replies' FitRes arrays were cleared by the mod.
         for record in reply.content.array_records.values():
-            assert all(name.split("/")[0] in ("loss", "count", "confusion") for name in record)
+            assert all(name.split("/")[0] in ("loss", "count", "confusion")
+                       for name in record_arrays(record))
         configs = reply.content.config_records.get(RECORD_KEY_CONFIGS, {})
         raws = configs.get(Key.MASKED_PARAMETERS, [])
         if not raws:

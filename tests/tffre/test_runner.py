@@ -102,6 +102,37 @@ def test_reused_processes_give_the_runs_of_fresh_ones(tmp_path):
     assert not fresh[0].equals(fresh[1])             # the seeds differ
 
 
+def test_a_model_with_dropout_is_not_reused_and_repeats_in_one_process(tmp_path):
+    """A model that draws dropout masks is built anew for every run under
+    ``runner.reuse_processes``: a reused process's traced step would go on with the last run's
+    masks, so the same run would give other results after another in the same process."""
+    def model():
+        return tf.keras.Sequential([
+            tf.keras.Input((4,)),
+            tf.keras.layers.Dense(8, activation="tanh",
+                                  kernel_initializer=tf.keras.initializers.GlorotUniform(1)),
+            tf.keras.layers.Dropout(0.5),
+            tf.keras.layers.Dense(2, activation="softmax",
+                                  kernel_initializer=tf.keras.initializers.GlorotUniform(2))])
+
+    def run(out, seed=0):
+        run_experiment(small_data(), model, loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+                       algorithm_names=["fedavg"], num_rounds=2, clients_per_round=2,
+                       out_dir=str(tmp_path / out), seed=seed, executor="local",
+                       hparams={"num_epochs": 2, "learning_rate": 0.5})
+        return pd.read_csv(tmp_path / out / "metrics.csv").drop(columns=["round_seconds"])
+    alone = run("alone")
+    runner.reuse_processes()
+    try:
+        run("before", seed=3)
+        again = run("again")
+        from tffre.runner import processes
+        assert not processes._CACHE                  # nothing kept
+    finally:
+        runner.reuse_processes(False)
+    pd.testing.assert_frame_equal(alone, again)
+
+
 def test_no_train_loss_skips_only_the_training_pass(tmp_path):
     """--no-train-loss: the same run's held-out columns, and no train_loss."""
     def run(out, **settings):

@@ -25,17 +25,33 @@ def reuse_processes(enabled=True):
     states are cleared and each run starts from the initial weights of its own seed, as
     a fresh build would. (Server extras start from the first build's; no algorithm of the
     FedCB tables draws them at random.) Processes given a server set (FedED) are not
-    kept.
+    kept, nor those whose model draws at random in training (dropout: the traced client
+    step's random kernels keep their state, so a reused process would go on with the last
+    run's masks, and a run would depend on the runs before it in the same Python process).
     """
     global _CACHE
     _CACHE = {} if enabled else None
 
 
 def _architecture(model_fn):
-    """The layer types and weight shapes of ``model_fn``'s model (not its values)."""
+    """The layer types and weight shapes of ``model_fn``'s model (not its values), or None
+    for a model that draws at random in training (:func:`draws_at_random`)."""
     model = model_fn()
+    if draws_at_random(model):
+        return None
     return tuple((type(layer).__name__, tuple(tuple(w.shape) for w in layer.weights))
                  for layer in model.layers)
+
+
+def draws_at_random(model):
+    """True when a layer of ``model`` draws at random in training (a Keras random layer,
+    such as ``Dropout``, with a non-zero rate; Transformers' encoders hold such layers)."""
+    from keras.src import backend
+    for module in [model, *model.submodules]:
+        if isinstance(getattr(module, "_random_generator", None), backend.RandomGenerator) \
+                and getattr(module, "rate", None) != 0:
+            return True
+    return False
 
 
 def start(name, hparams, job, context, settings):
@@ -49,14 +65,17 @@ def start(name, hparams, job, context, settings):
     build = dict(loss=job.loss, input_spec=job.data.element_spec(), metrics=job.metrics,
                  context=context, hparams=hparams, **settings.execution())
     tf.keras.utils.set_random_seed(settings.seed)
-    cacheable = _CACHE is not None and context.server_data is None
-    if not cacheable:
+    architecture = None
+    if _CACHE is not None and context.server_data is None:
+        architecture = _architecture(job.model_fn)
+        if architecture is None:   # not kept: built as a run without reuse builds it
+            tf.keras.utils.set_random_seed(settings.seed)
+    if architecture is None:
         process = builder.build_algorithm(name, job.model_fn, **build)
     else:
         key = (registry.get_spec(name).name, repr(hparams), repr(settings.execution()),
                repr(build["input_spec"]), repr(job.loss.get_config()),
-               repr([m().name for m in job.metrics or ()]), repr(context),
-               _architecture(job.model_fn))
+               repr([m().name for m in job.metrics or ()]), repr(context), architecture)
         process = _CACHE.get(key)
         if process is None:
             process = _CACHE[key] = builder.build_algorithm(name, job.model_fn, **build)

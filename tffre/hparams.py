@@ -171,15 +171,6 @@ def existing_file(value):
     return path
 
 
-def existing_path(value):
-    """The path of a file or folder that exists."""
-    import os
-    path = text(value)
-    if not os.path.exists(path):
-        raise ValueError(f"no such file or folder: {path}")
-    return path
-
-
 def choice(*choices):
     """A parser accepting one of ``choices``."""
     def parse(value):

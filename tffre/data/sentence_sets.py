@@ -126,18 +126,6 @@ def load_re(dataset, path, *, notes=None, problems=None, **options):
     return _concat_splits(frames, list(labels), path, problems), list(labels)
 
 
-def split_file_names(split):
-    """The names a folder's ``split`` file has in any sentence-level format (BLUE and PGR's
-    ``.tsv``, ChemProt's ``.tsv``/``.txt``, ``.jsonl``), in that order; i2b2's folders aside."""
-    names = []
-    for files in (BLUE_SPLIT_FILES, CHEMPROT_SPLIT_FILES, JSONL_SPLIT_FILES):
-        found = files[split]
-        for name in (found,) if isinstance(found, str) else found:
-            if name not in names:
-                names.append(name)
-    return tuple(names)
-
-
 def by_split(examples):
     """``{split: DataFrame}`` of :func:`load_re`'s examples: by their ``split`` column (which
     is dropped), in train/dev/test order; examples without one are all "train"."""

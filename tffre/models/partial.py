@@ -405,10 +405,6 @@ class ActivationStore:
         return value
 
 
-def weights_fingerprint(model):
-    """:func:`fingerprint` of a model's weights (a frozen prefix's identity)."""
-    return fingerprint([w.numpy() for w in model.weights])
-
 
 def frozen_prefix(build, load_pretrained, seed, folder=None):
     """(prefix model, :class:`ActivationStore`): ``build()`` after

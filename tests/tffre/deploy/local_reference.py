@@ -11,6 +11,30 @@ from tffre.runner.loop import data_seed
 from tffre.runner.processes import pretrained_weights
 
 
+def local_rounds(name, model_fn, loss, input_spec, context, hparams, arrays, *, num_classes,
+                 batch_size, seed, rounds, load_pretrained=None):
+    """``rounds`` rounds of ``name`` with the local executor over ``arrays`` ({site: (x, y)},
+    in name order), from the weights of a model built right after ``set_random_seed(seed)``
+    (with ``load_pretrained``'s weights), on batches shuffled as a deployed site shuffles
+    them. Returns (final state, the initial weights, [each round's metrics])."""
+    tf.keras.utils.set_random_seed(seed)
+    process = builder.build_algorithm(name, model_fn, loss=loss, input_spec=input_spec,
+                                      executor="local", context=context, **hparams)
+    tf.keras.utils.set_random_seed(seed)
+    initial = pretrained_weights(process.model_fn, load_pretrained)
+    state = process.set_model_weights(process.initialize(), initial)
+    sites = sorted(arrays)
+    data = FederatedData({s: {"train": arrays[s]} for s in sites}, num_classes=num_classes)
+    metrics = []
+    for rnd in range(1, rounds + 1):
+        datasets = [data.client_dataset(s, "train", batch_size=batch_size,
+                                        seed=data_seed(seed, rnd)) for s in sites]
+        output = process.next(state, datasets, client_ids=sites)
+        state = output.state
+        metrics.append(output.metrics)
+    return state, initial, metrics
+
+
 def local_run(name, arrays, hparams, rounds, named=False, batch_size=4, seed=0,
               server_data=None):
     """``rounds`` rounds of ``name`` with the local executor over ``arrays`` ({site: (x, y)});
@@ -21,22 +45,9 @@ def local_run(name, arrays, hparams, rounds, named=False, batch_size=4, seed=0,
     context = None if server_data is None else TaskContext(
         num_clients=len(arrays), clients_per_round=len(arrays),
         server_data=tf.data.Dataset.from_tensor_slices(tuple(server_data)).batch(batch_size))
-    tf.keras.utils.set_random_seed(seed)
-    process = builder.build_algorithm(name, task.model_fn(), loss=task.loss(),
-                                      input_spec=task.model(None, None).input_spec,
-                                      executor="local", context=context, **hparams)
-    tf.keras.utils.set_random_seed(seed)
-    state = process.set_model_weights(process.initialize(),
-                                      pretrained_weights(process.model_fn))
-    sites = sorted(arrays)
-    data = FederatedData({s: {"train": arrays[s]} for s in sites}, num_classes=3)
-    metrics = []
-    for rnd in range(1, rounds + 1):
-        datasets = [data.client_dataset(s, "train", batch_size=batch_size,
-                                        seed=data_seed(seed, rnd)) for s in sites]
-        output = process.next(state, datasets, client_ids=sites)
-        state = output.state
-        metrics.append(output.metrics)
+    state, _, metrics = local_rounds(
+        name, task.model_fn(), task.loss(), task.model(None, None).input_spec, context, hparams,
+        arrays, num_classes=3, batch_size=batch_size, seed=seed, rounds=rounds)
     return state, metrics
 
 
@@ -63,19 +74,11 @@ def simulated_reference(dataset, folders, name, settings, rounds, out):
     context = TaskContext(num_clients=len(sites), clients_per_round=len(sites),
                           concepts=None if job.concepts is None else tuple(job.concepts),
                           prompts=job.prompts)
-    tf.keras.utils.set_random_seed(run.seed)
-    process = builder.build_algorithm(name, job.model_fn, loss=job.loss,
-                                      input_spec=job.data.element_spec(), executor="local",
-                                      context=context, **cfg.hparams[name].asdict())
-    tf.keras.utils.set_random_seed(run.seed)
-    initial = pretrained_weights(process.model_fn, job.load_pretrained)
-    state = process.set_model_weights(process.initialize(), initial)
-    data = FederatedData({s: {"train": arrays[s]} for s in sites},
-                         num_classes=job.data.num_classes)
-    for rnd in range(1, rounds + 1):
-        datasets = [data.client_dataset(s, "train", batch_size=run.batch_size,
-                                        seed=data_seed(run.seed, rnd)) for s in sites]
-        state = process.next(state, datasets, client_ids=sites).state
+    state, initial, _ = local_rounds(
+        name, job.model_fn, job.loss, job.data.element_spec(), context,
+        cfg.hparams[name].asdict(), arrays, num_classes=job.data.num_classes,
+        batch_size=run.batch_size, seed=run.seed, rounds=rounds,
+        load_pretrained=job.load_pretrained)
     return state, initial, arrays
 
 
@@ -95,16 +98,8 @@ def sites_reference(out, nodes, rounds, task=None):
     sites = sorted(nodes)
     model = task.model(job, nodes[sites[0]])
     arrays = {s: task.site_data(job, nodes[s]).train for s in sites}
-    tf.keras.utils.set_random_seed(job.seed)
-    process = builder.build_algorithm(job.algorithm, model.model_fn, loss=model.loss,
-                                      input_spec=model.input_spec, executor="local",
-                                      context=task_context(job), **job.hparams)
-    tf.keras.utils.set_random_seed(job.seed)
-    initial = pretrained_weights(process.model_fn, model.load_pretrained)
-    state = process.set_model_weights(process.initialize(), initial)
-    data = FederatedData({s: {"train": arrays[s]} for s in sites}, num_classes=len(job.labels))
-    for rnd in range(1, rounds + 1):
-        datasets = [data.client_dataset(s, "train", batch_size=job.batch_size,
-                                        seed=data_seed(job.seed, rnd)) for s in sites]
-        state = process.next(state, datasets, client_ids=sites).state
+    state, initial, _ = local_rounds(
+        job.algorithm, model.model_fn, model.loss, model.input_spec, task_context(job),
+        job.hparams, arrays, num_classes=len(job.labels), batch_size=job.batch_size,
+        seed=job.seed, rounds=rounds, load_pretrained=model.load_pretrained)
     return state, initial, arrays

@@ -405,7 +405,6 @@ class ActivationStore:
         return value
 
 
-
 def frozen_prefix(build, load_pretrained, seed, folder=None):
     """(prefix model, :class:`ActivationStore`): ``build()`` after
     ``tf.keras.utils.set_random_seed(seed)`` (its new rows, e.g. entity markers, are drawn

@@ -33,12 +33,8 @@ def reuse_processes(enabled=True):
     _CACHE = {} if enabled else None
 
 
-def _architecture(model_fn):
-    """The layer types and weight shapes of ``model_fn``'s model (not its values), or None
-    for a model that draws at random in training (:func:`draws_at_random`)."""
-    model = model_fn()
-    if draws_at_random(model):
-        return None
+def _architecture(model):
+    """The layer types and weight shapes of ``model`` (not its values)."""
     return tuple((type(layer).__name__, tuple(tuple(w.shape) for w in layer.weights))
                  for layer in model.layers)
 
@@ -65,17 +61,19 @@ def start(name, hparams, job, context, settings):
     build = dict(loss=job.loss, input_spec=job.data.element_spec(), metrics=job.metrics,
                  context=context, hparams=hparams, **settings.execution())
     tf.keras.utils.set_random_seed(settings.seed)
-    architecture = None
-    if _CACHE is not None and context.server_data is None:
-        architecture = _architecture(job.model_fn)
-        if architecture is None:   # not kept: built as a run without reuse builds it
+    kept = _CACHE is not None and context.server_data is None
+    if kept:
+        probe = job.model_fn()
+        kept = not draws_at_random(probe)
+        if not kept:   # built as a run without reuse builds it
             tf.keras.utils.set_random_seed(settings.seed)
-    if architecture is None:
+    if not kept:
         process = builder.build_algorithm(name, job.model_fn, **build)
     else:
         key = (registry.get_spec(name).name, repr(hparams), repr(settings.execution()),
                repr(build["input_spec"]), repr(job.loss.get_config()),
-               repr([m().name for m in job.metrics or ()]), repr(context), architecture)
+               repr([m().name for m in job.metrics or ()]), repr(context),
+               _architecture(probe))
         process = _CACHE.get(key)
         if process is None:
             process = _CACHE[key] = builder.build_algorithm(name, job.model_fn, **build)

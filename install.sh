@@ -22,6 +22,10 @@ PYCHECK
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 "${PIP[@]}" install -q --upgrade "pip<25" "setuptools>=65,<76" wheel
 "${PIP[@]}" install -q -r requirements.txt
+# The documentation site (mkdocs.yml; the suite builds it with --strict, tests/docs/test_site.py):
+# MkDocs, Material and mkdocstrings, pinned apart from the runtime set, none of whose pins
+# they change (requirements-docs.txt).
+"${PIP[@]}" install -q -r requirements-docs.txt
 if [ "${TFFRE_GPU:-0}" = "1" ]; then
     # tensorflow[and-cuda]==2.14.1 itself fails on Python 3.11 (its tensorrt pin has no
     # wheel), so install its CUDA libraries directly, then point the loader at them.

@@ -20,7 +20,9 @@ class PAdam(AnchoredOptimizer, SelfAdam):
     Args:
       learning_rate: eta in Eq. 27.
       mu: the proximal coefficient of Eq. 21-22.
-      beta_1, beta_2, epsilon: as in Eq. 23-27.
+      beta_1: b1, the first moment's decay (as in Eq. 23-27).
+      beta_2: b2, the second moment's decay (as in Eq. 23-27).
+      epsilon: eps, added to sqrt(v_hat) (as in Eq. 23-27).
       name: the optimizer's name.
       **kwargs: the base ``tf.keras.optimizers.Optimizer`` keywords.
     """

@@ -3,9 +3,10 @@
     python -m tffre.predict --model results/x/model --text "孩子咳嗽三天了" [--top-k 3] [--json]
     python -m tffre.predict --model results/x/model --input sentences.jsonl
 
-``--input`` reads JSON lines: an object per line with "text" (or, for a model
-over numeric features, "x": a list of numbers) and an optional "id" (default:
-the line number; for ``--text``, the position). Output: one
+``--input`` reads JSON lines: an object per line with "text" (for a model over
+numeric features "x", a list of numbers; for an image model "path", an image
+file, relative to the JSON-lines file's folder unless absolute) and an optional
+"id" (default: the line number; for ``--text``, the position). Output: one
 ``id<TAB>label<TAB>probability`` line per input and label (``--top-k`` labels,
 most probable first), or with ``--json`` one object per input:
 ``{"id": ..., "predictions": [{"label": ..., "probability": ...}, ...]}``.
@@ -38,15 +39,16 @@ def _positive_int(text):
 def build_parser(prog=None):
     """The argument parser; ``prog`` names the command in usage and error lines."""
     p = argparse.ArgumentParser(
-        prog=prog or "python -m tffre.predict", description="Label new texts (or feature vectors) with a saved tffre model.")
+        prog=prog or "python -m tffre.predict",
+        description="Label new texts (or feature vectors, or images) with a saved tffre model.")
     p.add_argument("--model", required=True, metavar="DIR",
                    help="model bundle folder (model.keras, bundle.json, encoder files)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", action="append", metavar="T",
                         help="a text to label (repeat for several)")
     source.add_argument("--input", metavar="FILE.jsonl",
-                        help='JSON lines: {"text": ...} (or {"x": [...]} for a feature model), '
-                             'optional "id"')
+                        help='JSON lines: {"text": ...} (a feature model: {"x": [...]}; an image '
+                             'model: {"path": ...}), optional "id"')
     p.add_argument("--top-k", type=_positive_int, default=1, metavar="K",
                    help="labels to print per input, most probable first (default 1)")
     p.add_argument("--json", action="store_true",
@@ -124,6 +126,23 @@ def read_jsonl(path, field, num_features=None):
     return records
 
 
+def read_image_jsonl(path):
+    """Reads ``(id, image path)`` pairs: each line's "path", relative to the JSON-lines file's
+    folder unless absolute. InputError names the file, line and field of a missing image."""
+    records = []
+    base = os.path.dirname(os.path.abspath(path))
+    for rid, obj, where in _json_objects(path):
+        value = obj.get("path")
+        if not isinstance(value, str) or not value:
+            raise InputError(f'{where}: field "path" must name an image file'
+                             + ("" if "path" in obj else ' (this is an image model)'))
+        image = os.path.join(base, value)
+        if not os.path.isfile(image):
+            raise InputError(f'{where}: field "path": no such file {image}')
+        records.append((rid, image))
+    return records
+
+
 RELATION_FIELDS = ("text", "e1_start", "e1_end", "e2_start", "e2_end")
 
 
@@ -194,12 +213,17 @@ def main(argv=None, prog=None):
                                  f"(and e1_type, e2_type)")
             records = read_relation_jsonl(args.input)
         elif args.text is not None:
+            if kind == "image":
+                raise InputError(f"{args.model} is an image model: use --input with JSON "
+                                 'lines holding "path" (an image file)')
             if kind != "text":
                 raise InputError(f"{args.model} takes numeric features, not texts: use --input "
                                  'with JSON lines holding "x"')
             records = list(enumerate(args.text, 1))
         elif kind == "text":
             records = read_jsonl(args.input, "text")
+        elif kind == "image":
+            records = read_image_jsonl(args.input)
         else:
             from tffre.text.encoder import FeatureEncoder
             num_features = FeatureEncoder.load(args.model).num_features

@@ -81,6 +81,44 @@ def test_feature_model(capsys, feature_bundle, tmp_path):
         [(1, "pos"), (7, "neg")]
 
 
+@pytest.fixture(scope="module")
+def image_bundle(tmp_path_factory):
+    """Mean colour -> logits: red (4, 0), blue (0, 4); the images: a red and a blue square."""
+    import tensorflow as tf
+    from tffre.text.encoder import ImageEncoder
+    inputs = tf.keras.Input((8, 8, 3))
+    pooled = tf.keras.layers.GlobalAveragePooling2D()(inputs)
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(2, activation="softmax")(pooled))
+    model.set_weights([np.array([[4, 0], [0, 0], [0, 4]], np.float32), np.zeros(2, np.float32)])
+    root = tmp_path_factory.mktemp("predict")
+    save_bundle(str(root / "image_model"), model, label_names=["red", "blue"],
+                encoder=ImageEncoder(8))
+    for name, colour in (("red", [255, 0, 0]), ("blue", [0, 0, 255])):
+        pixels = np.tile(np.array(colour, np.uint8), (12, 12, 1))
+        (root / f"{name}.png").write_bytes(tf.io.encode_png(pixels).numpy())
+    return str(root / "image_model")
+
+
+def test_image_model(capsys, image_bundle, tmp_path):
+    """An image bundle reads "path" lines, relative to the JSON-lines file's folder."""
+    images = os.path.dirname(image_bundle)
+    path = os.path.join(images, "in.jsonl")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write('{"id": "b", "path": "blue.png"}\n{"path": "%s"}\n'
+                % os.path.join(images, "red.png"))
+    code, lines, _ = run(capsys, "--model", image_bundle, "--input", path)
+    assert code == 0
+    assert lines == [f"b\tblue\t{P:.4f}", f"2\tred\t{P:.4f}"]
+    for content, message in [('{"path": "none.png"}', 'in.jsonl:1: field "path": no such file'),
+                             ('{"text": "x"}', 'field "path" must name an image file (this is')]:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(content + "\n")
+        code, _, err = run(capsys, "--model", image_bundle, "--input", path)
+        assert code == 2 and message in err, err
+    code, _, err = run(capsys, "--model", image_bundle, "--text", "x")
+    assert code == 2 and "is an image model" in err
+
+
 def test_module_subprocess(text_bundle, tmp_path):
     path = tmp_path / "in.jsonl"
     path.write_text('{"id": "s1", "text": "咳嗽"}\n{"id": "s2", "text": "你好"}\n', encoding="utf-8")

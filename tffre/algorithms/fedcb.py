@@ -1,4 +1,5 @@
-"""FedCB (Zhu et al., "Federated classifier debiasing with language models"): a frozen classifier.
+"""FedCB (Zhu et al., MICCAI, "Stealing Knowledge from Pre-trained Language Models for
+Federated Classifier Debiasing"): a frozen classifier.
 
 Built once, at the server, before round 1 (FedCB section 2):
 

@@ -181,7 +181,8 @@ class MajorVectorSelection:
     Args:
       definition: the :class:`FedCMC` (its ``kernel_index``, set when the
         model is described).
-      num_classes, dim: C and D'.
+      num_classes: C.
+      dim: D'.
       minor: argmax (Eq. 18) instead of argmin.
     """
 

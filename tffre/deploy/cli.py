@@ -66,15 +66,19 @@ def build_parser(prog=PROG):
     p.add_argument("--state-dir", default=os.path.join("~", ".tffre", "superlink"),
                    help="its database (registered sites survive a restart)")
     p.add_argument("--host", default="0.0.0.0", help="address the Fleet and Control APIs bind")
-    p.add_argument("--fleet-port", type=int, default=9092)
-    p.add_argument("--control-port", type=int, default=9093)
+    p.add_argument("--fleet-port", type=int, default=9092,
+                   help="the Fleet API's port, which the sites connect to")
+    p.add_argument("--control-port", type=int, default=9093,
+                   help="the Control API's port, which flwr run and deploy register connect to")
     p.add_argument("--serverappio-port", type=int, default=9091,
                    help="the ServerApp's local API (bound to 127.0.0.1)")
 
     p = sub.add_parser("register", help="allow a site's public key at the SuperLink")
     p.add_argument("--app", required=True, help="the app folder (deploy app)")
     p.add_argument("--key", required=True, help="the site's public key (<site>.pub)")
-    p.add_argument("--federation", default=None)
+    p.add_argument("--federation", default=None,
+                   help="the federation of the app folder's pyproject.toml to use (default: "
+                        "its default, tffre)")
 
     p = sub.add_parser("supernode", help="run a site's SuperNode and its ClientApp")
     p.add_argument("--superlink", default="127.0.0.1:9092",
@@ -105,8 +109,10 @@ def build_parser(prog=PROG):
     p = sub.add_parser("run", help="start a run: python -m tffre run's options and "
                                    "--min-nodes, --round-timeout, --secagg, ...",
                        add_help=False)
-    p.add_argument("--app", required=True)
-    p.add_argument("--federation", default=None)
+    p.add_argument("--app", required=True, help="the app folder (deploy app)")
+    p.add_argument("--federation", default=None,
+                   help="the federation of the app folder's pyproject.toml to use (default: "
+                        "its default, tffre)")
     return parser
 
 
@@ -343,8 +349,10 @@ def run_config_file(argv, prog):
     from tffre import config as config_lib
     from tffre.deploy.settings import DeploySettings
     parser = _Parser(prog=f"{prog} run", description="Start a deployed run.")
-    parser.add_argument("--app", required=True)
-    parser.add_argument("--federation", default=None)
+    parser.add_argument("--app", required=True, help="the app folder (deploy app)")
+    parser.add_argument("--federation", default=None,
+                        help="the federation of the app folder's pyproject.toml to use "
+                             "(default: its default, tffre)")
     config_lib.add_run_arguments(parser)
     for field in DeploySettings.declarations():
         flag = "--" + field.name.replace("_", "-")

@@ -248,7 +248,8 @@ def split_long_input(input_ids, attention_mask, window=512, start_tokens=(101,),
     replaced), so each window reads as a whole sequence ([CLS] ... [SEP]).
 
     Args:
-      input_ids, attention_mask: int ``[batch, max_length]``, ``max_length > window``.
+      input_ids: int ``[batch, max_length]``, ``max_length > window``.
+      attention_mask: int ``[batch, max_length]``.
 
     Returns ``(ids, mask)``, ``[batch + n_long, window]`` each.
     """
@@ -344,7 +345,8 @@ def process_long_input(encode, input_ids, attention_mask, window=512, start_toke
     Args:
       encode: a callable ``encode(ids, mask) -> (hidden [n, T, d], attention [n, h, T, T])``
         (the last layer's attention).
-      input_ids, attention_mask: ``[batch, max_length]`` with a static ``max_length``.
+      input_ids: ``[batch, max_length]`` with a static ``max_length``.
+      attention_mask: ``[batch, max_length]``.
 
     ``max_length <= window``: one encoder call on the inputs as they are.
     Longer: :func:`split_long_input`, one encoder call on all the windows,
@@ -473,7 +475,8 @@ def entity_attention(attention, mention_pos, entity_mentions):
 
     Args:
       attention: A, the last layer's ``[b, heads, L, L]``.
-      mention_pos, entity_mentions: as in :func:`entity_embeddings`.
+      mention_pos: as in :func:`entity_embeddings`.
+      entity_mentions: as in :func:`entity_embeddings`.
 
     An entity with no mention left gets zeros (ATLOP).
     """
@@ -538,7 +541,8 @@ def grouped_bilinear(z_s, z_o, kernel, bias, num_groups):
     """logit_r = Σ_i z_s^iᵀ W_r^i z_o^i + b_r (Eq. 8-10), without forming the outer products.
 
     Args:
-      z_s, z_o: ``[..., k * g]``.
+      z_s: ``[..., k * g]``.
+      z_o: ``[..., k * g]``.
       kernel: ``[k * g * g, R]``, laid out as ATLOP's ``Linear(emb_size * block_size, R)``
         over the flattened outer products (row ``(i * g + x) * g + y`` multiplies
         z_s^i[x] · z_o^i[y]), i.e. ``kernel.reshape(k, g, g, R)[i, :, :, r]`` is W_r^i.

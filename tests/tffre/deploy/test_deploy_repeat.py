@@ -5,9 +5,10 @@ sites whose model has dropout, so that what a site's round draws shows in the re
 * The same run twice on the same running ``deploy supernode`` sites gives the same metrics
   and weights (to 1e-6): a site's process carries nothing from one run to the next
   (``tffre.deploy.seeding``).
-* The README's plain-Flower commands, as written (parsed from README.md; only the ports, the
-  sites' data and the run's options are the test's), give the same run again with Flower's
-  default ``--isolation subprocess``: a fresh process for every message. Opt-in
+* The README's plain-Flower commands, as written (parsed from docs/tutorials/deploy.md, where
+  they moved from the README; only the ports, the sites' data and the run's options are the
+  test's), give the same run again with Flower's default ``--isolation subprocess``: a fresh
+  process for every message. Opt-in
   (``TFFRE_DEPLOY_PLAIN=1``): unpatched Flower (its fixed waits, its SuperLink's races:
   ``tffre.deploy.flower_patches``), and every message imports TensorFlow anew: 95-106 s
   here, after the first test's 50-85 s.
@@ -45,7 +46,8 @@ RUN = {"dataset": "synthetic", "algorithm": "fedavgt", "deploy-task": TASK, "num
 # What a run computed (not its timings): compared to 1e-6.
 COMPARED = re.compile(r"loss|accuracy|f1|num_examples|num_excluded")
 BUDGET = 600   # seconds per run: a bound against a hang, not a speed test
-README = os.path.join(os.path.dirname(__file__), "..", "..", "..", "README.md")
+README = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "tutorials",
+                      "deploy.md")
 README_BLOCK = "# Plain Flower: a SuperLink and two sites on one machine"
 
 

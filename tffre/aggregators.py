@@ -295,7 +295,10 @@ class MergeableFactory(tff.aggregators.WeightedAggregationFactory):
         def report_as_value(flat):
             if not isinstance(value_type, tff.StructType):
                 return flat[0]
-            return tff.structure.pack_sequence_as(value_type, flat)  # a StructType is a Struct
+            # Back in the caller's container (list, OrderedDict, ...): TFF's learning
+            # algorithms require the result's type to equal value_type, container included.
+            return tff.types.type_to_py_container(
+                tff.structure.pack_sequence_as(value_type, flat), value_type)
 
         zero, accumulate, merge, report = aggregate_computations(agg, upload_type,
                                                                  report_as_value)

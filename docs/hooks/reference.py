@@ -29,9 +29,9 @@ PROG = "python -m tffre"
 CLI_PAGE = "reference/cli.md"
 ALGORITHMS_PAGE = "reference/algorithms.md"
 
-#: Commands whose words go deeper than the parser declares: ``python -m tffre data`` is a
-#: placeholder in the top parser; ``tffre.cli.main`` dispatches ``data check``.
-DEEPER = {("data",): ("check",)}
+#: Commands whose words go deeper than their parser declares, as (words): (deeper words).
+#: None today: ``python -m tffre data`` declares its ``check``.
+DEEPER = {}
 
 #: The run-option groups of ``run``, by :attr:`tffre.config.Flag.kind`.
 RUN_GROUPS = (("top", "what", "What to run"), ("run", "settings", "Run settings"),

@@ -79,10 +79,10 @@ def test_cli_page_lists_every_option_of_every_command(hook):
     from tffre import cli
     page = hook.cli_page()
     sections = page_sections(page)
-    # The commands are the top parser's (data: data check; deploy: its own commands).
+    # The commands are the top parser's (data and deploy: their own commands).
     top = {a.dest for a in cli.build_parser()._subparsers._group_actions[0]._choices_actions}
     assert top == {"run", "predict", "data", "deploy"}
-    assert set(sections) == {"commands", "deploy"} | {"-".join(w) for w in COMMANDS}
+    assert set(sections) == {"commands", "data", "deploy"} | {"-".join(w) for w in COMMANDS}
     for words in COMMANDS:
         listed = set(re.findall(r"`(--[a-z0-9-]+)`", sections["-".join(words)]))
         if words == ("deploy", "run"):   # its own, and run's (the page says so)

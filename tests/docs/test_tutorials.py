@@ -10,9 +10,11 @@ The convention, in each page (HTML comments, which the site does not show):
   expects exit status N instead (a refusal the page shows). Python blocks run in this process,
   in one namespace per page.
 * ``<!-- output -->`` before a ```text block: what the last tested block printed (stdout, then
-  stderr). Each of its lines must appear in that output, in order; numbers and runs of spaces
-  are compared as such, not their values, and ``...`` in a line stands for anything. So the
-  printed tables keep their rows, columns and words, whatever a machine's arithmetic gives.
+  stderr). Each of its lines must appear in that output, in order, runs of spaces compared as
+  one, and ``...`` in a line stands for anything (a time, a path). Numbers are compared by
+  value: an integer exactly, a decimal within :data:`REL` of it or :data:`ABS` (what a
+  machine's arithmetic moves in a few rounds of training, not what a change of behaviour
+  moves). So the printed tables keep their rows, columns, words and values.
 * ``<!-- not tested: REASON -->`` before a block the suite cannot run, REASON one of
   :data:`NOT_RUN`'s keys, which say why and what covers it instead. Their ``python -m tffre
   run``, ``examples/*.py`` presets and ``python -m tffre deploy`` commands are still parsed by
@@ -114,21 +116,44 @@ def commands(code):
     return out
 
 
+NUMBER = r"-?\d+(?:\.\d+)?"
+REL, ABS = 0.02, 0.005   # a decimal's tolerance: 2% of it, or 0.005
+
+
 def shape(line):
-    """A line as compared: numbers as ``#``, runs of spaces as one."""
-    return " ".join(re.sub(r"\d+(?:\.\d+)?", "#", line).split())
+    """A line as compared: runs of spaces as one."""
+    return " ".join(line.split())
+
+
+def pattern_of(line):
+    """(regex, numbers) of a shown line: each number a group, ``...`` anything."""
+    parts = []
+    for piece in shape(line).split("..."):
+        chunks = re.split(f"({NUMBER})", piece)
+        parts.append("".join(f"({NUMBER})" if i % 2 else re.escape(c)
+                             for i, c in enumerate(chunks)))
+    return re.compile(".*".join(parts)), re.findall(NUMBER, "".join(shape(line).split("...")))
+
+
+def same_number(want, got):
+    """An integer exactly; a decimal within REL or ABS."""
+    if "." not in want:
+        return want == got
+    return abs(float(got) - float(want)) <= max(ABS, REL * abs(float(want)))
 
 
 def assert_shows(shown, printed, where):
-    """Every non-blank line of ``shown`` matches a line of ``printed``, in order."""
+    """Every non-blank line of ``shown`` matches a line of ``printed``, in order, numbers by
+    value (:func:`same_number`)."""
     lines = [shape(line) for line in printed.splitlines()]
     at = 0
     for want in shown.splitlines():
         if not want.strip() or want.strip() == "...":
             continue
-        pattern = re.compile(".*".join(re.escape(p) for p in shape(want).split("...")))
+        pattern, numbers = pattern_of(want)
         for i in range(at, len(lines)):
-            if pattern.fullmatch(lines[i]):
+            found = pattern.fullmatch(lines[i])
+            if found and all(same_number(w, g) for w, g in zip(numbers, found.groups())):
                 at = i + 1
                 break
         else:

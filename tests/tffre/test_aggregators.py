@@ -164,3 +164,37 @@ def test_weighted_mean_accumulator_is_eq_6_and_nan_free():
     np.testing.assert_allclose(got.numpy(), (30 * values[0] + 10 * values[1]) / 40, rtol=1e-6)
     empty = accumulate_all(agg, [[v] for v in values], [0.0, 0.0])[0]
     np.testing.assert_array_equal(empty.numpy(), [0.0, 0.0, 0.0])
+
+
+def test_attention_factory_in_tff_fed_avg():
+    """AttentionFactory plugs into TFF's own ``build_weighted_fed_avg`` (whose server SGD at
+    rate 1 makes Eq. 14's lambda 1): one round of one SGD step per client equals numpy's
+    clients (softmax regression's gradient) and the numpy attention step."""
+    features, classes, lr = 5, 3, 0.5
+    spec = (tf.TensorSpec([None, features], tf.float32), tf.TensorSpec([None], tf.int32))
+
+    def model_fn():
+        keras = tf.keras.Sequential([tf.keras.layers.Input((features,)),
+                                     tf.keras.layers.Dense(classes, kernel_initializer="zeros")])
+        return tff.learning.models.from_keras_model(
+            keras, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            input_spec=spec)
+
+    process = tff.learning.algorithms.build_weighted_fed_avg(
+        model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(lr),
+        model_aggregator=aggregators.AttentionFactory())
+    state = process.initialize()
+    rng = np.random.RandomState(0)
+    shards = [(rng.randn(6, features).astype(np.float32) * scale,
+               rng.randint(0, classes, 6).astype(np.int32)) for scale in (0.5, 1.0, 3.0)]
+    state = process.next(state, [tf.data.Dataset.from_tensor_slices(s).batch(6)
+                                 for s in shards]).state
+    got = process.get_model_weights(state).trainable
+    w, b = np.zeros((features, classes)), np.zeros(classes)
+    clients = []
+    for x, y in shards:
+        gw, gb = reference.softmax_regression_grads(w, b, x.astype(np.float64), y, classes)
+        clients.append([w - lr * gw, b - lr * gb])
+    want = reference.attention_step([w, b], clients, 1.0)
+    for a, e in zip(got, want):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)

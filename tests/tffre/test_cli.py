@@ -196,6 +196,20 @@ def test_data_check_reports_what_a_run_would_load(tmp_path):
     assert proc.returncode == 2 and "--eog-variant applies to --dataset" in proc.stderr
 
 
+def test_data_help_lists_check(capsys):
+    """``data --help`` lists its action (exit 0); ``data`` alone or a misspelt action is a
+    one-line error (exit 2)."""
+    from tffre import cli
+    with pytest.raises(SystemExit) as done:
+        cli.main(["data", "--help"])
+    assert done.value.code == 0 and "check" in capsys.readouterr().out
+    for argv, message in ((["data"], "required: action"), (["data", "chek"], "invalid choice")):
+        with pytest.raises(SystemExit) as done:
+            cli.main(argv)
+        err = capsys.readouterr().err
+        assert done.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
 def test_data_check_of_imcs_and_of_an_image_set(tmp_path):
     """``data check`` takes IMCS's --task and --max-len (the run's flags) and reads an image set;
     one IMCS file is the whole set, with the sentence sets' held-out test split (a test file's

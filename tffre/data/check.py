@@ -8,8 +8,8 @@ names) -- with the very functions a run loads it with
 :func:`tffre.data.imcs.load_imcs_splits`, :func:`tffre.data.images.list_image_splits`: the
 same files, options and split completion), but leniently: a bad line (record, image) is
 recorded and skipped instead of stopping the load, so one pass finds every problem. A single
-file is read as a run reads it (a file of training data has a seeded test split held out,
-with a note).
+file, or a folder without a test file, is read as a run reads it (a seeded test split held
+out of its training data, with a note).
 The :class:`CheckReport` it returns holds, per split, the examples (documents, dialogues
 and sentences, images), the label distribution (relation types, ``--task``'s labels,
 classes), the entity-type pairs and the text lengths (in word pieces given a tokenizer, in

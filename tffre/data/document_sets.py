@@ -36,7 +36,7 @@ from tffre.data.formats.eog import (EOG_FILTER_SUFFIX, EOG_PAIR_FIELDS, EOG_VARI
                                     eog_variants, load_eog)
 from tffre.data.formats.pubtator import TITLE_RE, load_pubtator
 from tffre.data.splits import (DEV_FRACTION, SPLITS, TEST_FRACTION, complete_splits,
-                               note_single_file, split_named)
+                               note_single_file, split_named, splits_named)
 from tffre.errors import collect
 
 FORMATS = ("pubtator", "docred", "eog")
@@ -113,8 +113,9 @@ def split_files(folder, *, eog_variant=EOG_VARIANT, notes=None):
                 notes.append(f"{names[0]}: the only {split} file, read although the EoG "
                              f"variant asked for is {eog_variant!r}")
     if not chosen:
-        raise DocREFileNotFoundError(f"{folder}: no train, dev or test file "
-                                     f"({', '.join(EXTENSIONS)})")
+        raise DocREFileNotFoundError(f"{folder}: no train, dev or test file (a name holding "
+                                     f"train, dev or test, ending {', '.join(EXTENSIONS)}); "
+                                     f"{_found(folder)}")
     if eog and notes is not None:
         other = EOG_VARIANTS[1 - EOG_VARIANTS.index(eog_variant)]
         notes.append(f"EoG files: the {eog_variant!r} variant, "
@@ -122,6 +123,42 @@ def split_files(folder, *, eog_variant=EOG_VARIANT, notes=None):
                      f"reads the others; 'filter' marks negatives that are MeSH hypernyms of a "
                      f"positive's entity not_include, as EoG's configs train and score)")
     return {split: os.path.join(folder, chosen[split]) for split in SPLITS if split in chosen}
+
+
+def _found(folder, shown=8):
+    """What ``folder`` holds as :func:`split_files` reads it, for an error: "found
+    CDR_TestSet.PubTator.txt (the test split), notes.md (not ...)", or that it is empty."""
+    names = [n for n in sorted(os.listdir(folder))
+             if not n.startswith(".") and os.path.isfile(os.path.join(folder, n))]
+    if not names:
+        return "the folder holds no file"
+    described = []
+    for name in names[:shown]:
+        named = splits_named(name)
+        if os.path.splitext(name)[1].lower() not in EXTENSIONS:
+            what = f"not {', '.join(EXTENSIONS)}"
+        elif not named:
+            what = "its name names no split"
+        elif len(named) > 1:
+            what = f"its name names {' and '.join(named)}"
+        elif is_blank(os.path.join(folder, name)):
+            what = f"empty: no {named[0]} split"
+        else:
+            what = f"the {named[0]} split"
+        described.append(f"{name} ({what})")
+    more = len(names) - shown
+    return "found " + ", ".join(described) + (f" and {more} more" if more > 0 else "")
+
+
+def _no_training(path, single, eog_variant):
+    """The error for data without training documents, naming the files as they are."""
+    if single:
+        return f"{path}: no training documents could be read from the file"
+    train = split_files(path, eog_variant=eog_variant).get("train")
+    if train is not None:   # lenient, and the train file could not be read: its problems say why
+        return f"{path}: no training documents could be read from {os.path.basename(train)}"
+    return (f"{path}: no training documents (a non-empty file whose name holds 'train', such "
+            f"as train.pubtator or CDR_TrainingSet.PubTator.txt); {_found(path)}")
 
 
 def load_documents(path, format=None, *, eog_variant=EOG_VARIANT, notes=None,  # noqa: A002
@@ -165,15 +202,17 @@ def load_document_splits(path, *, seed, format=None, eog_variant=EOG_VARIANT,  #
                          dev_as_test=False, notes=None, problems=None):
     """``{"train", "dev", "test": [Document]}``: the documents a run trains, selects and scores on.
 
-    Loads ``path`` with :func:`load_documents`. A folder must hold a test split. A single
-    file is the whole set, whatever its name, as a sentence-level set's single file is
-    (:func:`tffre.data.sentence_sets.load_relation_splits`): a seeded ``test_fraction`` of it
-    is held out as the test split (``test_fraction=None`` refuses it instead). When its name
-    names a split (``cdr_test_head30.PubTator``) a note says how it was read. With ``dev_as_test`` (DocRED, whose test
-    labels are not public: FedLCC Table 7 scores the dev split) the dev split becomes the
-    test split. A missing dev split is a seeded ``dev_fraction`` of train
-    (:func:`tffre.data.splits.complete_splits`; ``dev_fraction=None`` leaves it out). What
-    was done is appended to ``notes``.
+    Loads ``path`` with :func:`load_documents`. A single file is the whole set, whatever its
+    name; when its name names a split (``cdr_test_head30.PubTator``) a note says how it was
+    read. With ``dev_as_test`` (DocRED, whose test labels are not public: FedLCC Table 7
+    scores the dev split) the dev split becomes the test split. Then the gaps are filled as a
+    sentence-level set's are (:func:`tffre.data.sentence_sets.load_relation_splits`), by
+    :func:`tffre.data.splits.complete_splits`: without a test split -- a single file, or a
+    folder without a test file -- a seeded ``test_fraction`` of train is held out as the test
+    split (``test_fraction=None`` refuses it instead); then a missing dev split is a seeded
+    ``dev_fraction`` of what train is left (``dev_fraction=None`` leaves it out). What was
+    done is appended to ``notes``. Data without training documents is refused with the files
+    it holds named.
     """
     loaded = load_documents(path, format, eog_variant=eog_variant, notes=notes,
                             problems=problems)
@@ -186,8 +225,7 @@ def load_document_splits(path, *, seed, format=None, eog_variant=EOG_VARIANT,  #
     else:
         splits = dict(loaded)
     if not splits.get("train"):
-        raise ValueError(f"{path}: no training documents (a train file, or a file of training "
-                         "documents)")
+        raise ValueError(_no_training(path, single, eog_variant))
     if dev_as_test:
         if "dev" not in splits:
             raise ValueError(f"{path}: no dev split, which is scored as the test set here (the "
@@ -198,13 +236,12 @@ def load_document_splits(path, *, seed, format=None, eog_variant=EOG_VARIANT,  #
         if notes is not None:
             notes.append("the dev split is scored as the test set (its test labels are not "
                          "public; FedLCC Table 7)")
-    elif "test" not in splits and not single:
-        raise ValueError(f"{path}: no test split (a file whose name holds 'test')")
-    # Only a single file has its test split held out: a folder's missing test file is refused
-    # above, so that a run on a published corpus scores on its published test set.
+    # One behaviour for a single file and a folder, in every task: a missing test split is
+    # a seeded share of train, with a note (a folder's test file, when it has one, is used
+    # as it is).
     return complete_splits(splits, seed=seed, dev_fraction=dev_fraction,
-                           test_fraction=test_fraction if single else None, notes=notes,
-                           what="documents", source=path)
+                           test_fraction=test_fraction, notes=notes, what="documents",
+                           source=path)
 
 
 # --------------------------------------------------------------------------- embedded sample

@@ -21,12 +21,18 @@ TEST_SALT = 7
 DEV_SALT = 13
 
 
-def split_named(filename):
-    """The split a file's name names (lower-cased, the word not preceded by a letter), or
-    None when it names none or several (EoG's ``train+dev.data``)."""
+def splits_named(filename):
+    """Every split a file's name names (lower-cased, the word not preceded by a letter), in
+    train/dev/test order: EoG's ``train+dev.data`` names two."""
     lower = os.path.basename(os.fspath(filename)).lower()
-    found = [split for split, words in SPLIT_WORDS.items()
-             if any(re.search(rf"(?<![a-z]){word}", lower) for word in words)]
+    return [split for split, words in SPLIT_WORDS.items()
+            if any(re.search(rf"(?<![a-z]){word}", lower) for word in words)]
+
+
+def split_named(filename):
+    """The split a file's name names (:func:`splits_named`), or None when it names none or
+    several (EoG's ``train+dev.data``)."""
+    found = splits_named(filename)
     return found[0] if len(found) == 1 else None
 
 

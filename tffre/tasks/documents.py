@@ -122,8 +122,9 @@ def load_splits(cfg):
 def read_splits(dataset, path, seed, eog_variant="filter"):
     """{"train", "dev", "test": [Document]} of the file or folder ``path`` and the notes on
     what was held out (:func:`tffre.data.document_sets.load_document_splits`: a single file is
-    the whole set, a seeded share of it the test split; DocRED's dev split scored as test; a
-    missing dev split a seeded 20% of train), as a run and a deployed site read it."""
+    the whole set; DocRED's dev split scored as test; a missing test split -- a single file, or
+    a folder without a test file -- a seeded 20% of train, then a missing dev split a seeded
+    20% of what is left), as a run and a deployed site read it."""
     from tffre.data.document_sets import load_document_splits
     notes = []
     splits = load_document_splits(path, seed=seed, eog_variant=eog_variant,

@@ -184,6 +184,53 @@ def test_shared_examples_are_noted(tmp_path):
     assert report.exit_code == 0
 
 
+def test_a_folder_with_only_a_training_file_reads_as_in_every_task(tmp_path):
+    # Issue 30: a CDR folder with only its training file was "no test split"; now, as a
+    # sentence-level folder with only train.tsv, a seeded 20% is held out as test, with the
+    # same note, in python -m tffre data check as in a run (both load_document_splits).
+    from tffre.data.document_sets import sample_path
+    cdr = tmp_path / "cdr"
+    cdr.mkdir()
+    shutil.copy(os.path.join(sample_path(), "train.pubtator"), cdr / CDR_FILES["train"])
+    gad = tmp_path / "gad"
+    gad.mkdir()
+    shutil.copy(os.path.join(GAD_FOLD, "train.tsv"), gad / "train.tsv")
+    documents = check.check_dataset("documents", "cdr", str(cdr), seed=0)
+    examples = check.check_dataset("relations", "gad", str(gad), seed=0)
+    # By hand: 300 documents, round(300 * 0.2) = 60 to test, round(240 * 0.2) = 48 to dev;
+    # GAD's 5 examples, round(5 * 0.2) = 1 to test, round(4 * 0.2) = 1 to dev.
+    assert [(s.name, s.count) for s in documents.splits] == [("train", 192), ("dev", 48),
+                                                             ("test", 60)]
+    assert [(s.name, s.count) for s in examples.splits] == [("train", 3), ("dev", 1),
+                                                            ("test", 1)]
+    assert documents.notes == [
+        "no test split: held out 60 of 300 training documents (20%, seeded) as test",
+        "no dev split: held out 48 of 240 training documents (20%, seeded) as dev"]
+    assert examples.notes == [
+        "no test split: held out 1 of 5 training examples (20%, seeded) as test",
+        "no dev split: held out 1 of 4 training examples (20%, seeded) as dev"]
+    assert documents.problems == [] and documents.exit_code == 0
+    # The command prints the same notes and exits 0.
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    out = subprocess.run([sys.executable, "-m", "tffre", "data", "check", "--dataset", "cdr",
+                          "--data", str(cdr)], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert ["documents", "192", "48", "60"] in words(out.stdout)
+    for note in documents.notes:
+        assert f"  {note}" in out.stdout.splitlines()
+    # A folder with only a test file is a problem that names it.
+    os.remove(cdr / CDR_FILES["train"])
+    shutil.copy(os.path.join(CDR, CDR_FILES["test"]), cdr / CDR_FILES["test"])
+    out = subprocess.run([sys.executable, "-m", "tffre", "data", "check", "--dataset", "cdr",
+                          "--data", str(cdr)], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 1
+    assert (f"  {cdr}: no training documents (a non-empty file whose name holds 'train', such "
+            f"as train.pubtator or CDR_TrainingSet.PubTator.txt); found {CDR_FILES['test']} "
+            "(the test split)") in out.stdout.splitlines()
+
+
 def test_the_check_imports_no_tensorflow():
     code = ("import sys; from tffre import resources; from tffre.data.check import check_dataset;"
             f" r = check_dataset('documents', 'cdr', {CDR!r}); r.format();"

@@ -248,11 +248,7 @@ def test_document_splits_dev_as_test_and_a_missing_test(tmp_path):
                      "FedLCC Table 7)"]
     with pytest.raises(ValueError, match="no dev split, which is scored as the test set"):
         load_document_splits(FIXTURES, seed=0, dev_as_test=True)
-    # A folder without a test file is refused (a single file is another matter: below).
-    (tmp_path / "cdr").mkdir()
-    shutil.copy(CDR_TRAIN, tmp_path / "cdr" / "CDR_TrainingSet.PubTator.txt")
-    with pytest.raises(ValueError, match=r"no test split \(a file whose name holds 'test'\)"):
-        load_document_splits(str(tmp_path / "cdr"), seed=0)
+    # A folder without a test file has one held out, as a single file has (below).
 
 
 def head(path, n):
@@ -303,6 +299,119 @@ def test_a_single_file_of_training_documents_has_a_seeded_test_split_held_out(tm
     assert splits == complete_splits({"train": docs}, seed=4, test_fraction=TEST_FRACTION)
     with pytest.raises(ValueError, match="no test split$"):
         load_document_splits(str(path), seed=4, test_fraction=None)
+
+
+@pytest.mark.parametrize("name", ["train.pubtator", "CDR_TrainingSet.PubTator.txt"])
+def test_a_folder_with_only_a_training_file_has_a_seeded_test_split_held_out(tmp_path, sample,
+                                                                             name):
+    # Issue 30: a CDR folder holding only its training file was refused ("no test split"),
+    # while the file alone, an IMCS folder and a sentence-level folder with only a train file
+    # each had a seeded 20% held out as test, with a note. Now the folder is read so too.
+    folder = tmp_path / "cdr"
+    folder.mkdir()
+    shutil.copy(os.path.join(sample_path(), "train.pubtator"), folder / name)
+    docs = sample["train"]
+    assert len(docs) == 300
+    notes = []
+    splits = load_document_splits(str(folder), seed=3, notes=notes)
+    # By hand: round(300 * 0.2) = 60 documents held out as test, then round(240 * 0.2) = 48
+    # of the 240 left as dev; the first positions of RandomState([seed, 7]) and
+    # RandomState([seed, 13]) (the test and dev salts), each part in the file's order.
+    assert {k: len(v) for k, v in splits.items()} == {"train": 192, "dev": 48, "test": 60}
+    test = set(np.random.RandomState([3, 7]).permutation(300)[:60].tolist())
+    rest = [d for i, d in enumerate(docs) if i not in test]
+    dev = set(np.random.RandomState([3, 13]).permutation(240)[:48].tolist())
+    assert splits == {"train": [d for i, d in enumerate(rest) if i not in dev],
+                      "dev": [d for i, d in enumerate(rest) if i in dev],
+                      "test": [d for i, d in enumerate(docs) if i in test]}
+    assert notes == ["no test split: held out 60 of 300 training documents (20%, seeded) as test",
+                     "no dev split: held out 48 of 240 training documents (20%, seeded) as dev"]
+    # The file alone gives the same splits and notes, through the mechanism every task shares.
+    alone = []
+    assert load_document_splits(str(folder / name), seed=3, notes=alone) == splits
+    assert alone == notes
+    assert splits == complete_splits({"train": docs}, seed=3, test_fraction=TEST_FRACTION)
+    # Another seed holds out other documents, as many.
+    other = load_document_splits(str(folder), seed=4)
+    assert {k: len(v) for k, v in other.items()} == {"train": 192, "dev": 48, "test": 60}
+    assert other["test"] != splits["test"]
+    # test_fraction=None refuses it, as it refuses a single file.
+    with pytest.raises(ValueError, match="no test split$"):
+        load_document_splits(str(folder), seed=3, test_fraction=None)
+
+
+def test_a_folder_with_train_and_dev_files_has_its_test_split_held_out_of_train(tmp_path,
+                                                                                sample):
+    # As a sentence-level folder without test.tsv: the test split comes out of train, and the
+    # folder's dev file is kept as the dev split.
+    for split in ("train", "dev"):
+        shutil.copy(os.path.join(sample_path(), f"{split}.pubtator"),
+                    tmp_path / f"{split}.pubtator")
+    notes = []
+    splits = load_document_splits(str(tmp_path), seed=5, notes=notes)
+    test = set(np.random.RandomState([5, 7]).permutation(300)[:60].tolist())
+    assert splits == {"train": [d for i, d in enumerate(sample["train"]) if i not in test],
+                      "dev": sample["dev"],
+                      "test": [d for i, d in enumerate(sample["train"]) if i in test]}
+    assert notes == ["no test split: held out 60 of 300 training documents (20%, seeded) as "
+                     "test"]
+
+
+def test_a_folder_with_a_test_file_is_read_as_before(tmp_path, sample):
+    # Runs that had a test split are unchanged: the folder's own splits, no hold-out, no note.
+    notes = []
+    assert load_document_splits(sample_path(), seed=3, notes=notes) == sample
+    assert notes == []
+    for name in ("CDR_TrainingSet.PubTator.txt", "CDR_DevelopmentSet.PubTator.txt",
+                 "CDR_TestSet.PubTator.txt"):
+        shutil.copy(os.path.join(CDR, name), tmp_path / name)
+    assert load_document_splits(str(tmp_path), seed=3) == load_documents(CDR)
+
+
+def test_data_without_training_documents_is_refused_with_its_files_named(tmp_path):
+    folder = tmp_path / "cdr"
+    folder.mkdir()
+    shutil.copy(os.path.join(CDR, "CDR_TestSet.PubTator.txt"), folder)
+    want = (f"{folder}: no training documents (a non-empty file whose name holds 'train', "
+            "such as train.pubtator or CDR_TrainingSet.PubTator.txt); found ")
+    with pytest.raises(ValueError) as excinfo:
+        load_document_splits(str(folder), seed=0)
+    assert message(excinfo) == want + "CDR_TestSet.PubTator.txt (the test split)"
+    # An empty train file, a file of another kind: each named as it is.
+    (folder / "CDR_TrainingSet.PubTator.txt").write_text("\n", encoding="utf-8")
+    (folder / "readme.md").write_text("CDR\n", encoding="utf-8")
+    with pytest.raises(ValueError) as excinfo:
+        load_document_splits(str(folder), seed=0)
+    assert message(excinfo) == want + (
+        "CDR_TestSet.PubTator.txt (the test split), CDR_TrainingSet.PubTator.txt (empty: no "
+        "train split), readme.md (not .pubtator, .txt, .json, .data)")
+    # No file names a split: each file says why.
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(EOG, other / "cdr.data")
+    shutil.copy(EOG, other / "train+dev.data")
+    with pytest.raises(DocREFileNotFoundError) as excinfo:
+        load_document_splits(str(other), seed=0)
+    assert message(excinfo) == (
+        f"{other}: no train, dev or test file (a name holding train, dev or test, ending "
+        ".pubtator, .txt, .json, .data); found cdr.data (its name names no split), "
+        "train+dev.data (its name names train and dev)")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DocREFileNotFoundError) as excinfo:
+        load_document_splits(str(empty), seed=0)
+    assert message(excinfo).endswith("; the folder holds no file")
+    # Leniently, a train file that cannot be read is named (its problems say why).
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "train.pubtator").write_text("not a document\n", encoding="utf-8")
+    shutil.copy(os.path.join(CDR, "CDR_TestSet.PubTator.txt"), broken / "test.pubtator")
+    problems = []
+    with pytest.raises(ValueError) as excinfo:
+        load_document_splits(str(broken), seed=0, problems=problems)
+    assert message(excinfo) == (f"{broken}: no training documents could be read from "
+                                "train.pubtator")
+    assert problems and all(str(p).startswith("train.pubtator") for p in problems)
 
 
 def test_document_modules_do_not_import_pandas_or_tensorflow():

@@ -84,6 +84,39 @@ def test_fedlcc_runs_on_the_structural_entropy_split(tmp_path, data_dir, encoder
     assert row["f1"] == pytest.approx(100 * fedlcc["test_f1_at_best_dev"], abs=0.01)
 
 
+def test_a_run_on_a_folder_with_only_a_training_file_holds_out_a_test_split(tmp_path, encoder):
+    # Issue 30: python -m tffre run refused a CDR folder holding only its training file ("no
+    # test split"); now it holds out a seeded 20% as test, as for the file alone and as the
+    # other tasks do, and says so.
+    from tffre.tasks.documents import read_splits
+    folder = tmp_path / "cdr"
+    folder.mkdir()
+    docs = blocks(os.path.join(sample_path(), "train.pubtator"))[:30]
+    (folder / "CDR_TrainingSet.PubTator.txt").write_text("\n\n".join(docs) + "\n\n",
+                                                         encoding="utf-8")
+    splits, notes = read_splits("cdr", str(folder), seed=0)
+    alone = read_splits("cdr", str(folder / "CDR_TrainingSet.PubTator.txt"), seed=0)
+    assert (splits, notes) == alone
+    # By hand: round(30 * 0.2) = 6 held out as test, round(24 * 0.2) = 5 of the rest as dev.
+    sizes = {"train": 19, "dev": 5, "test": 6}
+    assert {k: len(v) for k, v in splits.items()} == sizes
+    assert notes == ["no test split: held out 6 of 30 training documents (20%, seeded) as test",
+                     "no dev split: held out 5 of 24 training documents (20%, seeded) as dev"]
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tffre", "run", "--dataset", "cdr", "--data", str(folder),
+         "--encoder", encoder, "--algorithm", "fedavg", "--clients", "2",
+         "--clients-per-round", "2", "--num-rounds", "1", "--num-epochs", "1", "--num-iters",
+         "1", "--max-len", "96", "--seed", "0", "--executor", "local", "--no-progress",
+         "--out", str(out)], capture_output=True, text=True, env=ENV, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for note in notes:
+        assert f"note: {note}" in proc.stdout.splitlines()
+    summary = json.loads((out / "summary.json").read_text())
+    assert {k: v["documents"] for k, v in summary["splits"].items()} == sizes
+    assert summary["data_notes"] == notes
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--dataset", "cdr", "--partition", "label-dirichlet"], "--partition label-dirichlet "
      "does not apply to --dataset cdr"),

@@ -31,7 +31,8 @@ Comparisons (``--only`` picks some):
 
 Writes ``<out>/<comparison>.csv`` (one row per setting and algorithm), every run's folder
 (``<out>/<comparison>/<setting>/seed_<s>/``: metrics.csv, summary.json, models) and
-``<out>/summary.json`` (each comparison's rows, scale, seeds, time and peak memory).
+``<out>/summary.json`` (each comparison's rows, the scale of each setting, seeds, time and
+peak memory; a call with ``--settings`` keeps the rows of the settings it does not run).
 """
 
 import argparse
@@ -170,27 +171,35 @@ def main(argv):
     if os.path.exists(path):
         report["comparisons"].update(read_json_object(path).get("comparisons", {}))
     for name in names:
-        start, rows, peaks, walls = time.perf_counter(), [], [], []
-        first = chosen[name][0][1]     # the runs of a comparison share their scale
-        scale = {k: first[k] for k in SCALE_KEYS if k in first}
-        for label, preset in chosen[name]:
-            if wanted and label not in wanted:
-                continue
+        start, rows, peaks, walls, scales = time.perf_counter(), [], [], [], {}
+        ran = [(label, preset) for label, preset in chosen[name]
+               if not wanted or label in wanted]
+        for label, preset in ran:
             folder = os.path.join(args.out, name, label.replace(" ", "_"))
             print(f"\n=== {name}: {label} ===")
             summaries = run_seeds(preset, folder, seeds, prog="benchmarks/real_corpora.py")
             rows += rows_of(name, label, summaries)
             peaks += [s.get("peak_rss_mib", {}).get("python", 0) for s in summaries.values()]
             walls += [s.get("wall_seconds", 0) for s in summaries.values()]
+            scales[label] = {k: preset[k] for k in SCALE_KEYS if k in preset}
         seconds = round(time.perf_counter() - start)
+        # A call that runs some settings keeps the rows of the others from the last call.
+        order = [label for label, _ in chosen[name]]
+        kept = [r for r in report["comparisons"].get(name, {}).get("rows", [])
+                if r["setting"] not in scales and r["setting"] in order]
+        rows = sorted(kept + rows, key=lambda r: order.index(r["setting"]))
         table = pd.DataFrame(rows)
         table.to_csv(os.path.join(args.out, f"{name}.csv"), index=False)
+        previous = report["comparisons"].get(name, {}).get("scale_by_setting", {})
         report["comparisons"][name] = {
             "seconds_this_call": seconds, "run_seconds": walls, "peak_rss_mib": max(peaks),
-            "seeds": seeds, "scale": scale, "rows": rows}
+            "seeds": seeds, "settings_this_call": list(scales),
+            "scale_by_setting": {**{k: v for k, v in previous.items() if k in order}, **scales},
+            "rows": rows}
         print(f"\n{name}: test F1 over {len(seeds)} seed(s), mean ± sd (relation F1: positive "
               f"class for binary sets, micro over the relation classes otherwise)")
-        print("scale: " + ", ".join(f"{k} {v}" for k, v in scale.items()))
+        for label, scale in scales.items():
+            print(f"scale of {label}: " + ", ".join(f"{k} {v}" for k, v in scale.items()))
         print(f"runs took {min(walls):.0f}-{max(walls):.0f} s each; peak RSS "
               f"{max(peaks):.0f} MiB")
         shown = pd.DataFrame([{

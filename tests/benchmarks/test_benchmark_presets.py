@@ -46,3 +46,31 @@ def test_real_corpora_presets_resolve(tmp_path):
         for label, preset in runs:
             cfg = config.resolve(dict(preset, out=str(tmp_path / name / label)))
             assert cfg.dataset == preset["dataset"]
+
+
+def test_real_corpora_settings_run_apart_keep_each_others_rows(tmp_path, monkeypatch):
+    """Running "top 2" and then "top 4" of iid-gad (as --settings does) leaves both settings'
+    rows in iid-gad.csv and summary.json, each with its own scale (trainable layers, rounds)."""
+    import pandas as pd
+    from tffre import sweep
+    from tffre.jsonio import read_json_object
+
+    def fake_rows(name, label, summaries):
+        return [{"comparison": name, "setting": label, "algorithm": "FedAvgT",
+                 "F1 at best dev": len(label)}]
+
+    monkeypatch.setattr(real_corpora, "rows_of", fake_rows)
+    monkeypatch.setattr(sweep, "run_seeds", lambda preset, folder, seeds, prog: {
+        s: {"peak_rss_mib": {"python": 1.0}, "wall_seconds": 2.0} for s in seeds})
+    root, out = tmp_path / "corpora", tmp_path / "out"
+    for setting in ("top 4", "top 2"):
+        assert real_corpora.main(["--root", str(root), "--out", str(out), "--only", "iid-gad",
+                                  "--settings", setting, "--seeds", "0"]) == 0
+    table = pd.read_csv(out / "iid-gad.csv")
+    assert list(table["setting"]) == ["top 2", "top 4"]
+    entry = read_json_object(str(out / "summary.json"))["comparisons"]["iid-gad"]
+    assert [r["setting"] for r in entry["rows"]] == ["top 2", "top 4"]
+    assert entry["settings_this_call"] == ["top 2"]
+    scales = entry["scale_by_setting"]
+    assert (scales["top 2"]["trainable_layers"], scales["top 2"]["num_rounds"]) == (2, 30)
+    assert (scales["top 4"]["trainable_layers"], scales["top 4"]["num_rounds"]) == (4, 20)

@@ -360,7 +360,11 @@ def run_config_file(argv, prog):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction,
                                 default=argparse.SUPPRESS, help=field.declaration.help)
         else:
-            parser.add_argument(flag, default=argparse.SUPPRESS, help=field.declaration.help)
+            # The default in the help, as run's options show theirs (the value is SUPPRESSed
+            # so that only given flags reach the run config).
+            shown = "" if field.default is None else f" (default {field.default})"
+            parser.add_argument(flag, default=argparse.SUPPRESS,
+                                help=field.declaration.help + shown)
     args = parser.parse_args(argv)
     values = {k: v for k, v in vars(args).items() if k not in ("app", "federation", "config")}
     if getattr(args, "config", None):

@@ -224,3 +224,14 @@ def test_deploy_superlink_finds_flowers_helpers_without_an_activated_venv(monkey
     assert seen["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
     assert seen["command"][:4] == [sys.executable, "-m", "tffre.deploy.launch",
                                    "flower-superlink"]
+
+
+def test_deploy_run_help_shows_the_deployment_defaults(capsys):
+    """``deploy run --help`` gives each deployment setting's default, as declared."""
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"], prog="tffre deploy")
+    text = " ".join(capsys.readouterr().out.split())
+    for field in DeploySettings.declarations():
+        if field.default is not None and not field.declaration.flag:
+            assert f"(default {field.default})" in text, field.name
+    assert "the run stops (default 2)" in text and "(default 1800.0)" in text

@@ -2,7 +2,7 @@
 
     python benchmarks/real_corpora.py --root /work/corpora --only fedcmc-gad [--seeds 0,1,2]
 
-``--root`` holds the public copies, as the README's "Real corpora" says where to get them:
+``--root`` holds the public copies, as docs/real-corpora.md says where to get them:
 
 * ``biobert_RE/GAD/1`` and ``biobert_RE/euadr/1``: BioBERT's fold 1 (BioMedBERT/biomedbert at
   commit 93fd69d, ``datasets/RE/``);

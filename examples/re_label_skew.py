@@ -13,7 +13,7 @@ classifier vectors at alpha = 0.01. Each run writes metrics.csv, summary.json,
 curves.png (F1 against round, as Fig. 3), partition.csv/png, per_class/ and models/
 under ``--out``.
 
-The preset is sized for a 2-core CPU (see the README for its measured time): 10 rounds of
+The preset is sized for a 2-core CPU (see docs/papers/fedcmc.md for its measured time): 10 rounds of
 one local epoch of batch 8 (as FedCMC), learning rate 5e-4, 40 word pieces, the in-process
 executor, and the whole all-MiniLM-L6-v2 of which the top 2 layers train
 (``--trainable-layers 2``): each client computes the 4 frozen layers' outputs on its

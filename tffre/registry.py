@@ -315,7 +315,7 @@ def resolve_hparams(name, values=None, *, learning_rates=None, **kwargs):
 
 def dp_refusal(spec, hp, weighting_given=None):
     """Why client-level DP is not sound for row ``spec`` with ``hp``, or None (issue 21's table:
-    README "Privacy")."""
+    docs/explanations/privacy.md)."""
     reason = SERVER_AGGREGATORS[spec.aggregator].dp_refusal or \
         spec.load_definition().dp_refusal(hp)
     if reason:

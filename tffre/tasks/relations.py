@@ -70,7 +70,7 @@ class Options(DataOption, EncoderOptions, ConceptOption):
 
 # A pretrained transformer's defaults, not FLCMC's LSTM's: the top 2 layers train on cached
 # activations of the frozen layers below (tffre.models.partial), batch 8, and Adam at 3e-4
-# (measured on GAD: see the README; FLCMC's 1e-3 for Adam left the top at the guess); the
+# (measured on GAD: see docs/real-corpora.md; FLCMC's 1e-3 for Adam left the top at the guess); the
 # in-process executor (TFF's runtime refuses a client dataset over 100 MB, which a large
 # client's cached activations exceed, and costs 2-4x on a transformer).
 TASK = Task("relations", "sentence-level relation extraction (FedCMC, FedED)", DATASETS,

@@ -74,3 +74,29 @@ def test_real_corpora_settings_run_apart_keep_each_others_rows(tmp_path, monkeyp
     scales = entry["scale_by_setting"]
     assert (scales["top 2"]["trainable_layers"], scales["top 2"]["num_rounds"]) == (2, 30)
     assert (scales["top 4"]["trainable_layers"], scales["top 4"]["num_rounds"]) == (4, 20)
+
+
+def test_real_corpora_a_seed_that_cannot_run_is_named_and_the_rest_go_on(tmp_path, monkeypatch):
+    """A seed whose run stops (as EU-ADR's at alpha 0.05, which no split can serve) is named in
+    summary.json's failed_seeds; the other seeds make the rows, and the call succeeds."""
+    from tffre import sweep
+    from tffre.jsonio import read_json_object
+
+    def fake_run_seeds(preset, folder, seeds, prog):
+        (seed,) = seeds
+        if preset["trainable_layers"] == 4 and seed == 1:
+            raise SystemExit(f"{folder}/seed_1: the run failed (exit code 1)")
+        return {seed: {"peak_rss_mib": {"python": 1.0}, "wall_seconds": 2.0}}
+
+    monkeypatch.setattr(real_corpora, "rows_of", lambda name, label, summaries: [
+        {"comparison": name, "setting": label, "algorithm": "FedAvgT",
+         "seeds": sorted(summaries)}])
+    monkeypatch.setattr(sweep, "run_seeds", fake_run_seeds)
+    out = tmp_path / "out"
+    assert real_corpora.main(["--root", str(tmp_path), "--out", str(out), "--only", "iid-gad",
+                              "--seeds", "0,1,2"]) == 0
+    entry = read_json_object(str(out / "summary.json"))["comparisons"]["iid-gad"]
+    assert [(r["setting"], r["seeds"]) for r in entry["rows"]] == [("top 2", [0, 1, 2]),
+                                                                   ("top 4", [0, 2])]
+    assert list(entry["failed_seeds"]) == ["top 4"]
+    assert "seed_1: the run failed" in entry["failed_seeds"]["top 4"]["1"]

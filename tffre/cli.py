@@ -45,8 +45,13 @@ def build_parser(prog=PROG):
                    "(see run --help)", add_help=False)
     sub.add_parser("predict", help="label new texts with a saved model (see predict --help)",
                    add_help=False)
-    sub.add_parser("data", help="data check: what a run would load, and every problem (see "
-                   "data check --help)", add_help=False)
+    data = sub.add_parser("data", help="data check: what a run would load, and every problem "
+                          "(see data check --help)", description="Read and check a data set.")
+    # Its one action: main() dispatches `data check` to data_check_main's own parser, so this
+    # entry only answers `data --help` and a missing or misspelt action.
+    data.add_subparsers(dest="action", required=True, parser_class=OneLineParser).add_parser(
+        "check", add_help=False, help="what a run of --dataset would load, and every problem "
+        "(see data check --help)")
     sub.add_parser("deploy", help="run across sites with Flower (see deploy --help)",
                    add_help=False)
     return parser
@@ -167,14 +172,6 @@ def main(argv=None, *, prog=PROG):
         return run_main(argv[1:], prog=f"{prog} run")
     if argv[:2] == ["data", "check"]:
         return data_check_main(argv[2:], prog=f"{prog} data check")
-    if argv[:1] == ["data"]:
-        # `data --help` lists its one action; anything else answers in one line.
-        data = OneLineParser(prog=f"{prog} data", description="Read and check a data set.")
-        actions = data.add_subparsers(dest="action", required=True, parser_class=OneLineParser)
-        actions.add_parser("check", add_help=False, help="what a run of --dataset would load, "
-                           "and every problem (see data check --help)")
-        data.parse_args(argv[1:])
-        return 2
     if argv[:1] == ["deploy"]:
         # tffre.deploy sits in this (the CLI) layer and never imports tffre.cli back.
         from tffre.deploy import cli as deploy_cli

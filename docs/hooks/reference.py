@@ -29,10 +29,6 @@ PROG = "python -m tffre"
 CLI_PAGE = "reference/cli.md"
 ALGORITHMS_PAGE = "reference/algorithms.md"
 
-#: Commands whose words go deeper than their parser declares, as (words): (deeper words).
-#: None today: ``python -m tffre data`` declares its ``check``.
-DEEPER = {}
-
 #: The run-option groups of ``run``, by :attr:`tffre.config.Flag.kind`.
 RUN_GROUPS = (("top", "what", "What to run"), ("run", "settings", "Run settings"),
               ("task", "task-options",
@@ -171,21 +167,12 @@ def commands(words=()):
     parser = parser_of(words)
     want = " ".join((PROG,) + tuple(words))
     if parser.prog != want:
-        # The command parses with its parent's parser (deploy certs, ...) or dispatches
-        # further (data check): its entry among the parent's subcommands.
+        # The command parses with its parent's parser (deploy certs, ...): its entry among
+        # the parent's subcommands.
         parser = subcommands(parser).get(words[-1]) if words else None
         if parser is None or parser.prog != want:
-            raise RuntimeError(f"{want}: the hook cannot find the parser of this command "
-                               f"(see DEEPER in {__file__})")
-    out = []
-    deeper = DEEPER.get(tuple(words))
-    if deeper:
-        if options(parser) or subcommands(parser):
-            raise RuntimeError(f"{want} declares options of its own; update DEEPER")
-        for word in deeper:
-            out += commands(tuple(words) + (word,))
-        return out
-    out.append((tuple(words), parser))
+            raise RuntimeError(f"{want}: the hook cannot find the parser of this command")
+    out = [(tuple(words), parser)]
     for name in subcommands(parser):
         out += commands(tuple(words) + (name,))
     return out
@@ -328,8 +315,7 @@ def section(words, parser, run_parser):
         rows = []
         for name, text in subs.items():
             target = tuple(words) + (name,)
-            target += DEEPER.get(target, ())
-            rows.append([f"[{code(' '.join(target[len(words):]))}](#{anchor_of(target)})",
+            rows.append([f"[{code(name)}](#{anchor_of(target)})",
                          cell(text or "")])
         out += table(("Command", "What it does"), rows) + [""]
     flags, declared = run_vocabulary()

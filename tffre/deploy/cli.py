@@ -74,11 +74,8 @@ def build_parser(prog=PROG):
                    help="the ServerApp's local API (bound to 127.0.0.1)")
 
     p = sub.add_parser("register", help="allow a site's public key at the SuperLink")
-    p.add_argument("--app", required=True, help="the app folder (deploy app)")
+    _app_arguments(p)
     p.add_argument("--key", required=True, help="the site's public key (<site>.pub)")
-    p.add_argument("--federation", default=None,
-                   help="the federation of the app folder's pyproject.toml to use (default: "
-                        "its default, tffre)")
 
     p = sub.add_parser("supernode", help="run a site's SuperNode and its ClientApp")
     p.add_argument("--superlink", default="127.0.0.1:9092",
@@ -109,11 +106,16 @@ def build_parser(prog=PROG):
     p = sub.add_parser("run", help="start a run: python -m tffre run's options and "
                                    "--min-nodes, --round-timeout, --secagg, ...",
                        add_help=False)
-    p.add_argument("--app", required=True, help="the app folder (deploy app)")
-    p.add_argument("--federation", default=None,
-                   help="the federation of the app folder's pyproject.toml to use (default: "
-                        "its default, tffre)")
+    _app_arguments(p)
     return parser
+
+
+def _app_arguments(parser):
+    """``--app`` and ``--federation``: the app folder a command submits to, or registers with."""
+    parser.add_argument("--app", required=True, help="the app folder (deploy app)")
+    parser.add_argument("--federation", default=None,
+                        help="the federation of the app folder's pyproject.toml to use "
+                             "(default: its default, tffre)")
 
 
 def _tls(parser, ca_help="the CA certificate that signed the SuperLink's (TLS)"):
@@ -349,10 +351,7 @@ def run_config_file(argv, prog):
     from tffre import config as config_lib
     from tffre.deploy.settings import DeploySettings
     parser = _Parser(prog=f"{prog} run", description="Start a deployed run.")
-    parser.add_argument("--app", required=True, help="the app folder (deploy app)")
-    parser.add_argument("--federation", default=None,
-                        help="the federation of the app folder's pyproject.toml to use "
-                             "(default: its default, tffre)")
+    _app_arguments(parser)
     config_lib.add_run_arguments(parser)
     for field in DeploySettings.declarations():
         flag = "--" + field.name.replace("_", "-")

@@ -4,10 +4,11 @@ Eq. 11-14), and its command lines are accepted by the real parsers."""
 
 import os
 import re
-import shlex
 
 import numpy as np
 import pytest
+
+from doc_blocks import commands as block_commands
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 README = os.path.join(ROOT, "README.md")
@@ -24,16 +25,11 @@ def blocks(language):
 
 
 def commands(program):
-    """Every ``.venv/bin/python -m tffre <program> ...`` line of the bash blocks, as arguments
-    after the program (comments dropped)."""
-    found = []
-    for block in blocks("bash"):
-        for line in block.splitlines():
-            line = line.split("#")[0].strip()
-            prefix = f".venv/bin/python -m tffre {program} "
-            if line.startswith(prefix):
-                found.append(shlex.split(line[len(prefix):]))
-    return found
+    """Every ``.venv/bin/python -m tffre <program> ...`` command of the bash blocks, as its
+    arguments after the program (:func:`doc_blocks.commands`)."""
+    prefix = [".venv/bin/python", "-m", "tffre", *program.split()]
+    return [words[len(prefix):] for block in blocks("bash") for words in block_commands(block)
+            if words[:len(prefix)] == prefix]
 
 
 def test_at_most_150_lines():

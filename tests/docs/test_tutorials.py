@@ -47,11 +47,12 @@ import contextlib
 import io
 import os
 import re
-import shlex
 import subprocess
 import sys
 
 import pytest
+
+from doc_blocks import commands
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TUTORIALS = os.path.join(ROOT, "docs", "tutorials")
@@ -95,24 +96,6 @@ def blocks(page):
         mark = "not tested" if mark.startswith("not") else mark
         out.append((mark, int(m.group("exit") or 0), m.group("why"), m.group("lang"),
                     m.group("code")))
-    return out
-
-
-def commands(code):
-    """A bash block's commands: continuation lines joined, comments dropped, leading
-    ``NAME=value`` assignments, a trailing ``&`` and redirections removed; one list of words
-    each."""
-    out = []
-    for line in re.sub(r"\\\n\s*", " ", code).splitlines():
-        words = shlex.split(line, comments=True)
-        while words and re.fullmatch(r"[A-Za-z_]+=\S*", words[0]):
-            words.pop(0)
-        if words and words[-1] == "&":
-            words.pop()
-        redirect = [i for i, w in enumerate(words) if re.match(r"\d*[<>]", w)]
-        words = words[:redirect[0]] if redirect else words
-        if words:
-            out.append(words)
     return out
 
 

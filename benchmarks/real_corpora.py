@@ -134,6 +134,12 @@ def rows_of(comparison, label, summaries):
     return rows
 
 
+def read_summary(path):
+    """The comparisons in ``summary.json`` at ``path``; none when it does not exist yet."""
+    from tffre.jsonio import read_json_object
+    return read_json_object(path).get("comparisons", {}) if os.path.exists(path) else {}
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="the folder of the public copies")
@@ -146,7 +152,7 @@ def main(argv):
     parser.add_argument("--out", default="results/real_corpora")
     args = parser.parse_args(argv)
     import pandas as pd
-    from tffre.jsonio import read_json_object, write_json
+    from tffre.jsonio import write_json
     from tffre.sweep import mean_sd, parse_seeds, run_seeds, SEED_FIGURES
     try:
         seeds = parse_seeds(args.seeds)
@@ -165,11 +171,8 @@ def main(argv):
             parser.error(f"unknown setting(s) {', '.join(missing)}; valid: "
                          f"{', '.join(sorted(known))}")
     os.makedirs(args.out, exist_ok=True)
-    # Comparisons run one at a time (--only) add to the summary rather than replace it.
     path = os.path.join(args.out, "summary.json")
-    report = {"comparisons": {}}
-    if os.path.exists(path):
-        report["comparisons"].update(read_json_object(path).get("comparisons", {}))
+    report = {"comparisons": read_summary(path)}
     for name in names:
         start, rows, peaks, walls, scales = time.perf_counter(), [], [], [], {}
         ran = [(label, preset) for label, preset in chosen[name]
@@ -225,7 +228,10 @@ def main(argv):
             "paper": r.get("paper F1")} for r in rows])
         print(shown.to_string(index=False, na_rep="-",
                               float_format=lambda v: f"{v:.3f}"))
-    write_json(path, report)
+        # Comparisons run one at a time (--only), even by calls that overlap, add to the
+        # summary as it is now rather than replace it with the one read at the start.
+        write_json(path, {"comparisons": {**read_summary(path),
+                                          name: report["comparisons"][name]}})
     print(f"\nwrote {args.out}/: " + ", ".join(f"{n}.csv" for n in names) + ", summary.json")
     return 0
 

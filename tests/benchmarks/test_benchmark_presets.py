@@ -100,3 +100,29 @@ def test_real_corpora_a_seed_that_cannot_run_is_named_and_the_rest_go_on(tmp_pat
                                                                    ("top 4", [0, 2])]
     assert list(entry["failed_seeds"]) == ["top 4"]
     assert "seed_1: the run failed" in entry["failed_seeds"]["top 4"]["1"]
+
+
+def test_real_corpora_overlapping_calls_keep_each_others_comparisons(tmp_path, monkeypatch):
+    """A call that runs while another writes its comparison (two --only jobs side by side)
+    leaves both comparisons in summary.json: each call adds its own to the file as it is at
+    the end, not to the copy it read at the start."""
+    from tffre import sweep
+    from tffre.jsonio import read_json_object, write_json
+
+    out = tmp_path / "out"
+    out.mkdir()
+    write_json(str(out / "summary.json"), {"comparisons": {"fedcb-gad": {"rows": []}}})
+
+    def run_seeds_while_another_call_writes(preset, folder, seeds, prog):
+        summary = read_json_object(str(out / "summary.json"))
+        summary["comparisons"]["feded-gad"] = {"rows": []}       # the other call's write
+        write_json(str(out / "summary.json"), summary)
+        return {s: {"peak_rss_mib": {"python": 1.0}, "wall_seconds": 2.0} for s in seeds}
+
+    monkeypatch.setattr(real_corpora, "rows_of", lambda name, label, summaries: [
+        {"comparison": name, "setting": label, "algorithm": "FedAvgT"}])
+    monkeypatch.setattr(sweep, "run_seeds", run_seeds_while_another_call_writes)
+    assert real_corpora.main(["--root", str(tmp_path), "--out", str(out), "--only", "iid-gad",
+                              "--settings", "top 2", "--seeds", "0"]) == 0
+    comparisons = read_json_object(str(out / "summary.json"))["comparisons"]
+    assert set(comparisons) == {"fedcb-gad", "feded-gad", "iid-gad"}

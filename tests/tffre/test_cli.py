@@ -239,3 +239,22 @@ def test_data_check_of_imcs_and_of_an_image_set(tmp_path):
     assert proc.returncode == 0 and "images" in proc.stdout and "no problems" in proc.stdout
     proc = run_cli("data", "check", "--dataset", "oct-c8", "--task", "symptom")
     assert proc.returncode == 2 and "--task applies to --dataset imcs" in proc.stderr
+
+
+def test_resume_adds_the_centralised_bound_to_a_finished_run(tmp_path):
+    """--resume --centralised on a finished run trains only the bound: the federated rows are
+    kept as they were, and the bound's rows equal those of a run that had it from the start."""
+    args = [*SMALL, "--algorithm", "fedavg", "--num-rounds", "3", "--seed", "2"]
+    both = run_cli("run", *args, "--centralised", "--out", str(tmp_path / "both"))
+    assert both.returncode == 0, both.stderr[-2000:]
+    out = tmp_path / "later"
+    assert run_cli("run", *args, "--out", str(out)).returncode == 0
+    before = pd.read_csv(out / "metrics.csv")
+    added = run_cli("run", *args, "--centralised", "--resume", "--out", str(out))
+    assert added.returncode == 0, added.stderr[-2000:]
+    got = pd.read_csv(out / "metrics.csv")
+    pd.testing.assert_frame_equal(got[got.algorithm == "FedAvg"], before)   # not retrained
+    want = pd.read_csv(tmp_path / "both" / "metrics.csv").drop(columns=["round_seconds"])
+    pd.testing.assert_frame_equal(got.drop(columns=["round_seconds"]), want,
+                                  check_exact=False, rtol=0, atol=1e-6)
+    assert "Centralised" in strict_json(out / "summary.json")["algorithms"]

@@ -48,8 +48,10 @@ class RunSettings(Params):
     overwrite: bool = param(False, boolean, "replace the results already in --out", flag=True,
                             persistent=False)
     no_progress: bool = param(False, boolean, "no progress bar", flag=True, persistent=False)
+    # Resumable: adding the bound to a finished run trains only the bound (the federated
+    # rounds it kept compute the same).
     centralised: bool = param(False, boolean, "also train the same model on the union of the "
-                              "clients' data (the upper bound)", flag=True)
+                              "clients' data (the upper bound)", flag=True, resumable=True)
     executor: str = param("auto", choice(*EXECUTORS), "tff: TFF's runtime (CPU only); local: "
                           "this process, GPU when present; auto: local when a GPU is visible",
                           resumable=True)

@@ -258,3 +258,14 @@ def test_resume_adds_the_centralised_bound_to_a_finished_run(tmp_path):
     pd.testing.assert_frame_equal(got.drop(columns=["round_seconds"]), want,
                                   check_exact=False, rtol=0, atol=1e-6)
     assert "Centralised" in strict_json(out / "summary.json")["algorithms"]
+
+
+def test_resume_refuses_fewer_rounds_than_already_trained(tmp_path):
+    """--num-rounds may grow on resume, not shrink: a run with 3 rounds done resumed at 2 is
+    refused (it would keep round 3 and report a 3-round run as a 2-round one)."""
+    out = tmp_path / "o"
+    assert run_cli("run", *SMALL, "--num-rounds", "3", "--out", str(out)).returncode == 0
+    proc = run_cli("run", *SMALL, "--num-rounds", "2", "--resume", "--out", str(out))
+    assert proc.returncode == 2
+    assert "already holds 3 rounds of FedAvg, more than --num-rounds 2" in proc.stderr
+    assert len(pd.read_csv(out / "metrics.csv")) == 3               # nothing lost

@@ -14,9 +14,10 @@ Every comparison trains the top of all-MiniLM-L6-v2 on each client's cached acti
 the frozen lower layers (``--trainable-layers``, :mod:`tffre.models.partial`), runs every
 seed of ``--seeds`` (each re-draws the split, the initial head and the client order) and
 the centralised upper bound at the same budget (once per model: beside the first of the
-settings that differ only in the split, which it does not depend on), and reports each F1 as the mean ± sd over
-the seeds beside the guesses (the majority class, and for a binary set a relation for every
-pair) and the paper's figure. A seed that finished before is read back, not run again.
+settings that differ only in the split, which it does not depend on), and reports each F1 as
+the mean ± sd over the seeds beside the guesses (the majority class, and for a binary set a
+relation for every pair) and the paper's figure. A seed that finished before is read back,
+not run again.
 
 Comparisons (``--only`` picks some):
 

@@ -30,6 +30,7 @@ import tempfile
 from typing import Callable, Tuple
 
 from tffre import registry, tasks
+from tffre.errors import ConfigError
 from tffre.hparams import (ParamsError, boolean, choice, non_negative_float,  # noqa: F401
                            num_iters, positive_int, same_parser, seed, text, union)
 from tffre.jsonio import json_safe, read_json_object
@@ -37,10 +38,6 @@ from tffre.runner.settings import RunSettings
 from tffre.tasks import SAMPLE, RunConfig  # noqa: F401  (SAMPLE re-exported)
 
 RESULT_FILES = ("metrics.csv", "summary.json", "config.json")
-
-
-class ConfigError(ValueError):
-    """An invalid option value; the message names the option (and the config file)."""
 
 
 def algorithm_list(value):
@@ -378,31 +375,6 @@ def check_resume(cfg):
     changed = differences(read_json_object(path, ConfigError), cfg, skip=resumable)
     if changed:
         raise ConfigError("--resume: options differ from the saved run: " + ", ".join(changed))
-    # --num-rounds may grow on resume, not shrink: rounds already trained cannot be undone, and
-    # keeping them would report a run longer than the one asked for.
-    done = _rounds_done(os.path.join(cfg.run.out, "metrics.csv"))
-    over = {name: rounds for name, rounds in done.items() if rounds > cfg.run.num_rounds}
-    if over:
-        name, rounds = max(over.items(), key=lambda item: item[1])
-        raise ConfigError(f"--resume: {cfg.run.out}/metrics.csv already holds {rounds} rounds of "
-                          f"{name}, more than --num-rounds {cfg.run.num_rounds}; give "
-                          f"--num-rounds {rounds} or more, or --overwrite")
-
-
-def _rounds_done(path):
-    """{algorithm: last round} of the federated rows in ``path`` (a run's metrics.csv); the
-    centralised bound's rows count epochs, not rounds, and are left out."""
-    import csv
-    from tffre.runner.centralised import CENTRALISED
-    if not os.path.isfile(path):
-        return {}
-    done = {}
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            name, rnd = row.get("algorithm"), row.get("round")
-            if name and name != CENTRALISED and rnd:
-                done[name] = max(done.get(name, 0), int(float(rnd)))
-    return done
 
 
 #: Options that say how or where a run is carried out, not what it computes: a finished run

@@ -6,6 +6,12 @@ SHOW = 60  # longest user string quoted in full in an error message
 GIT_LFS_POINTER = "version https://git-lfs.github.com/spec/"
 
 
+class ConfigError(ValueError):
+    """An invalid option value, or one the saved run refuses (``--resume``); the message
+    names the option (and the config file). Here, below the CLI, so that the runner can
+    raise it too."""
+
+
 class MessageFileNotFoundError(FileNotFoundError):
     """A ``FileNotFoundError`` whose one-line message is the whole error.
 

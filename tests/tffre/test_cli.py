@@ -269,3 +269,4 @@ def test_resume_refuses_fewer_rounds_than_already_trained(tmp_path):
     assert proc.returncode == 2
     assert "already holds 3 rounds of FedAvg, more than --num-rounds 2" in proc.stderr
     assert len(pd.read_csv(out / "metrics.csv")) == 3               # nothing lost
+    assert json.loads((out / "config.json").read_text())["num_rounds"] == 3   # nor rewritten

@@ -31,7 +31,6 @@ def run(cfg):
     tf.keras.utils.set_random_seed(settings.seed)
     job = prepare(cfg)
     runner.prepare_out_dir(settings.out, resume=settings.resume, overwrite=settings.overwrite)
-    write_json(os.path.join(settings.out, "config.json"), cfg.values)
     if job.write_extras is not None:
         job.write_extras(settings.out)
     names = list(cfg.algorithms)
@@ -51,7 +50,7 @@ def run(cfg):
             # A job without an input encoder has no bundle to save (document RE: the predict
             # command does not read documents).
             save_model=save_model if job.encoder is not None else None,
-            reference={n: reference[n] for n in names if n in reference})
+            reference={n: reference[n] for n in names if n in reference}, config=cfg.values)
     summary.update(job.info, config=cfg.values, paper_table=table,
                    wall_seconds=round(time.perf_counter() - start, 1),
                    f1_kind="macro" if job.macro_f1 else "docre" if job.evaluation == "docre"

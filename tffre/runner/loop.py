@@ -12,6 +12,7 @@ interrupted before it (:mod:`tffre.runner.checkpoints`). What it writes:
 :mod:`tffre.runner.rounds` and :mod:`tffre.runner.outputs`.
 """
 
+import os
 import time
 
 import numpy as np
@@ -20,6 +21,7 @@ from tqdm.auto import tqdm
 
 from tffre import registry
 from tffre.definition import TaskContext
+from tffre.jsonio import write_json
 from tffre.evaluation import EVALUATORS, evaluate_state, make_evaluator
 from tffre.runner import privacy, processes
 from tffre.runner.centralised import CENTRALISED, epochs_of, run_centralised
@@ -61,7 +63,7 @@ def task_context(job, settings):
                        prompts=job.prompts, server_data=server)
 
 
-def run_experiment(job, hparams, settings, *, save_model=None, reference=None):
+def run_experiment(job, hparams, settings, *, save_model=None, reference=None, config=None):
     """Runs the algorithms of ``hparams`` on ``job``; writes metrics, checkpoints, models,
     summary and plot to ``settings.out``.
 
@@ -78,6 +80,9 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None):
         (epsilon, delta) guarantee).
       reference: optional {algorithm: {"test_accuracy": v, "train_loss": v}} of published
         figures, drawn as reference lines.
+      config: optional JSON-safe configuration written to ``config.json`` once every
+        algorithm has started: a resume refused then (``--num-rounds`` below the rounds
+        already trained) leaves the saved one as it was.
 
     Returns:
       The summary dict that is also written to summary.json.
@@ -115,6 +120,8 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None):
     try:
         algorithms = [_start(name, hparams[name], job, context, settings, bar, private[name])
                       for name in names]
+        if config is not None:
+            write_json(os.path.join(out_dir, "config.json"), config)
         columns = metric_columns(EVALUATORS[job.evaluation].columns,
                                  private=any(p is not None for p in private.values()))
         # Rows kept on resume: up to each algorithm's checkpoint, and a finished centralised run.

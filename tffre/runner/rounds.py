@@ -33,6 +33,7 @@ import time
 
 from tqdm.auto import tqdm
 
+from tffre.errors import ConfigError
 from tffre.runner.checkpoints import Checkpoints
 from tffre.runner.outputs import (METRIC_COLUMNS, MetricsLog, read_rows, round_row,
                                   warn_exclusions, write_summary)
@@ -113,12 +114,20 @@ class AlgorithmRounds:
         self.num_rounds, self.eval_every = settings.num_rounds, settings.eval_every
         self.checkpoint_every = settings.checkpoint_every if checkpoint_every is None \
             else checkpoint_every
-        self.checkpoints = Checkpoints(os.path.join(settings.out, "checkpoints", name))
+        folder = os.path.join(settings.out, "checkpoints", name)
+        self.checkpoints = Checkpoints(folder)
         self.state, self.done = state, 0
         if settings.resume:
             loaded, self.done = self.checkpoints.load_latest(where.checkpointed(state))
             if loaded is not None:
                 self.state = where.restored(loaded)
+            # --num-rounds may grow on resume, not shrink: trained rounds cannot be undone,
+            # and keeping them would report a longer run as the shorter one asked for.
+            if self.done > self.num_rounds:
+                raise ConfigError(
+                    f"--resume: {folder} already holds {self.done} rounds of "
+                    f"{name}, more than --num-rounds {self.num_rounds}; give --num-rounds "
+                    f"{self.done} or more, or --overwrite")
 
     def keeps(self, algorithm, rnd):
         """Whether an earlier run's row of (``algorithm``, ``rnd``) is kept: one of this

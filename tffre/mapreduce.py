@@ -90,11 +90,14 @@ class Round:
             self.state_spec["round"] = tf.TensorSpec([], tf.int32)
 
     def constant_broadcast_bytes(self):
-        """Bytes of the broadcast that never change (non-trainable weights other than
-        normalisation statistics: a frozen embedding, FedCB's classifier): a client needs
-        them once, so they are counted at a client's first round only."""
+        """Bytes of the broadcast that never change: non-trainable weights other than
+        normalisation statistics (a frozen embedding, FedCB's classifier) and the
+        definition's ``constant_extras`` (FedED's D_v inputs, which its server_update returns
+        unchanged). A client needs them once, so they are counted at its first round only,
+        as a deployment sends them (:func:`tffre.execution.split_round.constant_extras`)."""
         from tffre.types_util import spec_nbytes
-        return spec_nbytes([self.model_spec.non_trainable[i] for i in self.constant])
+        return spec_nbytes([self.model_spec.non_trainable[i] for i in self.constant]
+                           + [self.extras_spec[k] for k in self.trainer.definition.constant_extras])
 
     def with_model(self, state, weights):
         """``state`` with its model weights replaced (the same structure)."""

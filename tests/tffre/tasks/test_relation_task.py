@@ -228,7 +228,7 @@ def test_feded_run_holds_out_the_server_set(tmp_path, encoder, data_dir):
     upload is its predictions on D_v (bytes from the types), its broadcast D_v's inputs."""
     out = tmp_path / "feded"
     args = ["run", "--dataset", "jsonl", "--data", data_dir, "--encoder", encoder,
-            "--algorithm", "fedavgt,feded", "--clients", "4", "--clients-per-round", "2",
+            "--algorithm", "fedavgt,feded", "--clients", "2", "--clients-per-round", "2",
             "--num-rounds", "2", "--num-iters", "2", "--max-len", "32", "--executor", "local",
             "--representation", "cls_entities", "--blind-entities", "--server-fraction", "0.2",
             "--no-progress", "--out", str(out)]
@@ -241,9 +241,18 @@ def test_feded_run_holds_out_the_server_set(tmp_path, encoder, data_dir):
     assert summary["task_context"]["server_examples"] == 8
     # Per client: [8, C] float32 predictions + weight, metrics (2 floats, 2 int64), excluded.
     assert algos["FedED"]["bytes_uploaded_per_round"] == 2 * (8 * labels * 4 + 4 + 8 + 16 + 4)
-    # Broadcast: FedAvgT's model, plus D_v's packed inputs [8, 4, 32] int32.
-    assert (algos["FedED"]["bytes_broadcast_per_round"]
-            - algos["FedAvgT"]["bytes_broadcast_per_round"]) == 2 * 8 * 4 * 32 * 4
+    # Broadcast: FedAvgT's model, plus D_v's packed inputs [8, 4, 32] int32 to each client
+    # the first time it is drawn (they never change: a deployment sends them once).
+    rows = pd.read_csv(out / "metrics.csv").set_index(["algorithm", "round"])
+    seen, firsts = set(), []
+    for rnd in (1, 2):
+        clients = set(str(rows.loc[("FedED", rnd), "clients"]).split())
+        assert clients == set(str(rows.loc[("FedAvgT", rnd), "clients"]).split())  # same draw
+        firsts.append(len(clients - seen))
+        seen |= clients
+        assert (rows.loc[("FedED", rnd), "bytes_broadcast"]
+                - rows.loc[("FedAvgT", rnd), "bytes_broadcast"]) == firsts[-1] * 8 * 4 * 32 * 4
+    assert firsts == [2, 0]    # both clients drawn both rounds: D_v in round 1 only
     # FedED without a server set: one line, before anything is written.
     bad = run_cli(*[a for a in args if a not in ("--server-fraction", "0.2")][:-1],
                   str(tmp_path / "none"))

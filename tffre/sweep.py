@@ -20,14 +20,16 @@ def run_preset(preset, out, *, prog, rerun=False):
     """Runs ``python -m tffre run`` with ``preset`` into ``out`` and returns its summary.
 
     A run that finished before (its ``summary.json`` exists) is read back unless ``rerun`` or
-    its ``config.json`` shows other settings (:func:`tffre.config.differences`);
+    the settings it was made with show other settings (:func:`_same_settings`);
     a run cut short (its ``metrics.csv`` but no summary) is resumed from its last checkpoint
     when its options are the same, else overwritten, as is any other content of ``out``.
     SystemExit when the run fails.
     """
     summary_path = os.path.join(out, "summary.json")
-    if not rerun and os.path.exists(summary_path) and _same_settings(preset, out):
-        return read_json_object(summary_path)
+    if not rerun and os.path.exists(summary_path):
+        summary = read_json_object(summary_path)
+        if _same_settings(preset, out, summary):
+            return summary
     code = None
     if not rerun and os.path.exists(os.path.join(out, "metrics.csv")):
         code = cli.run_main(["--resume"], preset=dict(preset, out=out), prog=prog)
@@ -41,16 +43,25 @@ def run_preset(preset, out, *, prog, rerun=False):
     return read_json_object(summary_path)
 
 
-def _same_settings(preset, out):
-    """True when the run in ``out`` was made with ``preset``'s settings (or predates
-    config.json); else says so: a changed preset (more rounds) must not read back another
-    run's figures. How the run was carried out (:data:`tffre.config.OPERATIONAL`) may differ."""
-    path = os.path.join(out, "config.json")
-    if not os.path.exists(path):
-        return True
+def _same_settings(preset, out, summary):
+    """True when the run in ``out`` that wrote ``summary`` was made with ``preset``'s settings
+    (or predates config.json); else says so: a changed preset (more rounds) must not read back
+    another run's figures. How the run was carried out (:data:`tffre.config.OPERATIONAL`) may
+    differ.
+
+    The settings are those ``summary`` records (its ``config``), not config.json's: a resume
+    with more rounds or ``--centralised`` writes config.json when it starts, so if it is cut
+    short, config.json holds the new settings beside the old run's summary. A summary that
+    records none (older runs) is compared through config.json."""
+    saved = summary.get("config")
+    if saved is None:
+        path = os.path.join(out, "config.json")
+        if not os.path.exists(path):
+            return True
+        saved = read_json_object(path)
     from tffre import config
     try:
-        changed = config.differences(read_json_object(path), config.resolve(
+        changed = config.differences(saved, config.resolve(
             {"out": out, "resume": True}, preset=preset))
     except ValueError as err:   # ConfigError: the preset no longer resolves as it did
         changed = [str(err)]

@@ -19,14 +19,15 @@ def fake_run_main(calls):
         calls.append(preset["seed"])
         os.makedirs(preset["out"], exist_ok=True)
         f1 = F1[preset["seed"]]
-        summary = {"config": {"dataset": "gad", "model": "encoder"},
+        # As a real run does: config.json and the summary record the run's settings; a run
+        # is read back only while they match the preset's.
+        values = config.resolve({"out": preset["out"], "overwrite": "--overwrite" in argv},
+                                preset=preset).values
+        summary = {"config": values,
                    "majority_class_test_f1": 0.69, "all_positive_test_f1": 0.69,
                    "algorithms": {"FedAvgT": {"test_f1_at_best_dev": f1, "max_test_f1": f1 + 0.01,
                                               "final_test_f1": f1 - 0.01}}}
-        # As a real run does: a run is read back only while its settings match the preset's.
-        write_json(os.path.join(preset["out"], "config.json"),
-                   config.resolve({"out": preset["out"], "overwrite": "--overwrite" in argv},
-                                  preset=preset).values)
+        write_json(os.path.join(preset["out"], "config.json"), values)
         with open(os.path.join(preset["out"], "summary.json"), "w") as f:
             json.dump(summary, f)
         return 0
@@ -88,3 +89,20 @@ def test_a_finished_run_with_other_settings_is_run_again(tmp_path, monkeypatch):
     sweep.run_seeds(dict(preset, num_rounds=15), str(tmp_path), [0], prog="x")
     assert calls == [0, 0]                                # 7 rounds are not 15: run again
 
+
+
+def test_a_resume_cut_short_is_not_read_back_as_finished(tmp_path, monkeypatch):
+    """A resume with more rounds writes config.json when it starts; cut short, it leaves the
+    new config.json beside the old run's summary, which must not pass for the longer run."""
+    calls = []
+    monkeypatch.setattr(sweep.cli, "run_main", fake_run_main(calls))
+    preset = {"dataset": "gad", "num_rounds": 7}
+    sweep.run_seeds(preset, str(tmp_path), [0], prog="x")
+    longer = dict(preset, num_rounds=15)
+    folder = str(tmp_path / "seed_0")
+    write_json(os.path.join(folder, "config.json"),      # what the cut resume left
+               config.resolve({"out": folder, "resume": True}, preset=dict(longer, seed=0)).values)
+    sweep.run_seeds(longer, str(tmp_path), [0], prog="x")
+    assert calls == [0, 0]                                # run, not read back
+    summary = json.loads((tmp_path / "seed_0" / "summary.json").read_text())
+    assert summary["config"]["num_rounds"] == 15

@@ -6,6 +6,7 @@ through that loop."""
 import json
 
 import pandas as pd
+import pytest
 import tensorflow as tf
 
 from deploy_fakes import FakeGrid, TinyTask, run_config
@@ -15,6 +16,7 @@ from tffre.data import FederatedData
 from tffre.deploy.client_app import make_client_app
 from tffre.deploy.node import NodeRuntime
 from tffre.deploy.server_app import MISSING_COLUMN, REASONS_COLUMN, run_server
+from tffre.errors import ConfigError
 from tffre.runner import rounds
 
 SITES = ("a", "b", "c")
@@ -85,3 +87,8 @@ def test_simulation_and_deployment_write_the_same_columns_and_keys(tmp_path, mon
     # The resumed run trained one round here: its time is not the algorithm's whole run.
     assert "wall_seconds" not in resumed["algorithms"]["FedAvg"]
     assert resumed["algorithms"]["FedAvg"]["rounds"] == 3
+    # The same loop refuses to resume it with fewer rounds than it has trained.
+    with pytest.raises(ConfigError, match="already holds 3 rounds of FedAvg, more than "
+                                          "--num-rounds 2"):
+        deploy(tmp_path, 2, resume=True)
+    assert len(pd.read_csv(tmp_path / "out" / "metrics.csv")) == 3             # nothing lost

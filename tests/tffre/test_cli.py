@@ -125,13 +125,15 @@ def test_resume_after_sigkill_gives_the_uninterrupted_run(tmp_path):
         assert diff <= 1e-6
 
 
-def test_resume_refuses_a_changed_configuration(tmp_path):
+def test_resume_refuses_a_changed_configuration(tmp_path, capfd):
+    from tffre import cli      # in this process: run's own entry point
     out = tmp_path / "o"
-    assert run_cli("run", *SMALL, "--num-rounds", "1", "--out", str(out)).returncode == 0
-    proc = run_cli("run", *SMALL, "--num-rounds", "1", "--mu", "0.5", "--algorithm", "fedprox",
-                   "--resume", "--out", str(out))
-    assert proc.returncode == 2
-    assert "options differ from the saved run: --algorithm 'FedAvg' -> 'FedProx'" in proc.stderr
+    assert cli.run_main([*SMALL, "--num-rounds", "1", "--out", str(out)]) == 0
+    capfd.readouterr()
+    assert cli.run_main([*SMALL, "--num-rounds", "1", "--mu", "0.5", "--algorithm", "fedprox",
+                         "--resume", "--out", str(out)]) == 2
+    assert "options differ from the saved run: --algorithm 'FedAvg' -> 'FedProx'" in \
+        capfd.readouterr().err
 
 
 def test_interrupted_run_keeps_written_rows(tmp_path, monkeypatch):
@@ -260,13 +262,15 @@ def test_resume_adds_the_centralised_bound_to_a_finished_run(tmp_path):
     assert "Centralised" in strict_json(out / "summary.json")["algorithms"]
 
 
-def test_resume_refuses_fewer_rounds_than_already_trained(tmp_path):
+def test_resume_refuses_fewer_rounds_than_already_trained(tmp_path, capfd):
     """--num-rounds may grow on resume, not shrink: a run with 3 rounds done resumed at 2 is
-    refused (it would keep round 3 and report a 3-round run as a 2-round one)."""
+    refused (it would keep round 3 and report a 3-round run as a 2-round one). In this
+    process: ``run``'s own entry point, without two more TensorFlow start-ups."""
+    from tffre import cli
     out = tmp_path / "o"
-    assert run_cli("run", *SMALL, "--num-rounds", "3", "--out", str(out)).returncode == 0
-    proc = run_cli("run", *SMALL, "--num-rounds", "2", "--resume", "--out", str(out))
-    assert proc.returncode == 2
-    assert "already holds 3 rounds of FedAvg, more than --num-rounds 2" in proc.stderr
+    assert cli.run_main([*SMALL, "--num-rounds", "3", "--out", str(out)]) == 0
+    capfd.readouterr()
+    assert cli.run_main([*SMALL, "--num-rounds", "2", "--resume", "--out", str(out)]) == 2
+    assert "already holds 3 rounds of FedAvg, more than --num-rounds 2" in capfd.readouterr().err
     assert len(pd.read_csv(out / "metrics.csv")) == 3               # nothing lost
     assert json.loads((out / "config.json").read_text())["num_rounds"] == 3   # nor rewritten

@@ -76,9 +76,10 @@ def test_cli_smoke_run(tmp_path):
 
 
 def test_no_cap_on_local_steps_from_the_command_line(tmp_path):
-    proc = run_cli("run", *SMALL[:-5], "--num-epochs", "2", "--num-iters", "none", "--no-progress",
-                   "--num-rounds", "1", "--checkpoint-every", "0", "--out", str(tmp_path / "o"))
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    from tffre import cli      # in this process: run's own entry point
+    assert cli.run_main([*SMALL[:-5], "--num-epochs", "2", "--num-iters", "none", "--no-progress",
+                         "--num-rounds", "1", "--checkpoint-every", "0",
+                         "--out", str(tmp_path / "o")]) == 0
     summary = strict_json(tmp_path / "o" / "summary.json")
     assert summary["algorithms"]["FedAvg"]["hparams"]["num_iters"] is None
     row = pd.read_csv(tmp_path / "o" / "metrics.csv").iloc[0]
@@ -163,10 +164,10 @@ def test_interrupted_run_keeps_written_rows(tmp_path, monkeypatch):
 def test_local_executor_from_the_command_line_matches_tff(tmp_path):
     common = [*SMALL, "--algorithm", "fedatts", "--num-rounds", "2", "--seed", "2",
               "--checkpoint-every", "0"]
-    tff_run = run_cli("run", *common, "--executor", "tff", "--out", str(tmp_path / "tff"))
-    local = run_cli("run", *common, "--executor", "local", "--max-parallel-clients", "2",
-                    "--out", str(tmp_path / "local"))
-    assert tff_run.returncode == 0 and local.returncode == 0, local.stderr[-2000:]
+    from tffre import cli      # in this process: run's own entry point
+    assert cli.run_main([*common, "--executor", "tff", "--out", str(tmp_path / "tff")]) == 0
+    assert cli.run_main([*common, "--executor", "local", "--max-parallel-clients", "2",
+                         "--out", str(tmp_path / "local")]) == 0
     a = pd.read_csv(tmp_path / "tff" / "metrics.csv")
     b = pd.read_csv(tmp_path / "local" / "metrics.csv")
     cols = ["train_loss", "test_accuracy", "bytes_uploaded", "bytes_broadcast", "num_examples"]

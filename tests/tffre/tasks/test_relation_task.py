@@ -3,7 +3,6 @@
 import json
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -14,7 +13,6 @@ from sklearn.metrics import precision_recall_fscore_support
 from tffre import config as config_lib
 from tiny_encoder import make_encoder_folder
 
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 TEMPLATES = [  # (words before e1, e1, between, e2, after, label)
     ("the patient was given", "aspirin", "for", "headache", ".", "treats"),
     ("her", "fever", "improved after", "morphine", ".", "treats"),
@@ -55,12 +53,25 @@ def data_dir(tmp_path_factory):
     return write_splits(str(tmp_path_factory.mktemp("re")))
 
 
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "tffre", *args], capture_output=True, text=True,
-                          env=ENV, timeout=900)
+@pytest.fixture
+def run_cli(capfd):
+    """``python -m tffre ARGS`` run in this process (:func:`tffre.cli.main`, the entry point
+    ``python -m tffre`` calls, without a TensorFlow start-up per call): a CompletedProcess
+    with the exit code and what it printed."""
+    from tffre import cli
+
+    def run(*args):
+        capfd.readouterr()
+        try:
+            code = cli.main(list(args))
+        except SystemExit as exc:   # argparse's usage errors
+            code = exc.code
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out, err)
+    return run
 
 
-def test_relation_run_end_to_end(tmp_path, encoder, data_dir):
+def test_relation_run_end_to_end(tmp_path, encoder, data_dir, run_cli):
     out = tmp_path / "out"
     proc = run_cli("run", "--dataset", "jsonl", "--data", data_dir, "--encoder", encoder,
                    "--algorithm", "fedavgt,fedatts", "--clients", "4", "--clients-per-round", "2",
@@ -186,7 +197,7 @@ def test_relation_option_errors(tmp_path, flags, message):
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_encoder_folder_errors_in_one_line(tmp_path):
+def test_encoder_folder_errors_in_one_line(tmp_path, run_cli):
     folder = tmp_path / "enc"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
@@ -204,7 +215,7 @@ def test_client_fraction_sets_clients_per_round(tmp_path):
     assert cfg.run.clients_per_round == 3    # 2.5 rounds half up
 
 
-def test_gad_sample_runs_with_binary_f1(tmp_path, encoder):
+def test_gad_sample_runs_with_binary_f1(tmp_path, encoder, run_cli):
     """The embedded GAD-format sample (train/dev/test TSVs): binary F1 of the positive class."""
     out = tmp_path / "gad"
     proc = run_cli("run", "--dataset", "gad", "--encoder", encoder, "--algorithm", "fedavg",
@@ -223,7 +234,7 @@ def test_gad_sample_runs_with_binary_f1(tmp_path, encoder):
     assert metrics["test_f1"].iloc[-1] == pytest.approx(row_1["f1"])
 
 
-def test_feded_run_holds_out_the_server_set(tmp_path, encoder, data_dir):
+def test_feded_run_holds_out_the_server_set(tmp_path, encoder, data_dir, run_cli):
     """--server-fraction moves a seeded 20% of train to D_v, for every algorithm; FedED's
     upload is its predictions on D_v (bytes from the types), its broadcast D_v's inputs."""
     out = tmp_path / "feded"
@@ -260,7 +271,7 @@ def test_feded_run_holds_out_the_server_set(tmp_path, encoder, data_dir):
     assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "none").exists()
 
 
-def test_an_empty_dev_file_is_noted_in_the_summary(tmp_path, encoder):
+def test_an_empty_dev_file_is_noted_in_the_summary(tmp_path, encoder, run_cli):
     """BioBERT ships an empty dev.tsv: it counts as absent, and the run says so in its summary."""
     folder = write_splits(str(tmp_path / "data"), sizes=(("train", 40), ("dev", 0), ("test", 15)))
     out = tmp_path / "out"
@@ -292,7 +303,7 @@ def trainable_count(encoder_folder, num_labels, layers=None, embeddings=True, vo
 
 
 def test_trainable_layers_train_and_upload_the_top_and_save_the_whole_model(tmp_path, encoder,
-                                                                           data_dir):
+                                                                           data_dir, run_cli):
     """--trainable-layers 1 of 2: the upload is the top layer and the head (bytes against a
     count from config.json); the saved bundle is the plain full model, and its predictions
     on the raw test records score the run's own final test accuracy."""
@@ -347,7 +358,7 @@ def test_split_round_is_the_same_on_both_executors(tmp_path, data_dir):
         np.testing.assert_array_equal(b, c)
 
 
-def test_label_skew_and_feature_algorithms_train_on_a_frozen_prefix(tmp_path, encoder):
+def test_label_skew_and_feature_algorithms_train_on_a_frozen_prefix(tmp_path, encoder, run_cli):
     """The algorithms whose objective reads the model's features (FedCMC, MOON, FedCB) run
     on the top of a split encoder, on the GAD sample, with a server set (FedED) too."""
     out = tmp_path / "algos"

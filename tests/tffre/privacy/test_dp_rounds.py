@@ -4,8 +4,6 @@ refused in one line before any work."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -175,7 +173,7 @@ def test_a_target_epsilon_is_met_by_the_calibrated_sigma(tmp_path, loss):
     assert eps(sigma) <= 5.0 < eps(sigma * 0.99)       # the smallest sigma that meets it
     assert pd.read_csv(tmp_path / "a" / "metrics.csv")["dp_epsilon"].iloc[-1] <= 5.0
 
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
 SMALL = ["--dataset", "synthetic", "--clients", "6", "--clients-per-round", "3", "--no-progress"]
 
 
@@ -195,24 +193,21 @@ SMALL = ["--dataset", "synthetic", "--clients", "6", "--clients-per-round", "3",
     (["--dataset", "oct-c8", "--dp-noise-multiplier", "1", "--dp-clip", "1"],
      "BatchNorm statistics"),
 ])
-def test_bad_dp_input_is_one_line_before_any_work(tmp_path, args, message):
+def test_bad_dp_input_is_one_line_before_any_work(tmp_path, args, message, cli_here):
     out = tmp_path / "o"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    proc = subprocess.run([sys.executable, "-m", "tffre", "run", *SMALL, *args, "--out",
-                           str(out)], capture_output=True, text=True, env=ENV, timeout=300)
+    proc = cli_here("run", *SMALL, *args, "--out", str(out))
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
     assert os.listdir(out) == ["keep.txt"]     # nothing written, nothing touched
 
 
-def test_the_saved_bundle_and_the_printed_table_carry_the_guarantee(tmp_path):
+def test_the_saved_bundle_and_the_printed_table_carry_the_guarantee(tmp_path, cli_here):
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "tffre", "run", *SMALL, "--num-rounds", "2",
-                           "--num-iters", "2", "--dp-noise-multiplier", "1.5", "--dp-clip", "1",
-                           "--dp-delta", "1e-4", "--checkpoint-every", "0", "--executor",
-                           "local", "--out", str(out)],
-                          capture_output=True, text=True, env=ENV, timeout=600)
+    proc = cli_here("run", *SMALL, "--num-rounds", "2", "--num-iters", "2",
+                    "--dp-noise-multiplier", "1.5", "--dp-clip", "1", "--dp-delta", "1e-4",
+                    "--checkpoint-every", "0", "--executor", "local", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     (name, algorithm), = summary["algorithms"].items()

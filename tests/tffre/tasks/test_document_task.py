@@ -3,8 +3,6 @@ encoder, the FedLCC-table layout from its folder, and one-line option errors."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -14,7 +12,6 @@ from tffre import config as config_lib
 from tffre.data.document_sets import sample_path
 from tiny_encoder import VOCAB, make_encoder_folder
 
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 SIZES = {"train": 24, "dev": 6, "test": 6}
 
 
@@ -40,16 +37,15 @@ def encoder(tmp_path_factory):
                                vocab=VOCAB + ["*"])[0]
 
 
-def test_fedlcc_runs_on_the_structural_entropy_split(tmp_path, data_dir, encoder):
+def test_fedlcc_runs_on_the_structural_entropy_split(tmp_path, data_dir, encoder, cli_here):
     from tffre.experiments.documents import results_table
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tffre", "run", "--dataset", "cdr", "--data", data_dir,
-         "--encoder", encoder, "--algorithm", "fedlcc", "--partition", "structural-entropy",
-         "--clients", "3", "--clients-per-round", "2", "--num-rounds", "2", "--num-epochs", "1",
-         "--num-iters", "3", "--learning-rate", "1e-3", "--max-len", "96", "--clip-norm", "1.0",
-         "--executor", "local", "--no-progress", "--out", str(out)],
-        capture_output=True, text=True, env=ENV, timeout=900)
+    proc = cli_here("run", "--dataset", "cdr", "--data", data_dir, "--encoder", encoder,
+                    "--algorithm", "fedlcc", "--partition", "structural-entropy",
+                    "--clients", "3", "--clients-per-round", "2", "--num-rounds", "2",
+                    "--num-epochs", "1", "--num-iters", "3", "--learning-rate", "1e-3",
+                    "--max-len", "96", "--clip-norm", "1.0",
+                    "--executor", "local", "--no-progress", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "structural-entropy split (paper entropies, 3 clients)" in proc.stdout
     assert "intra" in proc.stdout and "FedLCC Table 3" in proc.stdout
@@ -84,7 +80,8 @@ def test_fedlcc_runs_on_the_structural_entropy_split(tmp_path, data_dir, encoder
     assert row["f1"] == pytest.approx(100 * fedlcc["test_f1_at_best_dev"], abs=0.01)
 
 
-def test_a_run_on_a_folder_with_only_a_training_file_holds_out_a_test_split(tmp_path, encoder):
+def test_a_run_on_a_folder_with_only_a_training_file_holds_out_a_test_split(tmp_path, encoder,
+                                                                           cli_here):
     # Issue 30: python -m tffre run refused a CDR folder holding only its training file ("no
     # test split"); now it holds out a seeded 20% as test, as for the file alone and as the
     # other tasks do, and says so.
@@ -103,12 +100,11 @@ def test_a_run_on_a_folder_with_only_a_training_file_holds_out_a_test_split(tmp_
     assert notes == ["no test split: held out 6 of 30 training documents (20%, seeded) as test",
                      "no dev split: held out 5 of 24 training documents (20%, seeded) as dev"]
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tffre", "run", "--dataset", "cdr", "--data", str(folder),
-         "--encoder", encoder, "--algorithm", "fedavg", "--clients", "2",
-         "--clients-per-round", "2", "--num-rounds", "1", "--num-epochs", "1", "--num-iters",
-         "1", "--max-len", "96", "--seed", "0", "--executor", "local", "--no-progress",
-         "--out", str(out)], capture_output=True, text=True, env=ENV, timeout=900)
+    proc = cli_here("run", "--dataset", "cdr", "--data", str(folder),
+                    "--encoder", encoder, "--algorithm", "fedavg", "--clients", "2",
+                    "--clients-per-round", "2", "--num-rounds", "1", "--num-epochs", "1",
+                    "--num-iters", "1", "--max-len", "96", "--seed", "0", "--executor", "local",
+                    "--no-progress", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     for note in notes:
         assert f"note: {note}" in proc.stdout.splitlines()
@@ -172,7 +168,8 @@ def test_docred_scores_dev_as_test_with_the_training_facts(tmp_path, encoder):
     assert notes["pair_intra"].shape == y.shape[:2]
 
 
-def test_fedlcc_and_moon_train_the_top_on_cached_activations(tmp_path, data_dir, encoder):
+def test_fedlcc_and_moon_train_the_top_on_cached_activations(tmp_path, data_dir, encoder,
+                                                            cli_here):
     """FedLCC's context contrast (it reads the last layer's attention) and MOON on the top
     layer of a split encoder, on cached prefix activations: the run trains, and only the top
     and the head are uploaded (fewer bytes than the whole model). The two-window reading of a
@@ -181,14 +178,12 @@ def test_fedlcc_and_moon_train_the_top_on_cached_activations(tmp_path, data_dir,
     for tag, extra in (("top", ["--trainable-layers", "1"]), ("full", ["--trainable-layers",
                                                                        "2"])):
         out = tmp_path / tag
-        proc = subprocess.run(
-            [sys.executable, "-m", "tffre", "run", "--dataset", "cdr", "--data", data_dir,
-             "--encoder", encoder, "--algorithm", "fedlcc,moon", "--partition", "iid",
-             "--clients", "2", "--clients-per-round", "2", "--num-rounds", "2",
-             "--num-epochs", "1", "--num-iters", "2", "--learning-rate", "1e-3",
-             "--max-len", "120", "--executor", "local", "--checkpoint-every", "0",
-             "--no-progress", "--out", str(out), *extra],
-            capture_output=True, text=True, env=ENV, timeout=900)
+        proc = cli_here("run", "--dataset", "cdr", "--data", data_dir,
+                        "--encoder", encoder, "--algorithm", "fedlcc,moon", "--partition", "iid",
+                        "--clients", "2", "--clients-per-round", "2", "--num-rounds", "2",
+                        "--num-epochs", "1", "--num-iters", "2", "--learning-rate", "1e-3",
+                        "--max-len", "120", "--executor", "local", "--checkpoint-every", "0",
+                        "--no-progress", "--out", str(out), *extra)
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs[tag] = json.loads((out / "summary.json").read_text())
         metrics = pd.read_csv(out / "metrics.csv")

@@ -2,7 +2,6 @@
 
 import json
 import os
-import subprocess
 
 import numpy as np
 import pandas as pd
@@ -53,27 +52,10 @@ def data_dir(tmp_path_factory):
     return write_splits(str(tmp_path_factory.mktemp("re")))
 
 
-@pytest.fixture
-def run_cli(capfd):
-    """``python -m tffre ARGS`` run in this process (:func:`tffre.cli.main`, the entry point
-    ``python -m tffre`` calls, without a TensorFlow start-up per call): a CompletedProcess
-    with the exit code and what it printed."""
-    from tffre import cli
 
-    def run(*args):
-        capfd.readouterr()
-        try:
-            code = cli.main(list(args))
-        except SystemExit as exc:   # argparse's usage errors
-            code = exc.code
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(list(args), code, out, err)
-    return run
-
-
-def test_relation_run_end_to_end(tmp_path, encoder, data_dir, run_cli):
+def test_relation_run_end_to_end(tmp_path, encoder, data_dir, cli_here):
     out = tmp_path / "out"
-    proc = run_cli("run", "--dataset", "jsonl", "--data", data_dir, "--encoder", encoder,
+    proc = cli_here("run", "--dataset", "jsonl", "--data", data_dir, "--encoder", encoder,
                    "--algorithm", "fedavgt,fedatts", "--clients", "4", "--clients-per-round", "2",
                    "--num-rounds", "2", "--num-epochs", "1", "--num-iters", "0",
                    "--learning-rate", "0.01", "--max-len", "24", "--executor", "local",
@@ -109,13 +91,13 @@ def test_relation_run_end_to_end(tmp_path, encoder, data_dir, run_cli):
     records = tmp_path / "new.jsonl"
     records.write_text(json.dumps({k: v for k, v in example(0, TEMPLATES[0]).items()
                                    if k != "label"}) + "\n")
-    proc = run_cli("predict", "--model", str(out / "models" / "FedAvgT"), "--input",
+    proc = cli_here("predict", "--model", str(out / "models" / "FedAvgT"), "--input",
                    str(records))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split("\t")[1] in bundle.label_names
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "aspirin", "e1_start": 0, "e1_end": 7, "e2_start": 0}\n')
-    proc = run_cli("predict", "--model", str(out / "models" / "FedAvgT"), "--input", str(bad))
+    proc = cli_here("predict", "--model", str(out / "models" / "FedAvgT"), "--input", str(bad))
     assert proc.returncode == 2 and f'{bad}:1: missing field "e2_end"' in proc.stderr
 
 
@@ -197,11 +179,11 @@ def test_relation_option_errors(tmp_path, flags, message):
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_encoder_folder_errors_in_one_line(tmp_path, run_cli):
+def test_encoder_folder_errors_in_one_line(tmp_path, cli_here):
     folder = tmp_path / "enc"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
-    proc = run_cli("run", "--dataset", "i2b2", "--encoder", str(folder), "--out",
+    proc = cli_here("run", "--dataset", "i2b2", "--encoder", str(folder), "--out",
                    str(tmp_path / "o"))
     assert proc.returncode == 2
     assert "--encoder" in proc.stderr and "tokenizer" in proc.stderr
@@ -215,10 +197,10 @@ def test_client_fraction_sets_clients_per_round(tmp_path):
     assert cfg.run.clients_per_round == 3    # 2.5 rounds half up
 
 
-def test_gad_sample_runs_with_binary_f1(tmp_path, encoder, run_cli):
+def test_gad_sample_runs_with_binary_f1(tmp_path, encoder, cli_here):
     """The embedded GAD-format sample (train/dev/test TSVs): binary F1 of the positive class."""
     out = tmp_path / "gad"
-    proc = run_cli("run", "--dataset", "gad", "--encoder", encoder, "--algorithm", "fedavg",
+    proc = cli_here("run", "--dataset", "gad", "--encoder", encoder, "--algorithm", "fedavg",
                    "--clients", "4", "--clients-per-round", "2", "--num-rounds", "1",
                    "--num-iters", "3", "--max-len", "32", "--executor", "local",
                    "--no-progress", "--out", str(out))
@@ -234,7 +216,7 @@ def test_gad_sample_runs_with_binary_f1(tmp_path, encoder, run_cli):
     assert metrics["test_f1"].iloc[-1] == pytest.approx(row_1["f1"])
 
 
-def test_feded_run_holds_out_the_server_set(tmp_path, encoder, data_dir, run_cli):
+def test_feded_run_holds_out_the_server_set(tmp_path, encoder, data_dir, cli_here):
     """--server-fraction moves a seeded 20% of train to D_v, for every algorithm; FedED's
     upload is its predictions on D_v (bytes from the types), its broadcast D_v's inputs."""
     out = tmp_path / "feded"
@@ -243,7 +225,7 @@ def test_feded_run_holds_out_the_server_set(tmp_path, encoder, data_dir, run_cli
             "--num-rounds", "2", "--num-iters", "2", "--max-len", "32", "--executor", "local",
             "--representation", "cls_entities", "--blind-entities", "--server-fraction", "0.2",
             "--no-progress", "--out", str(out)]
-    proc = run_cli(*args)
+    proc = cli_here(*args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["server_examples"] == 8 and summary["train_examples"] == 32   # 40 train
@@ -265,17 +247,17 @@ def test_feded_run_holds_out_the_server_set(tmp_path, encoder, data_dir, run_cli
                 - rows.loc[("FedAvgT", rnd), "bytes_broadcast"]) == firsts[-1] * 8 * 4 * 32 * 4
     assert firsts == [2, 0]    # both clients drawn both rounds: D_v in round 1 only
     # FedED without a server set: one line, before anything is written.
-    bad = run_cli(*[a for a in args if a not in ("--server-fraction", "0.2")][:-1],
+    bad = cli_here(*[a for a in args if a not in ("--server-fraction", "0.2")][:-1],
                   str(tmp_path / "none"))
     assert bad.returncode == 2 and "give --server-fraction" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "none").exists()
 
 
-def test_an_empty_dev_file_is_noted_in_the_summary(tmp_path, encoder, run_cli):
+def test_an_empty_dev_file_is_noted_in_the_summary(tmp_path, encoder, cli_here):
     """BioBERT ships an empty dev.tsv: it counts as absent, and the run says so in its summary."""
     folder = write_splits(str(tmp_path / "data"), sizes=(("train", 40), ("dev", 0), ("test", 15)))
     out = tmp_path / "out"
-    proc = run_cli("run", "--dataset", "jsonl", "--data", folder, "--encoder", encoder,
+    proc = cli_here("run", "--dataset", "jsonl", "--data", folder, "--encoder", encoder,
                    "--algorithm", "fedavg", "--clients", "2", "--clients-per-round", "2",
                    "--num-rounds", "1", "--num-iters", "1", "--max-len", "24",
                    "--dev-fraction", "0.25", "--executor", "local", "--checkpoint-every", "0",
@@ -303,7 +285,7 @@ def trainable_count(encoder_folder, num_labels, layers=None, embeddings=True, vo
 
 
 def test_trainable_layers_train_and_upload_the_top_and_save_the_whole_model(tmp_path, encoder,
-                                                                           data_dir, run_cli):
+                                                                           data_dir, cli_here):
     """--trainable-layers 1 of 2: the upload is the top layer and the head (bytes against a
     count from config.json); the saved bundle is the plain full model, and its predictions
     on the raw test records score the run's own final test accuracy."""
@@ -312,7 +294,7 @@ def test_trainable_layers_train_and_upload_the_top_and_save_the_whole_model(tmp_
     for tag, extra in (("full", []), ("top", ["--trainable-layers", "1"]),
                        ("lora", ["--lora-rank", "2", "--lora-targets", "query,key,value"])):
         out = tmp_path / tag
-        proc = run_cli("run", "--dataset", "jsonl", "--data", data_dir, "--encoder", encoder,
+        proc = cli_here("run", "--dataset", "jsonl", "--data", data_dir, "--encoder", encoder,
                        "--algorithm", "fedavgt", "--clients", "3", "--clients-per-round", "3",
                        "--num-rounds", "2", "--num-epochs", "1", "--num-iters", "0",
                        "--learning-rate", "0.01", "--max-len", "24", "--executor", "local",
@@ -358,11 +340,11 @@ def test_split_round_is_the_same_on_both_executors(tmp_path, data_dir):
         np.testing.assert_array_equal(b, c)
 
 
-def test_label_skew_and_feature_algorithms_train_on_a_frozen_prefix(tmp_path, encoder, run_cli):
+def test_label_skew_and_feature_algorithms_train_on_a_frozen_prefix(tmp_path, encoder, cli_here):
     """The algorithms whose objective reads the model's features (FedCMC, MOON, FedCB) run
     on the top of a split encoder, on the GAD sample, with a server set (FedED) too."""
     out = tmp_path / "algos"
-    proc = run_cli("run", "--dataset", "gad", "--encoder", encoder,
+    proc = cli_here("run", "--dataset", "gad", "--encoder", encoder,
                    "--algorithm", "fedcmc,moon,fedcb,feded", "--clients", "3",
                    "--clients-per-round", "3", "--num-rounds", "2", "--num-iters", "2",
                    "--max-len", "24", "--trainable-layers", "1", "--server-fraction", "0.1",

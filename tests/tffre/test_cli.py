@@ -75,11 +75,11 @@ def test_cli_smoke_run(tmp_path):
     assert not (out / "models" / "FedAttS").exists()
 
 
-def test_no_cap_on_local_steps_from_the_command_line(tmp_path):
-    from tffre import cli      # in this process: run's own entry point
-    assert cli.run_main([*SMALL[:-5], "--num-epochs", "2", "--num-iters", "none", "--no-progress",
-                         "--num-rounds", "1", "--checkpoint-every", "0",
-                         "--out", str(tmp_path / "o")]) == 0
+def test_no_cap_on_local_steps_from_the_command_line(tmp_path, cli_here):
+    proc = cli_here("run", *SMALL[:-5], "--num-epochs", "2", "--num-iters", "none",
+                    "--no-progress", "--num-rounds", "1", "--checkpoint-every", "0",
+                    "--out", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
     summary = strict_json(tmp_path / "o" / "summary.json")
     assert summary["algorithms"]["FedAvg"]["hparams"]["num_iters"] is None
     row = pd.read_csv(tmp_path / "o" / "metrics.csv").iloc[0]
@@ -126,15 +126,13 @@ def test_resume_after_sigkill_gives_the_uninterrupted_run(tmp_path):
         assert diff <= 1e-6
 
 
-def test_resume_refuses_a_changed_configuration(tmp_path, capfd):
-    from tffre import cli      # in this process: run's own entry point
+def test_resume_refuses_a_changed_configuration(tmp_path, cli_here):
     out = tmp_path / "o"
-    assert cli.run_main([*SMALL, "--num-rounds", "1", "--out", str(out)]) == 0
-    capfd.readouterr()
-    assert cli.run_main([*SMALL, "--num-rounds", "1", "--mu", "0.5", "--algorithm", "fedprox",
-                         "--resume", "--out", str(out)]) == 2
-    assert "options differ from the saved run: --algorithm 'FedAvg' -> 'FedProx'" in \
-        capfd.readouterr().err
+    assert cli_here("run", *SMALL, "--num-rounds", "1", "--out", str(out)).returncode == 0
+    proc = cli_here("run", *SMALL, "--num-rounds", "1", "--mu", "0.5", "--algorithm", "fedprox",
+                    "--resume", "--out", str(out))
+    assert proc.returncode == 2
+    assert "options differ from the saved run: --algorithm 'FedAvg' -> 'FedProx'" in proc.stderr
 
 
 def test_interrupted_run_keeps_written_rows(tmp_path, monkeypatch):
@@ -161,13 +159,13 @@ def test_interrupted_run_keeps_written_rows(tmp_path, monkeypatch):
     assert frame["round"].tolist() == [1, 2]
 
 
-def test_local_executor_from_the_command_line_matches_tff(tmp_path):
-    common = [*SMALL, "--algorithm", "fedatts", "--num-rounds", "2", "--seed", "2",
+def test_local_executor_from_the_command_line_matches_tff(tmp_path, cli_here):
+    common = ["run", *SMALL, "--algorithm", "fedatts", "--num-rounds", "2", "--seed", "2",
               "--checkpoint-every", "0"]
-    from tffre import cli      # in this process: run's own entry point
-    assert cli.run_main([*common, "--executor", "tff", "--out", str(tmp_path / "tff")]) == 0
-    assert cli.run_main([*common, "--executor", "local", "--max-parallel-clients", "2",
-                         "--out", str(tmp_path / "local")]) == 0
+    tff_run = cli_here(*common, "--executor", "tff", "--out", str(tmp_path / "tff"))
+    local = cli_here(*common, "--executor", "local", "--max-parallel-clients", "2",
+                     "--out", str(tmp_path / "local"))
+    assert tff_run.returncode == 0 and local.returncode == 0, local.stderr[-2000:]
     a = pd.read_csv(tmp_path / "tff" / "metrics.csv")
     b = pd.read_csv(tmp_path / "local" / "metrics.csv")
     cols = ["train_loss", "test_accuracy", "bytes_uploaded", "bytes_broadcast", "num_examples"]
@@ -244,17 +242,17 @@ def test_data_check_of_imcs_and_of_an_image_set(tmp_path):
     assert proc.returncode == 2 and "--task applies to --dataset imcs" in proc.stderr
 
 
-def test_resume_adds_the_centralised_bound_to_a_finished_run(tmp_path):
+def test_resume_adds_the_centralised_bound_to_a_finished_run(tmp_path, cli_here):
     """--resume --centralised on a finished run trains only the bound: the federated rows are
-    kept as they were, and the bound's rows equal those of a run that had it from the start.
-    In this process: ``run``'s own entry point, three runs without their TensorFlow start-ups."""
-    from tffre import cli
-    args = [*SMALL, "--algorithm", "fedavg", "--num-rounds", "3", "--seed", "2"]
-    assert cli.run_main([*args, "--centralised", "--out", str(tmp_path / "both")]) == 0
+    kept as they were, and the bound's rows equal those of a run that had it from the start."""
+    args = ["run", *SMALL, "--algorithm", "fedavg", "--num-rounds", "3", "--seed", "2"]
+    both = cli_here(*args, "--centralised", "--out", str(tmp_path / "both"))
+    assert both.returncode == 0, both.stderr[-2000:]
     out = tmp_path / "later"
-    assert cli.run_main([*args, "--out", str(out)]) == 0
+    assert cli_here(*args, "--out", str(out)).returncode == 0
     before = pd.read_csv(out / "metrics.csv")
-    assert cli.run_main([*args, "--centralised", "--resume", "--out", str(out)]) == 0
+    added = cli_here(*args, "--centralised", "--resume", "--out", str(out))
+    assert added.returncode == 0, added.stderr[-2000:]
     got = pd.read_csv(out / "metrics.csv")
     pd.testing.assert_frame_equal(got[got.algorithm == "FedAvg"], before)   # not retrained
     want = pd.read_csv(tmp_path / "both" / "metrics.csv").drop(columns=["round_seconds"])
@@ -263,15 +261,13 @@ def test_resume_adds_the_centralised_bound_to_a_finished_run(tmp_path):
     assert "Centralised" in strict_json(out / "summary.json")["algorithms"]
 
 
-def test_resume_refuses_fewer_rounds_than_already_trained(tmp_path, capfd):
+def test_resume_refuses_fewer_rounds_than_already_trained(tmp_path, cli_here):
     """--num-rounds may grow on resume, not shrink: a run with 3 rounds done resumed at 2 is
-    refused (it would keep round 3 and report a 3-round run as a 2-round one). In this
-    process: ``run``'s own entry point, without two more TensorFlow start-ups."""
-    from tffre import cli
+    refused (it would keep round 3 and report a 3-round run as a 2-round one)."""
     out = tmp_path / "o"
-    assert cli.run_main([*SMALL, "--num-rounds", "3", "--out", str(out)]) == 0
-    capfd.readouterr()
-    assert cli.run_main([*SMALL, "--num-rounds", "2", "--resume", "--out", str(out)]) == 2
-    assert "already holds 3 rounds of FedAvg, more than --num-rounds 2" in capfd.readouterr().err
+    assert cli_here("run", *SMALL, "--num-rounds", "3", "--out", str(out)).returncode == 0
+    proc = cli_here("run", *SMALL, "--num-rounds", "2", "--resume", "--out", str(out))
+    assert proc.returncode == 2
+    assert "already holds 3 rounds of FedAvg, more than --num-rounds 2" in proc.stderr
     assert len(pd.read_csv(out / "metrics.csv")) == 3               # nothing lost
     assert json.loads((out / "config.json").read_text())["num_rounds"] == 3   # nor rewritten

@@ -28,9 +28,10 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.fixture
 def cli_here(capfd):
     """``python -m tffre ARGS`` run in this process: :func:`tffre.cli.main`, the entry point
-    ``python -m tffre`` calls, without a process and its TensorFlow imports per call. Returns a ``subprocess.CompletedProcess`` with the exit code and
-    what it printed. Tests of the process itself (a kill, what it imports, the task's
-    environment set before TensorFlow loads) start one instead."""
+    ``python -m tffre`` calls, without a process and its TensorFlow imports per call.
+    Returns a ``subprocess.CompletedProcess`` with the exit code and what it printed. Tests
+    of the process itself (a kill, what it imports, the task's environment set before
+    TensorFlow loads) start one instead."""
     import subprocess
     from tffre import cli
 

@@ -96,8 +96,9 @@ class Round:
         unchanged). A client needs them once, so they are counted at its first round only,
         as a deployment sends them (:func:`tffre.execution.split_round.constant_extras`)."""
         from tffre.types_util import spec_nbytes
+        extras = self.trainer.definition.constant_extras
         return spec_nbytes([self.model_spec.non_trainable[i] for i in self.constant]
-                           + [self.extras_spec[k] for k in self.trainer.definition.constant_extras])
+                           + [self.extras_spec[k] for k in extras])
 
     def with_model(self, state, weights):
         """``state`` with its model weights replaced (the same structure)."""

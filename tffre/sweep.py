@@ -20,7 +20,7 @@ def run_preset(preset, out, *, prog, rerun=False):
     """Runs ``python -m tffre run`` with ``preset`` into ``out`` and returns its summary.
 
     A run that finished before (its ``summary.json`` exists) is read back unless ``rerun`` or
-    the settings it was made with show other settings (:func:`_same_settings`);
+    the settings its summary records differ from the preset's (:func:`_same_settings`);
     a run cut short (its ``metrics.csv`` but no summary) is resumed from its last checkpoint
     when its options are the same, else overwritten, as is any other content of ``out``.
     SystemExit when the run fails.

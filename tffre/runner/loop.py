@@ -21,8 +21,8 @@ from tqdm.auto import tqdm
 
 from tffre import registry
 from tffre.definition import TaskContext
-from tffre.jsonio import write_json
 from tffre.evaluation import EVALUATORS, evaluate_state, make_evaluator
+from tffre.jsonio import write_json
 from tffre.runner import privacy, processes
 from tffre.runner.centralised import CENTRALISED, epochs_of, run_centralised
 from tffre.runner.checkpoints import restore_state, saved_state

@@ -1,0 +1,261 @@
+"""FedAvgT, FedLC and the centralised bound in PyTorch, at the papers' scale, for a GPU
+machine that has no TensorFlow.
+
+    python fedavg.py --ref REF --out OUT --jobs fedavgt@alpha0.5,fedavgt@alpha0.05,centralised
+        [--seeds 0,1,2] [--rounds 50] [--lr 5e-5] [--batch 8] [--deadline 480]
+
+This is *not* tffre: it is an independent transcription of three of its rows, written so that
+the papers' scale (full fine-tuning of every layer, FedCMC's 50 rounds at batch 8 and Adam
+5e-5) can be measured on the GPU machines lent to this project, whose image holds PyTorch
+and no TensorFlow (docs/real-corpora.md, "At the papers' scale on a GPU"). It reads what
+`export.py` wrote with tffre's own data path (the same examples, dev slice, entity markers
+and client splits as a tffre run of each seed) and mirrors tffre's choices:
+
+* the model: the encoder's last hidden states, FedCMC Eq. 1's h = (sum of e1's word
+  pieces) ⊕ (sum of e2's), dropout 0.1 and one linear classifier (Glorot-uniform kernel,
+  zero bias, as Keras's Dense); the added marker tokens get N(0, 0.02) rows, as the TF
+  encoder's initializer gives them;
+* FedAvgT (FedCMC's FedAvg baseline): every client every round, a fresh Adam (Keras's
+  epsilon 1e-7) for one local epoch over its shuffled examples, and the server's mean of
+  the client models weighted by their example counts;
+* FedLC: the same, with the loss on z_c - tau * max(n_c, 1)^(-1/4) (tffre.algorithms.fedlc);
+* centralised: one Adam over the union of the clients' examples, one epoch a "round";
+* the figure: test F1 at the round of best dev F1 (first best), the relation F1 of
+  `tffre.metrics` (micro over the classes other than the negative one).
+
+Each (job, seed) runs in its own process, all at once: a model this small is bound by
+kernel launches, so several processes fill one GPU better than one. Every round appends one
+JSON line to OUT/rounds.jsonl, so a run cut by its deadline still reports the rounds it
+finished; `--deadline` stops a process before a round it has no time left for.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+# "cuda" on the GPU machine; a CPU runs the same code for a smoke test (--device cpu).
+DEVICE = "cuda"
+
+
+def relation_f1(y_true, y_pred, negative_label=0):
+    """Micro F1 over the classes other than ``negative_label`` (the positive class's F1 for a
+    binary set), as tffre.metrics.relation_f1."""
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    tp = np.sum((y_pred == y_true) & (y_true != negative_label))
+    predicted = np.sum(y_pred != negative_label)
+    gold = np.sum(y_true != negative_label)
+    if tp == 0:
+        return 0.0
+    precision, recall = tp / predicted, tp / gold
+    return float(2 * precision * recall / (precision + recall))
+
+
+def build(encoder_dir, vocab_size, num_labels, seed):
+    """The relation model (see the module docstring) on the GPU, in float32."""
+    import torch
+    from transformers import BertModel
+
+    class RelationModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = BertModel.from_pretrained(encoder_dir, add_pooling_layer=False)
+            self.encoder.float()   # the weights may travel as float16
+            old = self.encoder.get_input_embeddings().weight.shape[0]
+            if vocab_size > old:
+                self.encoder.resize_token_embeddings(vocab_size, mean_resizing=False)
+                with torch.no_grad():
+                    self.encoder.get_input_embeddings().weight[old:].normal_(0.0, 0.02)
+            hidden = self.encoder.config.hidden_size
+            self.dropout = torch.nn.Dropout(0.1)
+            self.classifier = torch.nn.Linear(2 * hidden, num_labels)
+            torch.nn.init.xavier_uniform_(self.classifier.weight)
+            torch.nn.init.zeros_(self.classifier.bias)
+
+        def forward(self, packed):
+            hidden = self.encoder(input_ids=packed[:, 0], attention_mask=packed[:, 1]
+                                  ).last_hidden_state
+            entities = torch.matmul(packed[:, 2:4].float(), hidden)   # [b, 2, H]: the sums
+            return self.classifier(self.dropout(entities.flatten(1)))
+
+    torch.manual_seed(seed)
+    return RelationModel().to(DEVICE)
+
+
+def run_one(args):
+    """One (job, seed): trains, evaluates every round, appends to OUT/rounds.jsonl."""
+    import torch
+    start = time.perf_counter()
+    algorithm, _, partition = args.one.partition("@")
+    data = np.load(os.path.join(args.ref, "data.npz"))
+    s, negative = args.seed, int(data["negative_label"])
+    # The inputs stay in host memory: each batch is cut to its longest row there, so no step
+    # waits on the GPU to learn its length.
+    x = {n: data[f"s{s}_{n}_x"].astype(np.int64) for n in ("train", "dev", "test")}
+    y = {n: data[f"s{s}_{n}_y"].astype(np.int64) for n in ("train", "dev", "test")}
+    num_labels = len(data["labels"])
+    if args.limit:   # a smoke test: the first examples of each split
+        x = {n: v[:args.limit] for n, v in x.items()}
+        y = {n: v[:args.limit] for n, v in y.items()}
+    if algorithm == "centralised":
+        clients = [np.arange(len(y["train"]))]
+    else:
+        index, offsets = data[f"s{s}_{partition}_index"], data[f"s{s}_{partition}_offsets"]
+        clients = [index[offsets[k]:offsets[k + 1]] for k in range(len(offsets) - 1)]
+        clients = [c[c < len(y["train"])] for c in clients]   # --limit
+    lengths = {n: v[:, 1].sum(1) for n, v in x.items()}
+
+    def batch(name, rows):
+        packed = x[name][rows, :, :max(int(lengths[name][rows].max()), 1)]
+        return (torch.from_numpy(packed).to(DEVICE, non_blocking=True),
+                torch.from_numpy(y[name][rows]).to(DEVICE, non_blocking=True))
+    torch.backends.cuda.matmul.allow_tf32 = True
+    model = build(os.path.join(args.ref, "encoder"), int(data["vocab_size"]), num_labels, s)
+    params = [p for p in model.parameters() if p.requires_grad]
+    generator = np.random.default_rng(s)
+    persistent = torch.optim.Adam(params, lr=args.lr, eps=1e-7, fused=DEVICE == "cuda") \
+        if algorithm == "centralised" else None
+
+    def local_epoch(rows, optimizer, margins):
+        model.train()
+        rows = generator.permutation(rows)
+        for i in range(0, len(rows), args.batch):
+            inputs, labels = batch("train", rows[i:i + args.batch])
+            logits = model(inputs)
+            if margins is not None:
+                logits = logits - margins
+            loss = torch.nn.functional.cross_entropy(logits, labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+    @torch.no_grad()
+    def predict(name):
+        model.eval()
+        order = np.argsort(lengths[name], kind="stable")   # similar lengths batch together
+        out = np.empty(len(order), np.int64)
+        for i in range(0, len(order), 256):
+            rows = order[i:i + 256]
+            out[rows] = model(batch(name, rows)[0]).argmax(-1).cpu().numpy()
+        return out
+
+    log = open(os.path.join(args.out, "rounds.jsonl"), "a", buffering=1)
+    last = 0.0
+    for round_num in range(1, args.rounds + 1):
+        if time.perf_counter() - start + 1.2 * last > args.deadline:
+            break
+        began = time.perf_counter()
+        if algorithm == "centralised":
+            local_epoch(clients[0], persistent, None)
+        else:
+            start_state = [p.detach().clone() for p in params]
+            total = [torch.zeros_like(p) for p in params]
+            weight = 0
+            for rows in (c for c in clients if len(c)):
+                with torch.no_grad():
+                    for p, p0 in zip(params, start_state):
+                        p.copy_(p0)
+                margins = None
+                if algorithm == "fedlc":
+                    counts = np.bincount(y["train"][rows], minlength=num_labels)
+                    margins = torch.tensor(args.tau * np.maximum(counts, 1) ** -0.25,
+                                           dtype=torch.float32).to(DEVICE)
+                optimizer = torch.optim.Adam(params, lr=args.lr, eps=1e-7,
+                                             fused=DEVICE == "cuda")
+                local_epoch(rows, optimizer, margins)
+                with torch.no_grad():
+                    for t, p in zip(total, params):
+                        t.add_(p, alpha=float(len(rows)))
+                weight += len(rows)
+            with torch.no_grad():
+                for p, t in zip(params, total):
+                    p.copy_(t / weight)
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
+        last = time.perf_counter() - began
+        f1 = {n: relation_f1(y[n], predict(n), negative) for n in ("dev", "test")}
+        log.write(json.dumps({"job": args.one, "seed": s, "round": round_num,
+                              "dev_f1": f1["dev"], "test_f1": f1["test"],
+                              "round_seconds": round(last, 2),
+                              "peak_gpu_mib": round(torch.cuda.max_memory_allocated() / 2**20)
+                              if DEVICE == "cuda" else 0,
+                              "clients": len(clients)}) + "\n")
+
+
+def summarise(path, jobs, seeds):
+    """{job: figures}: test F1 at best dev (mean, sd, per seed), rounds reached, seconds a
+    round, peak GPU memory, from OUT/rounds.jsonl."""
+    rows = [json.loads(line) for line in open(path)] if os.path.exists(path) else []
+    table = {}
+    for job in jobs:
+        per_seed = {}
+        for s in seeds:
+            mine = [r for r in rows if r["job"] == job and r["seed"] == s]
+            if mine:
+                best = max(mine, key=lambda r: r["dev_f1"])   # max() keeps the first best
+                per_seed[s] = {"test_f1": best["test_f1"], "round": best["round"],
+                               "rounds": len(mine), "max_test_f1": max(r["test_f1"] for r in mine),
+                               "round_seconds": float(np.median([r["round_seconds"]
+                                                                 for r in mine])),
+                               "peak_gpu_mib": max(r["peak_gpu_mib"] for r in mine)}
+        f1 = [v["test_f1"] for v in per_seed.values()]
+        table[job] = {"mean": float(np.mean(f1)) if f1 else None,
+                      "sd": float(np.std(f1, ddof=1)) if len(f1) > 1 else None,
+                      "seeds": per_seed}
+    return table
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ref", required=True, help="export.py's folder")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--jobs", default="fedavgt@alpha0.5,fedavgt@alpha0.05,centralised",
+                        help="ALGORITHM@PARTITION (fedavgt, fedlc) or centralised, comma-separated")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--tau", type=float, default=1.0, help="FedLC's calibration")
+    parser.add_argument("--deadline", type=float, default=480.0,
+                        help="seconds after which a process starts no new round")
+    parser.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke test")
+    parser.add_argument("--limit", type=int, default=0,
+                        help="a smoke test: the first N examples of each split (0: all)")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    global DEVICE
+    DEVICE = args.device
+    os.makedirs(args.out, exist_ok=True)
+    if args.one:
+        return run_one(args)
+    jobs, seeds = args.jobs.split(","), [int(s) for s in args.seeds.split(",")]
+    began = time.perf_counter()
+    common = ["--ref", args.ref, "--out", args.out, "--rounds", str(args.rounds),
+              "--lr", str(args.lr), "--batch", str(args.batch), "--tau", str(args.tau),
+              "--deadline", str(args.deadline), "--device", args.device,
+              "--limit", str(args.limit)]
+    procs = [subprocess.Popen([sys.executable, __file__, "--one", job, "--seed", str(s)]
+                              + common) for job in jobs for s in seeds]
+    codes = [p.wait() for p in procs]
+    table = summarise(os.path.join(args.out, "rounds.jsonl"), jobs, seeds)
+    report = {"seconds": round(time.perf_counter() - began), "exit_codes": codes,
+              "scale": {"rounds": args.rounds, "lr": args.lr, "batch": args.batch,
+                        "processes": len(procs)}, "jobs": table}
+    with open(os.path.join(args.out, "summary.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    for job, fig in table.items():
+        seeds_text = ", ".join(f"{v['test_f1']:.3f} (round {v['round']} of {v['rounds']})"
+                               for v in fig["seeds"].values())
+        sd = f" ± {fig['sd']:.3f}" if fig["sd"] is not None else ""
+        mean = f"{fig['mean']:.3f}{sd}" if fig["mean"] is not None else "no round finished"
+        print(f"{job}: test F1 at best dev {mean}; {seeds_text}")
+    print(f"{len(procs)} processes in {report['seconds']} s; exit codes {codes}")
+    return 0 if not any(codes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

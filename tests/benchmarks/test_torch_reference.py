@@ -1,0 +1,60 @@
+"""benchmarks/torch_reference: the export a GPU machine without TensorFlow trains on, and the
+transcription's F1 (the training itself needs PyTorch, which this project does not install:
+docs/real-corpora.md, "At the papers' scale on a GPU")."""
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "benchmarks", "torch_reference"))
+import export  # noqa: E402
+import fedavg  # noqa: E402
+
+FOLD = os.path.join(HERE, "..", "fixtures", "gad_fold")
+
+
+@pytest.mark.parametrize("labels", [2, 5])
+def test_relation_f1_is_sklearns_micro_f1_without_the_negative_class(labels):
+    from sklearn.metrics import f1_score
+    rng = np.random.default_rng(labels)
+    y_true, y_pred = rng.integers(0, labels, 200), rng.integers(0, labels, 200)
+    expected = f1_score(y_true, y_pred, labels=list(range(1, labels)), average="micro")
+    assert fedavg.relation_f1(y_true, y_pred, negative_label=0) == pytest.approx(expected)
+    assert fedavg.relation_f1(y_true, np.zeros_like(y_pred)) == 0.0
+
+
+def test_export_writes_every_seeds_splits_and_clients(tmp_path):
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+    from tffre.text.relation_tokenizer import default_encoder_dir
+    export.main(["--data", FOLD, "--out", str(tmp_path), "--seeds", "0,1", "--alphas", "0.5",
+                 "--iid", "--clients", "2", "--max-len", "32", "--half"])
+    data = np.load(tmp_path / "data.npz")
+    with open(os.path.join(FOLD, "train.tsv")) as f:
+        fold_train = sum(1 for line in f if line.strip())
+    for seed in (0, 1):
+        n = len(data[f"s{seed}_train_y"])
+        # The seeded dev slice comes out of train.tsv; test.tsv is kept (header dropped).
+        assert n + len(data[f"s{seed}_dev_y"]) == fold_train
+        assert len(data[f"s{seed}_test_y"]) == 2
+        assert data[f"s{seed}_train_x"].shape == (n, 4, 32)
+        for part in ("alpha0.5", "iid"):
+            index, offsets = data[f"s{seed}_{part}_index"], data[f"s{seed}_{part}_offsets"]
+            assert len(offsets) == 3 and offsets[-1] == n
+            assert sorted(index) == list(range(n))   # each training row on one client
+    assert int(data["vocab_size"]) > 30522   # the added entity markers
+    summary = json.loads((tmp_path / "export.json").read_text())
+    assert summary["weights"] == "float16" and summary["clients"] == 2
+    original = load_file(os.path.join(default_encoder_dir(), "model.safetensors"))
+    half = load_file(tmp_path / "encoder" / "model.safetensors")
+    assert set(half) == set(original)
+    name = "embeddings.word_embeddings.weight"
+    assert half[name].dtype == np.float16
+    np.testing.assert_allclose(half[name].astype(np.float32), original[name], rtol=1e-3,
+                               atol=1e-4)
+    with safe_open(tmp_path / "encoder" / "model.safetensors", "np") as f:
+        assert f.metadata() == {"format": "pt"}   # what transformers needs to read it

@@ -37,21 +37,21 @@ import time
 
 import numpy as np
 
+# The repository root, for tffre.metrics (the script runs as benchmarks/torch_reference/fedavg.py).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
 # "cuda" on the GPU machine; a CPU runs the same code for a smoke test (--device cpu).
 DEVICE = "cuda"
 
 
 def relation_f1(y_true, y_pred, negative_label=0):
-    """Micro F1 over the classes other than ``negative_label`` (the positive class's F1 for a
-    binary set), as tffre.metrics.relation_f1."""
-    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
-    tp = np.sum((y_pred == y_true) & (y_true != negative_label))
-    predicted = np.sum(y_pred != negative_label)
-    gold = np.sum(y_true != negative_label)
-    if tp == 0:
-        return 0.0
-    precision, recall = tp / predicted, tp / gold
-    return float(2 * precision * recall / (precision + recall))
+    """The relation F1 of ``tffre.metrics.relation_f1`` (micro over the classes other than
+    ``negative_label``; the positive class's F1 for a binary set), so the transcription's
+    figures are scored exactly as tffre's. tffre.metrics needs numpy, pandas, scikit-learn
+    and psutil, not TensorFlow, so it imports on the GPU image."""
+    from tffre.metrics import relation_f1 as tffre_relation_f1
+    return tffre_relation_f1(np.asarray(y_true).tolist(), np.asarray(y_pred).tolist(),
+                             negative_label=negative_label)["f1"]
 
 
 def build(encoder_dir, vocab_size, num_labels, seed):

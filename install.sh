@@ -21,15 +21,16 @@ PYCHECK
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 "${PIP[@]}" install -q --upgrade "pip<25" "setuptools>=65,<76" wheel
-"${PIP[@]}" install -q -r requirements.txt
+# constraints.txt pins every package installed, the requirements' requirements included.
+"${PIP[@]}" install -q -c constraints.txt -r requirements.txt
 # The documentation site (mkdocs.yml; the suite builds it with --strict, tests/docs/test_site.py):
 # MkDocs, Material and mkdocstrings, pinned apart from the runtime set, none of whose pins
 # they change (requirements-docs.txt).
-"${PIP[@]}" install -q -r requirements-docs.txt
+"${PIP[@]}" install -q -c constraints.txt -r requirements-docs.txt
 if [ "${TFFRE_GPU:-0}" = "1" ]; then
     # tensorflow[and-cuda]==2.14.1 itself fails on Python 3.11 (its tensorrt pin has no
     # wheel), so install its CUDA libraries directly, then point the loader at them.
-    "${PIP[@]}" install -q -r requirements-gpu.txt
+    "${PIP[@]}" install -q -c constraints.txt -r requirements-gpu.txt
     LIBS=$("$VENV/bin/python" -c "import glob, os, nvidia; print(':'.join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], '*', 'lib')))))")
     if ! grep -q "tffre CUDA" "$VENV/bin/activate"; then
         printf '\n# tffre CUDA libraries (install.sh TFFRE_GPU=1)\nexport LD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"\n' "$LIBS" >> "$VENV/bin/activate"

@@ -29,7 +29,8 @@ Comparisons (``--only`` picks some):
 * ``feded-gad``: FedED against FedAvgT (100 clients, 10% per round, 20% of train as the
   server's set D_v, IID, as FedED's setting; also with the top 4 layers:
   ``--settings "iid top 4"``);
-* ``fedcb-gad``: FedCB against FedAvg (both with Adam), alpha 0.5;
+* ``fedcb-gad``: FedCB against FedAvg (both with Adam), alpha 0.5 (also with the top 4
+  layers, 20 rounds: ``--settings "alpha 0.5 top 4"``);
 * ``fedlcc-cdr``: FedLCC against FedAvg and FedAtt on CDR, structural-entropy and IID splits.
 
 Writes ``<out>/<comparison>.csv`` (one row per setting and algorithm), every run's folder

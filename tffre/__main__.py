@@ -2,6 +2,10 @@
 
 import sys
 
-from tffre.cli import main
+from tffre.deploy.launch import die_with_parent
+
+die_with_parent()     # a deployment's daemon: stop with the process that started it
+
+from tffre.cli import main  # noqa: E402  (after: a daemon whose parent died stops at once)
 
 sys.exit(main())

@@ -17,7 +17,7 @@
   FAB), and refuses a run whose app is not tffre's.
 * :class:`Daemon`: a started process in its own process group, stopped with its
   children (SIGTERM, then SIGKILL), and killed by the kernel if this process dies
-  first (``PR_SET_PDEATHSIG``).
+  first (``PR_SET_PDEATHSIG``, which the child asks for itself: :func:`die_with_parent`).
 """
 
 import contextlib
@@ -30,6 +30,7 @@ import sys
 import time
 
 POLL_VARIABLE = "TFFRE_FLOWER_POLL"
+PARENT_VARIABLE = "TFFRE_DIE_WITH_PARENT"
 CLIENT_APP = "tffre.deploy.client_app:app"
 SERVER_APP = "tffre.deploy.server_app:app"
 
@@ -45,6 +46,7 @@ def main(argv=None):
     if not argv:
         print("usage: python -m tffre.deploy.launch ENTRY_POINT [ARGS...]", file=sys.stderr)
         return 2
+    die_with_parent()
     sys.modules["tensorflow"] = None   # import tensorflow -> ModuleNotFoundError: flwr skips it
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     entry_point = argv[0]
@@ -67,10 +69,21 @@ def main(argv=None):
     return found[0].load()() or 0
 
 
-def _die_with_parent():
-    """In the child, before exec: the kernel sends SIGTERM when the parent dies."""
+def die_with_parent():
+    """In a :class:`Daemon`'s process, first thing: asks the kernel for SIGTERM when the
+    process that started it dies (``PR_SET_PDEATHSIG``); SIGTERM at once if it already has.
+
+    Done here rather than in a ``preexec_fn``: Python code run between fork and exec in a
+    threaded parent (TensorFlow's, gRPC's, pytest's) can crash the child before it starts
+    (CI saw a segfault and, with filelock 4.3's fork hook, an abort there).
+    """
+    parent = os.environ.pop(PARENT_VARIABLE, None)
+    if not parent:
+        return
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+    if str(os.getppid()) != parent:        # the parent died before the prctl
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 class Daemon:
@@ -87,11 +100,12 @@ class Daemon:
         self.command = list(command)   # to start it again
         self.log_path = log
         out = open(log, "ab") if log else None
-        environment = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", **(env or {})}
+        environment = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", **(env or {}),
+                       PARENT_VARIABLE: str(os.getpid())}
         try:
             self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT if out
                                             else None, env=environment,
-                                            start_new_session=True, preexec_fn=_die_with_parent)
+                                            start_new_session=True)
         finally:
             if out is not None:
                 out.close()

@@ -1,10 +1,10 @@
-"""FedAvgT, FedLC and the centralised bound in PyTorch, at the papers' scale, for a GPU
-machine that has no TensorFlow.
+"""FedCMC's Table 2 rows (FedAvgT, FedLC, FedRS, MOON, FedCMC) and the centralised bound in
+PyTorch, at the papers' scale, for a GPU machine that has no TensorFlow.
 
-    python fedavg.py --ref REF --out OUT --jobs fedavgt@alpha0.5,fedavgt@alpha0.05,centralised
+    python fedavg.py --ref REF --out OUT --jobs fedavgt@alpha0.5,fedcmc@alpha0.05,centralised
         [--seeds 0,1,2] [--rounds 50] [--lr 5e-5] [--batch 8] [--deadline 480]
 
-This is *not* tffre: it is an independent transcription of three of its rows, written so that
+This is *not* tffre: it is an independent transcription of six of its rows, written so that
 the papers' scale (full fine-tuning of every layer, FedCMC's 50 rounds at batch 8 and Adam
 5e-5) can be measured on the GPU machines lent to this project, whose image holds PyTorch
 and no TensorFlow (docs/real-corpora.md, "At the papers' scale on a GPU"). It reads what
@@ -19,6 +19,18 @@ and client splits as a tffre run of each seed) and mirrors tffre's choices:
   epsilon 1e-7) for one local epoch over its shuffled examples, and the server's mean of
   the client models weighted by their example counts;
 * FedLC: the same, with the loss on z_c - tau * max(n_c, 1)^(-1/4) (tffre.algorithms.fedlc);
+* FedRS: the same, with the loss on s_c * z_c, s_c = 1 for a class the client holds and
+  0.5 for one it lacks (the paper's binary form, tffre.algorithms.fedrs's default);
+* MOON: the same plus mu = 1 times the mean over the batch of
+  softplus((cos(h, h_prev) - cos(h, h_glob)) / 0.5), h_glob from the broadcast model and
+  h_prev from the client's own model of its last round, both in inference mode and without
+  gradient; 0 in a client's first round (tffre.algorithms.moon);
+* FedCMC: the same plus mu = 1 times the batch mean of -log softmax(h · Θ̂^T)_y with Θ̂
+  constant (FedCMC Eq. 14-15); after its epoch a client scores its classifier rows,
+  d_c = mean over i != c of cos(Θ_c, Θ_i) (Eq. 10), and the server sets each Θ̂_c to the
+  row of the client with the smallest d_c (Eq. 12-13; ties: the smaller row
+  lexicographically, then the first client); Θ̂^0 is the initial classifier
+  (tffre.algorithms.fedcmc);
 * centralised: one Adam over the union of the clients' examples, one epoch a "round";
 * the figure: test F1 at the round of best dev F1 (first best), the relation F1 of
   `tffre.metrics` (micro over the classes other than the negative one).
@@ -75,14 +87,65 @@ def build(encoder_dir, vocab_size, num_labels, seed):
             torch.nn.init.xavier_uniform_(self.classifier.weight)
             torch.nn.init.zeros_(self.classifier.bias)
 
-        def forward(self, packed):
+        def features(self, packed):
+            """h of FedCMC Eq. 1, [b, 2H]: tffre's ``features`` output (before dropout)."""
             hidden = self.encoder(input_ids=packed[:, 0], attention_mask=packed[:, 1]
                                   ).last_hidden_state
-            entities = torch.matmul(packed[:, 2:4].float(), hidden)   # [b, 2, H]: the sums
-            return self.classifier(self.dropout(entities.flatten(1)))
+            return torch.matmul(packed[:, 2:4].float(), hidden).flatten(1)   # the sums
+
+        def forward(self, packed, with_features=False):
+            features = self.features(packed)
+            logits = self.classifier(self.dropout(features))
+            return (features, logits) if with_features else logits
 
     torch.manual_seed(seed)
     return RelationModel().to(DEVICE)
+
+
+ALGORITHMS = ("fedavgt", "fedlc", "fedrs", "moon", "fedcmc")
+
+
+def local_loss(algorithm, features, logits, labels, *, margins=None, scales=None, vectors=None,
+               z_glob=None, z_prev=None, mu=1.0, moon_tau=0.5, cmc_tau=1.0):
+    """One batch's client objective (the module docstring's list), a scalar tensor.
+
+    ``margins`` (FedLC) and ``scales`` (FedRS) are [C]; ``vectors`` (FedCMC's Θ̂) is [C, 2H];
+    ``z_glob`` and ``z_prev`` (MOON) are the frozen models' features, ``z_prev`` None in a
+    client's first round."""
+    import torch
+    import torch.nn.functional as F
+    if algorithm == "fedlc":
+        logits = logits - margins
+    elif algorithm == "fedrs":
+        logits = logits * scales
+    loss = F.cross_entropy(logits, labels)
+    if algorithm == "moon" and z_prev is not None:
+        # MOON's l_con, -log(e^{s_g/tau} / (e^{s_g/tau} + e^{s_p/tau})), as a softplus
+        s_glob = F.cosine_similarity(features, z_glob, dim=-1)
+        s_prev = F.cosine_similarity(features, z_prev, dim=-1)
+        loss = loss + mu * F.softplus((s_prev - s_glob) / moon_tau).mean()
+    elif algorithm == "fedcmc":
+        loss = loss + mu * F.cross_entropy(features @ vectors.detach().T / cmc_tau, labels)
+    return loss
+
+
+def local_similarity(rows):
+    """FedCMC Eq. 10 in numpy: [C, D] class vectors -> [C], the mean cosine of each row to the
+    others (a zero row: cosine 0)."""
+    rows = np.asarray(rows, np.float64)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    unit = rows / np.where(norms > 0, norms, 1.0)
+    cos = unit @ unit.T
+    return (cos.sum(1) - np.diag(cos)) / max(len(rows) - 1, 1)
+
+
+def major_vectors(client_rows):
+    """FedCMC Eq. 12-13: for each class, the row of the client whose score d_c (Eq. 10) is
+    the smallest; ties go to the smaller row lexicographically, then the first client.
+    ``client_rows``: K arrays [C, D]. Returns [C, D]."""
+    scores = [local_similarity(r) for r in client_rows]
+    return np.stack([min(((scores[k][c], tuple(r[c]), k) for k, r in enumerate(client_rows)))[1]
+                     for c in range(len(client_rows[0]))]).astype(np.float32)
 
 
 def run_one(args):
@@ -90,6 +153,8 @@ def run_one(args):
     import torch
     start = time.perf_counter()
     algorithm, _, partition = args.one.partition("@")
+    if algorithm not in ALGORITHMS + ("centralised",):
+        raise SystemExit(f"unknown algorithm {algorithm!r}: one of {ALGORITHMS} or centralised")
     data = np.load(os.path.join(args.ref, "data.npz"))
     s, negative = args.seed, int(data["negative_label"])
     # The inputs stay in host memory: each batch is cut to its longest row there, so no step
@@ -118,16 +183,32 @@ def run_one(args):
     generator = np.random.default_rng(s)
     persistent = torch.optim.Adam(params, lr=args.lr, eps=1e-7, fused=DEVICE == "cuda") \
         if algorithm == "centralised" else None
+    # FedCMC's Θ̂ (Θ̂^0: the initial classifier, Algorithm 1 line 2); MOON's frozen copies
+    # (inference mode: no dropout) and each client's model of its last round (on the device).
+    vectors = model.classifier.weight.detach().clone() if algorithm == "fedcmc" else None
+    global_copy = previous_copy = None
+    previous_state = {}
+    if algorithm == "moon":
+        import copy
+        assert len(params) == len(list(model.parameters())), "the copies pair by position"
+        global_copy, previous_copy = copy.deepcopy(model).eval(), copy.deepcopy(model).eval()
+        for p in list(global_copy.parameters()) + list(previous_copy.parameters()):
+            p.requires_grad_(False)
 
-    def local_epoch(rows, optimizer, margins):
+    def local_epoch(rows, optimizer, extra):
         model.train()
         rows = generator.permutation(rows)
         for i in range(0, len(rows), args.batch):
             inputs, labels = batch("train", rows[i:i + args.batch])
-            logits = model(inputs)
-            if margins is not None:
-                logits = logits - margins
-            loss = torch.nn.functional.cross_entropy(logits, labels)
+            features, logits = model(inputs, with_features=True)
+            frozen = {}
+            if algorithm == "moon" and extra.get("previous") is not None:
+                with torch.no_grad():
+                    frozen = {"z_glob": global_copy.features(inputs),
+                              "z_prev": extra["previous"].features(inputs)}
+            loss = local_loss(algorithm, features, logits, labels,
+                              margins=extra.get("margins"), scales=extra.get("scales"),
+                              vectors=vectors, **frozen)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -149,30 +230,50 @@ def run_one(args):
             break
         began = time.perf_counter()
         if algorithm == "centralised":
-            local_epoch(clients[0], persistent, None)
+            local_epoch(clients[0], persistent, {})
         else:
             start_state = [p.detach().clone() for p in params]
             total = [torch.zeros_like(p) for p in params]
-            weight = 0
-            for rows in (c for c in clients if len(c)):
+            weight, client_rows = 0, []
+            if global_copy is not None:
+                with torch.no_grad():
+                    for g, p0 in zip(global_copy.parameters(), start_state):
+                        g.copy_(p0)
+            for k, rows in enumerate(clients):
+                if not len(rows):
+                    continue
                 with torch.no_grad():
                     for p, p0 in zip(params, start_state):
                         p.copy_(p0)
-                margins = None
+                counts = np.bincount(y["train"][rows], minlength=num_labels)
+                extra = {}
                 if algorithm == "fedlc":
-                    counts = np.bincount(y["train"][rows], minlength=num_labels)
-                    margins = torch.tensor(args.tau * np.maximum(counts, 1) ** -0.25,
-                                           dtype=torch.float32).to(DEVICE)
+                    extra["margins"] = torch.tensor(args.tau * np.maximum(counts, 1) ** -0.25,
+                                                    dtype=torch.float32).to(DEVICE)
+                elif algorithm == "fedrs":
+                    extra["scales"] = torch.tensor(np.where(counts > 0, 1.0, args.restriction),
+                                                   dtype=torch.float32).to(DEVICE)
+                elif algorithm == "moon" and k in previous_state:
+                    with torch.no_grad():
+                        for q, p in zip(previous_copy.parameters(), previous_state[k]):
+                            q.copy_(p)
+                    extra["previous"] = previous_copy
                 optimizer = torch.optim.Adam(params, lr=args.lr, eps=1e-7,
                                              fused=DEVICE == "cuda")
-                local_epoch(rows, optimizer, margins)
+                local_epoch(rows, optimizer, extra)
                 with torch.no_grad():
                     for t, p in zip(total, params):
                         t.add_(p, alpha=float(len(rows)))
+                    if algorithm == "moon":
+                        previous_state[k] = [p.detach().clone() for p in params]
+                    if algorithm == "fedcmc":
+                        client_rows.append(model.classifier.weight.detach().cpu().numpy())
                 weight += len(rows)
             with torch.no_grad():
                 for p, t in zip(params, total):
                     p.copy_(t / weight)
+            if algorithm == "fedcmc":
+                vectors = torch.from_numpy(major_vectors(client_rows)).to(DEVICE)
         if DEVICE == "cuda":
             torch.cuda.synchronize()
         last = time.perf_counter() - began
@@ -213,12 +314,15 @@ def main(argv=None):
     parser.add_argument("--ref", required=True, help="export.py's folder")
     parser.add_argument("--out", required=True)
     parser.add_argument("--jobs", default="fedavgt@alpha0.5,fedavgt@alpha0.05,centralised",
-                        help="ALGORITHM@PARTITION (fedavgt, fedlc) or centralised, comma-separated")
+                        help="ALGORITHM@PARTITION (fedavgt, fedlc, fedrs, moon, fedcmc) or "
+                        "centralised, comma-separated")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--tau", type=float, default=1.0, help="FedLC's calibration")
+    parser.add_argument("--restriction", type=float, default=0.5,
+                        help="FedRS's scale of a class the client lacks")
     parser.add_argument("--deadline", type=float, default=480.0,
                         help="seconds after which a process starts no new round")
     parser.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke test")
@@ -236,6 +340,7 @@ def main(argv=None):
     began = time.perf_counter()
     common = ["--ref", args.ref, "--out", args.out, "--rounds", str(args.rounds),
               "--lr", str(args.lr), "--batch", str(args.batch), "--tau", str(args.tau),
+              "--restriction", str(args.restriction),
               "--deadline", str(args.deadline), "--device", args.device,
               "--limit", str(args.limit)]
     procs = [subprocess.Popen([sys.executable, __file__, "--one", job, "--seed", str(s)]

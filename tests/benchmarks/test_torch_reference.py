@@ -58,3 +58,57 @@ def test_export_writes_every_seeds_splits_and_clients(tmp_path):
                                atol=1e-4)
     with safe_open(tmp_path / "encoder" / "model.safetensors", "np") as f:
         assert f.metadata() == {"format": "pt"}   # what transformers needs to read it
+
+
+def _softmax_ce(logits, labels):
+    """Mean -log softmax(logits)_y in numpy."""
+    z = logits - logits.max(1, keepdims=True)
+    log_p = z - np.log(np.exp(z).sum(1, keepdims=True))
+    return float(-log_p[np.arange(len(labels)), labels].mean())
+
+
+def test_major_vectors_is_fedcmcs_rule():
+    """The transcription's Eq. 10-13 against tffre's numpy rule and a hand-computed case."""
+    from tffre.algorithms.fedcmc import local_similarity, select_major_vectors
+    rng = np.random.default_rng(3)
+    clients = [rng.normal(size=(3, 5)).astype(np.float32) for _ in range(4)]
+    np.testing.assert_allclose(fedavg.local_similarity(clients[0]), local_similarity(clients[0]))
+    np.testing.assert_array_equal(fedavg.major_vectors(clients), select_major_vectors(clients)[0])
+    # By hand: client 0's rows are orthogonal (d = 0 for both classes), client 1's parallel
+    # (d = 1): client 0 supplies both vectors.
+    a, b = np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([[1.0, 1.0], [2.0, 2.0]])
+    np.testing.assert_array_equal(fedavg.major_vectors([b, a]), a)
+    # A tie (2a has a's cosines): the smaller row lexicographically.
+    np.testing.assert_array_equal(fedavg.major_vectors([2.0 * a, a]), a)
+
+
+@pytest.mark.parametrize("algorithm", ["fedavgt", "fedlc", "fedrs", "moon", "fedcmc"])
+def test_local_loss_is_each_objective_in_numpy(algorithm):
+    """Each row's client objective against its formula written here in numpy (the module
+    docstring's list; MOON as the paper's -log of the two-way softmax, not a softplus)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    batch, classes, dim = 6, 3, 4
+    features, logits = rng.normal(size=(batch, dim)), rng.normal(size=(batch, classes))
+    labels = rng.integers(0, classes, batch)
+    z_glob, z_prev = rng.normal(size=(batch, dim)), rng.normal(size=(batch, dim))
+    vectors, margins = rng.normal(size=(classes, dim)), rng.uniform(0.1, 1.0, classes)
+    scales = np.array([1.0, 0.5, 1.0])
+    def t(a):
+        return torch.tensor(a, dtype=torch.float64)
+    got = fedavg.local_loss(algorithm, t(features), t(logits), torch.tensor(labels),
+                            margins=t(margins), scales=t(scales), vectors=t(vectors),
+                            z_glob=t(z_glob), z_prev=t(z_prev)).item()
+    adjusted = {"fedlc": logits - margins, "fedrs": logits * scales}.get(algorithm, logits)
+    expected = _softmax_ce(adjusted, labels)
+    if algorithm == "moon":
+        def cos(a, b):
+            return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+        e_glob, e_prev = np.exp(cos(features, z_glob) / 0.5), np.exp(cos(features, z_prev) / 0.5)
+        expected += float(np.mean(-np.log(e_glob / (e_glob + e_prev))))
+    if algorithm == "fedcmc":
+        expected += _softmax_ce(features @ vectors.T, labels)
+    assert got == pytest.approx(expected, rel=1e-9)
+    if algorithm == "moon":   # a client's first round: no previous model, no term
+        first = fedavg.local_loss("moon", t(features), t(logits), torch.tensor(labels))
+        assert first.item() == pytest.approx(_softmax_ce(logits, labels), rel=1e-9)

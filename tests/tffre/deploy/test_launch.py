@@ -17,8 +17,7 @@ def _orphan(call, log):
     process that then exits; returns the Daemon's pid."""
     child = SLEEPER.format(call=call)
     out = subprocess.run([sys.executable, "-c", PARENT.format(child=child, log=str(log))],
-                         capture_output=True,
-                         text=True, timeout=60, check=True)
+                         capture_output=True, text=True, timeout=60, check=True)
     return int(out.stdout.split()[-1])
 
 

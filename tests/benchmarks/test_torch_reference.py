@@ -74,8 +74,8 @@ def test_major_vectors_is_fedcmcs_rule():
     clients = [rng.normal(size=(3, 5)).astype(np.float32) for _ in range(4)]
     np.testing.assert_allclose(fedavg.local_similarity(clients[0]), local_similarity(clients[0]))
     np.testing.assert_array_equal(fedavg.major_vectors(clients), select_major_vectors(clients)[0])
-    # By hand: client 0's rows are orthogonal (d = 0 for both classes), client 1's parallel
-    # (d = 1): client 0 supplies both vectors.
+    # By hand: a's rows are orthogonal (d = 0 for both classes), b's parallel (d = 1): a, the
+    # second client, supplies both vectors.
     a, b = np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([[1.0, 1.0], [2.0, 2.0]])
     np.testing.assert_array_equal(fedavg.major_vectors([b, a]), a)
     # A tie (2a has a's cosines): the smaller row lexicographically.

@@ -148,6 +148,15 @@ def major_vectors(client_rows):
                      for c in range(len(client_rows[0]))]).astype(np.float32)
 
 
+def assign(targets, values):
+    """Copies ``values`` into the tensors ``targets`` (parameters), pair by pair, without
+    gradient."""
+    import torch
+    with torch.no_grad():
+        for target, value in zip(targets, values):
+            target.copy_(value)
+
+
 def run_one(args):
     """One (job, seed): trains, evaluates every round, appends to OUT/rounds.jsonl."""
     import torch
@@ -236,15 +245,11 @@ def run_one(args):
             total = [torch.zeros_like(p) for p in params]
             weight, client_rows = 0, []
             if global_copy is not None:
-                with torch.no_grad():
-                    for g, p0 in zip(global_copy.parameters(), start_state):
-                        g.copy_(p0)
+                assign(global_copy.parameters(), start_state)
             for k, rows in enumerate(clients):
                 if not len(rows):
                     continue
-                with torch.no_grad():
-                    for p, p0 in zip(params, start_state):
-                        p.copy_(p0)
+                assign(params, start_state)
                 counts = np.bincount(y["train"][rows], minlength=num_labels)
                 extra = {}
                 if algorithm == "fedlc":
@@ -254,9 +259,7 @@ def run_one(args):
                     extra["scales"] = torch.tensor(np.where(counts > 0, 1.0, args.restriction),
                                                    dtype=torch.float32).to(DEVICE)
                 elif algorithm == "moon" and k in previous_state:
-                    with torch.no_grad():
-                        for q, p in zip(previous_copy.parameters(), previous_state[k]):
-                            q.copy_(p)
+                    assign(previous_copy.parameters(), previous_state[k])
                     extra["previous"] = previous_copy
                 optimizer = torch.optim.Adam(params, lr=args.lr, eps=1e-7,
                                              fused=DEVICE == "cuda")
@@ -269,9 +272,7 @@ def run_one(args):
                     if algorithm == "fedcmc":
                         client_rows.append(model.classifier.weight.detach().cpu().numpy())
                 weight += len(rows)
-            with torch.no_grad():
-                for p, t in zip(params, total):
-                    p.copy_(t / weight)
+            assign(params, [t / weight for t in total])
             if algorithm == "fedcmc":
                 vectors = torch.from_numpy(major_vectors(client_rows)).to(DEVICE)
         if DEVICE == "cuda":

@@ -29,7 +29,8 @@ Comparisons (``--only`` picks some):
   alpha 0.05 likewise: ``--settings "alpha 0.05 top 4"``);
 * ``feded-gad``: FedED against FedAvgT (100 clients, 10% per round, 20% of train as the
   server's set D_v, IID, as FedED's setting; also with the top 4 layers:
-  ``--settings "iid top 4"``);
+  ``--settings "iid top 4"``, and those runs trained on to 60 rounds:
+  ``--settings "iid top 4 60 rounds"``);
 * ``fedcb-gad``: FedCB against FedAvg (both with Adam), alpha 0.5 (also with the top 4
   layers, 20 rounds: ``--settings "alpha 0.5 top 4"``);
 * ``fedlcc-cdr``: FedLCC against FedAvg and FedAtt on CDR, structural-entropy and IID splits.
@@ -42,6 +43,7 @@ peak memory; a call with ``--settings`` keeps the rows of the settings it does n
 
 import argparse
 import os
+import shutil
 import sys
 import time
 
@@ -67,6 +69,11 @@ SCALE_KEYS = ("trainable_layers", "lora_rank", "max_len", "clients", "clients_pe
               "client_fraction", "num_rounds", "num_epochs", "num_iters", "batch_size",
               "learning_rate", "no_train_loss")
 DEFAULT_SEEDS = "0,1,2"
+# {(comparison, setting): the setting it trains further}. A seed of the longer setting that has
+# not started begins as a copy of the shorter one's finished run and resumes from its last
+# round: the same rounds as a run from round 1 (round r draws its clients and batches from
+# (seed, r); docs/how-to/resume.md), without training them twice.
+EXTENDS = {("feded-gad", "iid top 4 60 rounds"): "iid top 4"}
 
 
 def comparisons(root, cache=None):
@@ -112,11 +119,14 @@ def comparisons(root, cache=None):
                             for a in (0.5, 0.05)],
         # "iid top 4": the same with the top 4 layers (iid-gad's chosen top), for FedED's
         # teacher, which the top 2 left weak; 30 rounds as before, its own centralised bound.
+        # "iid top 4 60 rounds": twice the rounds (six passes over each sentence, and a bound
+        # of 6 epochs), since 30 left FedAvgT still rising; it goes on from "iid top 4" (EXTENDS).
         "feded-gad": [(label, {"dataset": "gad", "data": gad, "algorithm": "fedavgt,feded",
                                "clients": 100, "client_fraction": 0.1, "partition": "iid",
                                "server_fraction": 0.2, "representation": "cls_entities",
-                               **dict(SENTENCE, trainable_layers=k, num_rounds=30)})
-                      for label, k in (("iid", 2), ("iid top 4", 4))],
+                               **dict(SENTENCE, trainable_layers=k, num_rounds=rounds)})
+                      for label, k, rounds in (("iid", 2, 30), ("iid top 4", 4, 30),
+                                               ("iid top 4 60 rounds", 4, 60))],
         # "alpha 0.5 top 4": the same with iid-gad's chosen top (the top 4, 20 rounds), since
         # both rows still improved at round 10 of the top 2; its centralised bound is iid-gad's
         # "top 4" (the same union, top and budget), so it does not run again.
@@ -158,6 +168,26 @@ def rows_of(comparison, label, summaries):
                      "paper F1": paper.get(name, {}).get("test_f1"),
                      "mean round ms": sum(ms) / len(ms) if ms else None})
     return rows
+
+
+def setting_folder(out, comparison, label):
+    """``out/<comparison>/<setting>``, the setting's spaces as underscores."""
+    return os.path.join(out, comparison, label.replace(" ", "_"))
+
+
+def start_from_shorter(out, comparison, label, seed):
+    """Copies the finished run of the setting that ``label`` extends (:data:`EXTENDS`) into
+    ``label``'s folder for ``seed`` when that folder does not exist yet; the sweep then
+    resumes it to the longer setting's rounds. True when it copied."""
+    shorter = EXTENDS.get((comparison, label))
+    target = os.path.join(setting_folder(out, comparison, label), f"seed_{seed}")
+    source = shorter and os.path.join(setting_folder(out, comparison, shorter), f"seed_{seed}")
+    if not source or os.path.exists(target) \
+            or not os.path.exists(os.path.join(source, "summary.json")):
+        return False
+    print(f"note: {target} starts from {source} (its rounds are kept; the rest are trained)")
+    shutil.copytree(source, target)
+    return True
 
 
 def read_summary(path):
@@ -205,10 +235,11 @@ def main(argv):
                if not wanted or label in wanted]
         failed = {}
         for label, preset in ran:
-            folder = os.path.join(args.out, name, label.replace(" ", "_"))
+            folder = setting_folder(args.out, name, label)
             print(f"\n=== {name}: {label} ===")
             summaries = {}
             for seed in seeds:
+                start_from_shorter(args.out, name, label, seed)
                 # A seed that cannot run (EU-ADR at alpha 0.05: no split gives every client a
                 # sentence) is named in the report; the other seeds and settings go on.
                 try:

@@ -126,3 +126,29 @@ def test_real_corpora_overlapping_calls_keep_each_others_comparisons(tmp_path, m
                               "--settings", "top 2", "--seeds", "0"]) == 0
     comparisons = read_json_object(str(out / "summary.json"))["comparisons"]
     assert set(comparisons) == {"fedcb-gad", "feded-gad", "iid-gad"}
+
+
+def test_real_corpora_a_longer_setting_starts_from_the_shorter_finished_run(tmp_path):
+    """A seed of "iid top 4 60 rounds" begins as a copy of "iid top 4"'s finished run (to be
+    resumed); an unfinished shorter run, or a longer seed already begun, is left alone."""
+    out = tmp_path / "out"
+    shorter = out / "feded-gad" / "iid_top_4"
+    (shorter / "seed_0").mkdir(parents=True)
+    (shorter / "seed_0" / "summary.json").write_text('{"rounds": 30}')
+    (shorter / "seed_1").mkdir()                       # cut short: no summary.json
+    (shorter / "seed_1" / "metrics.csv").write_text("x")
+    longer = out / "feded-gad" / "iid_top_4_60_rounds"
+    (longer / "seed_2").mkdir(parents=True)
+    (shorter / "seed_2").mkdir()
+    (shorter / "seed_2" / "summary.json").write_text('{"rounds": 30}')
+    label = "iid top 4 60 rounds"
+    assert real_corpora.EXTENDS[("feded-gad", label)] == "iid top 4"
+    assert real_corpora.start_from_shorter(str(out), "feded-gad", label, 0)
+    assert (longer / "seed_0" / "summary.json").read_text() == '{"rounds": 30}'
+    assert not real_corpora.start_from_shorter(str(out), "feded-gad", label, 1)
+    assert not (longer / "seed_1").exists()
+    assert not real_corpora.start_from_shorter(str(out), "feded-gad", label, 2)
+    assert not any((longer / "seed_2").iterdir())
+    assert not real_corpora.start_from_shorter(str(out), "feded-gad", "iid top 4", 0)
+    # A finished longer run stays as it is: the copy happens once.
+    assert not real_corpora.start_from_shorter(str(out), "feded-gad", label, 0)

@@ -261,6 +261,24 @@ def test_resume_adds_the_centralised_bound_to_a_finished_run(tmp_path, cli_here)
     assert "Centralised" in strict_json(out / "summary.json")["algorithms"]
 
 
+def test_a_copied_run_resumes_in_its_new_folder_to_more_rounds(tmp_path, cli_here):
+    """A finished run copied to another --out and resumed there with more rounds gives the
+    rows of a run that had those rounds from the start (the benchmark's longer settings)."""
+    import shutil
+    args = ["run", *SMALL, "--algorithm", "fedavg", "--seed", "1"]
+    assert cli_here(*args, "--num-rounds", "4", "--out", str(tmp_path / "four")).returncode == 0
+    assert cli_here(*args, "--num-rounds", "2", "--out", str(tmp_path / "two")).returncode == 0
+    shutil.copytree(tmp_path / "two", tmp_path / "moved")
+    proc = cli_here(*args, "--num-rounds", "4", "--resume", "--out", str(tmp_path / "moved"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    want = pd.read_csv(tmp_path / "four" / "metrics.csv").drop(columns=["round_seconds"])
+    got = pd.read_csv(tmp_path / "moved" / "metrics.csv").drop(columns=["round_seconds"])
+    assert list(got["round"]) == [1, 2, 3, 4]
+    pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=0, atol=1e-6)
+    assert json.loads((tmp_path / "moved" / "config.json").read_text())["out"] == \
+        str(tmp_path / "moved")
+
+
 def test_resume_refuses_fewer_rounds_than_already_trained(tmp_path, cli_here):
     """--num-rounds may grow on resume, not shrink: a run with 3 rounds done resumed at 2 is
     refused (it would keep round 3 and report a 3-round run as a 2-round one)."""

@@ -40,7 +40,8 @@ class RunSettings(Params):
                                 "a pass that costs more than a round on a large set)", flag=True,
                                 resumable=True)
     seed: int = param(0, seed, "seeds data, split, initial weights, client sampling and order")
-    out: Optional[str] = param(None, optional(text), "output folder (required)")
+    # Resumable: a run folder moved or copied elsewhere goes on from its checkpoints there.
+    out: Optional[str] = param(None, optional(text), "output folder (required)", resumable=True)
     checkpoint_every: int = param(5, non_negative_int, "save the server state every N rounds "
                                   "(0: only the last round)", resumable=True)
     resume: bool = param(False, boolean, "continue the run in --out from its last checkpoint",

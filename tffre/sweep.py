@@ -66,8 +66,8 @@ def _same_settings(preset, out, summary):
     except ValueError as err:   # ConfigError: the preset no longer resolves as it did
         changed = [str(err)]
     if changed:
-        print(f"note: {out} was run with other settings ({', '.join(changed)}); running it "
-              f"again")
+        print(f"note: {out} was run with other settings ({', '.join(changed)}); resuming it "
+              f"where those allow (more rounds, the bound), else running it again")
     return not changed
 
 

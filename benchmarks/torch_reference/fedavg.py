@@ -1,10 +1,10 @@
-"""FedCMC's Table 2 rows (FedAvgT, FedLC, FedRS, MOON, FedCMC) and the centralised bound in
-PyTorch, at the papers' scale, for a GPU machine that has no TensorFlow.
+"""FedCMC's Table 2 rows (FedAvgT, FedLC, FedRS, MOON, FedCMC), FedCB and the centralised
+bound in PyTorch, at the papers' scale, for a GPU machine that has no TensorFlow.
 
     python fedavg.py --ref REF --out OUT --jobs fedavgt@alpha0.5,fedcmc@alpha0.05,centralised
         [--seeds 0,1,2] [--rounds 50] [--lr 5e-5] [--batch 8] [--deadline 480]
 
-This is *not* tffre: it is an independent transcription of six of its rows, written so that
+This is *not* tffre: it is an independent transcription of seven of its rows, written so that
 the papers' scale (full fine-tuning of every layer, FedCMC's 50 rounds at batch 8 and Adam
 5e-5) can be measured on the GPU machines lent to this project, whose image holds PyTorch
 and no TensorFlow (docs/real-corpora.md, "At the papers' scale on a GPU"). It reads what
@@ -31,6 +31,11 @@ and client splits as a tffre run of each seed) and mirrors tffre's choices:
   row of the client with the smallest d_c (Eq. 12-13; ties: the smaller row
   lexicographically, then the first client); Θ̂^0 is the initial classifier
   (tffre.algorithms.fedcmc);
+* FedCB: the features (before dropout) -> a linear projection to the prompt encoder's width
+  (Glorot-uniform, zero bias) -> L2 normalisation, h; logits tau * (h . mu_k + tau/2 *
+  h^2 . var_k) from the frozen class distributions (FedCB Eq. 5, the diagonal Σ) that
+  `export.py` computed with tffre's own code; the loss CE + tau^2/2 * h^2 . var_y (Eq. 4 as
+  the authors compute it), tau 12.5 (tffre.algorithms.fedcb); the server FedAvgs what trains;
 * centralised: one Adam over the union of the clients' examples, one epoch a "round";
 * the figure: test F1 at the round of best dev F1 (first best), the relation F1 of
   `tffre.metrics` (micro over the classes other than the negative one).
@@ -66,8 +71,15 @@ def relation_f1(y_true, y_pred, negative_label=0):
                              negative_label=negative_label)["f1"]
 
 
-def build(encoder_dir, vocab_size, num_labels, seed):
-    """The relation model (see the module docstring) on the GPU, in float32."""
+def fedcb_logits(h, mu, var, tau):
+    """FedCB Eq. 5 for normalised h [b, D]: tau * (h mu^T + tau/2 * h^2 var^T), [b, K]
+    (``var`` the diagonal Σ, [K, D])."""
+    return tau * (h @ mu.T + 0.5 * tau * (h * h) @ var.T)
+
+
+def build(encoder_dir, vocab_size, num_labels, seed, fedcb=None):
+    """The relation model (see the module docstring) on the GPU, in float32; ``fedcb``:
+    FedCB's (mu, var, tau), a frozen classifier in place of the linear one."""
     import torch
     from transformers import BertModel
 
@@ -86,6 +98,14 @@ def build(encoder_dir, vocab_size, num_labels, seed):
             self.classifier = torch.nn.Linear(2 * hidden, num_labels)
             torch.nn.init.xavier_uniform_(self.classifier.weight)
             torch.nn.init.zeros_(self.classifier.bias)
+            if fedcb is not None:   # FedCB's head; its classifier is frozen, not trained
+                mu, var, self.tau = fedcb
+                self.classifier.requires_grad_(False)
+                self.projection = torch.nn.Linear(2 * hidden, mu.shape[1])
+                torch.nn.init.xavier_uniform_(self.projection.weight)
+                torch.nn.init.zeros_(self.projection.bias)
+                self.register_buffer("mu", torch.as_tensor(mu, dtype=torch.float32))
+                self.register_buffer("var", torch.as_tensor(var, dtype=torch.float32))
 
         def features(self, packed):
             """h of FedCMC Eq. 1, [b, 2H]: tffre's ``features`` output (before dropout)."""
@@ -95,6 +115,10 @@ def build(encoder_dir, vocab_size, num_labels, seed):
 
         def forward(self, packed, with_features=False):
             features = self.features(packed)
+            if fedcb is not None:   # FedCB's h and Eq. 5's logits; no dropout on h
+                features = torch.nn.functional.normalize(self.projection(features), dim=-1)
+                logits = fedcb_logits(features, self.mu, self.var, self.tau)
+                return (features, logits) if with_features else logits
             logits = self.classifier(self.dropout(features))
             return (features, logits) if with_features else logits
 
@@ -102,16 +126,18 @@ def build(encoder_dir, vocab_size, num_labels, seed):
     return RelationModel().to(DEVICE)
 
 
-ALGORITHMS = ("fedavgt", "fedlc", "fedrs", "moon", "fedcmc")
+ALGORITHMS = ("fedavgt", "fedlc", "fedrs", "moon", "fedcmc", "fedcb")
 
 
 def local_loss(algorithm, features, logits, labels, *, margins=None, scales=None, vectors=None,
-               z_glob=None, z_prev=None, mu=1.0, moon_tau=0.5, cmc_tau=1.0):
+               z_glob=None, z_prev=None, variances=None, mu=1.0, moon_tau=0.5, cmc_tau=1.0,
+               cb_tau=12.5):
     """One batch's client objective (the module docstring's list), a scalar tensor.
 
     ``margins`` (FedLC) and ``scales`` (FedRS) are [C]; ``vectors`` (FedCMC's Θ̂) is [C, 2H];
     ``z_glob`` and ``z_prev`` (MOON) are the frozen models' features, ``z_prev`` None in a
-    client's first round."""
+    client's first round; ``variances`` (FedCB's diagonal Σ) is [C, D], ``features`` then
+    FedCB's normalised h."""
     import torch
     import torch.nn.functional as F
     if algorithm == "fedlc":
@@ -126,6 +152,8 @@ def local_loss(algorithm, features, logits, labels, *, margins=None, scales=None
         loss = loss + mu * F.softplus((s_prev - s_glob) / moon_tau).mean()
     elif algorithm == "fedcmc":
         loss = loss + mu * F.cross_entropy(features @ vectors.detach().T / cmc_tau, labels)
+    elif algorithm == "fedcb":   # Eq. 4's variance term, h^T Σ_y h
+        loss = loss + 0.5 * cb_tau ** 2 * ((features * features) * variances[labels]).sum(1).mean()
     return loss
 
 
@@ -187,7 +215,9 @@ def run_one(args):
         return (torch.from_numpy(packed).to(DEVICE, non_blocking=True),
                 torch.from_numpy(y[name][rows]).to(DEVICE, non_blocking=True))
     torch.backends.cuda.matmul.allow_tf32 = True
-    model = build(os.path.join(args.ref, "encoder"), int(data["vocab_size"]), num_labels, s)
+    fedcb = (data["fedcb_mu"], data["fedcb_var"], args.cb_tau) if algorithm == "fedcb" else None
+    model = build(os.path.join(args.ref, "encoder"), int(data["vocab_size"]), num_labels, s,
+                  fedcb=fedcb)
     params = [p for p in model.parameters() if p.requires_grad]
     generator = np.random.default_rng(s)
     persistent = torch.optim.Adam(params, lr=args.lr, eps=1e-7, fused=DEVICE == "cuda") \
@@ -217,7 +247,8 @@ def run_one(args):
                               "z_prev": extra["previous"].features(inputs)}
             loss = local_loss(algorithm, features, logits, labels,
                               margins=extra.get("margins"), scales=extra.get("scales"),
-                              vectors=vectors, **frozen)
+                              vectors=vectors, cb_tau=args.cb_tau,
+                              variances=model.var if algorithm == "fedcb" else None, **frozen)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -315,7 +346,7 @@ def main(argv=None):
     parser.add_argument("--ref", required=True, help="export.py's folder")
     parser.add_argument("--out", required=True)
     parser.add_argument("--jobs", default="fedavgt@alpha0.5,fedavgt@alpha0.05,centralised",
-                        help="ALGORITHM@PARTITION (fedavgt, fedlc, fedrs, moon, fedcmc) or "
+                        help="ALGORITHM@PARTITION (fedavgt, fedlc, fedrs, moon, fedcmc, fedcb) or "
                         "centralised, comma-separated")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--rounds", type=int, default=50)
@@ -324,6 +355,8 @@ def main(argv=None):
     parser.add_argument("--tau", type=float, default=1.0, help="FedLC's calibration")
     parser.add_argument("--restriction", type=float, default=0.5,
                         help="FedRS's scale of a class the client lacks")
+    parser.add_argument("--cb-tau", type=float, default=12.5,
+                        help="FedCB's temperature (tffre's default)")
     parser.add_argument("--deadline", type=float, default=480.0,
                         help="seconds after which a process starts no new round")
     parser.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke test")
@@ -341,7 +374,7 @@ def main(argv=None):
     began = time.perf_counter()
     common = ["--ref", args.ref, "--out", args.out, "--rounds", str(args.rounds),
               "--lr", str(args.lr), "--batch", str(args.batch), "--tau", str(args.tau),
-              "--restriction", str(args.restriction),
+              "--restriction", str(args.restriction), "--cb-tau", str(args.cb_tau),
               "--deadline", str(args.deadline), "--device", args.device,
               "--limit", str(args.limit)]
     procs = [subprocess.Popen([sys.executable, __file__, "--one", job, "--seed", str(s)]

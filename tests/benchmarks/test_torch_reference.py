@@ -58,6 +58,17 @@ def test_export_writes_every_seeds_splits_and_clients(tmp_path):
                                atol=1e-4)
     with safe_open(tmp_path / "encoder" / "model.safetensors", "np") as f:
         assert f.metadata() == {"format": "pt"}   # what transformers needs to read it
+    # FedCB's frozen classifier: what a tffre FedCB run on GAD builds (its text prompts and
+    # GAD's class concepts, as the relation task gives them), one row per label.
+    from tffre.algorithms.fedcb import FedCB
+    from tffre.data.concepts import GAD_RELATIONS
+    from tffre.definition import TaskContext
+    context = TaskContext(concepts=tuple(GAD_RELATIONS[str(label)] for label in data["labels"]),
+                          prompts="text")
+    mu, var = FedCB(FedCB.Hparams(), context).class_vectors(2)
+    assert data["fedcb_mu"].shape == (2, 384) and data["fedcb_var"].shape == (2, 384)
+    np.testing.assert_allclose(data["fedcb_mu"], mu, atol=1e-6)
+    np.testing.assert_allclose(data["fedcb_var"], var, atol=1e-6)
 
 
 def _softmax_ce(logits, labels):
@@ -82,7 +93,7 @@ def test_major_vectors_is_fedcmcs_rule():
     np.testing.assert_array_equal(fedavg.major_vectors([2.0 * a, a]), a)
 
 
-@pytest.mark.parametrize("algorithm", ["fedavgt", "fedlc", "fedrs", "moon", "fedcmc"])
+@pytest.mark.parametrize("algorithm", ["fedavgt", "fedlc", "fedrs", "moon", "fedcmc", "fedcb"])
 def test_local_loss_is_each_objective_in_numpy(algorithm):
     """Each row's client objective against its formula written here in numpy (the module
     docstring's list; MOON as the paper's -log of the two-way softmax, not a softplus)."""
@@ -96,9 +107,10 @@ def test_local_loss_is_each_objective_in_numpy(algorithm):
     scales = np.array([1.0, 0.5, 1.0])
     def t(a):
         return torch.tensor(a, dtype=torch.float64)
+    variances = rng.uniform(0.0, 0.01, (classes, dim))
     got = fedavg.local_loss(algorithm, t(features), t(logits), torch.tensor(labels),
                             margins=t(margins), scales=t(scales), vectors=t(vectors),
-                            z_glob=t(z_glob), z_prev=t(z_prev)).item()
+                            z_glob=t(z_glob), z_prev=t(z_prev), variances=t(variances)).item()
     adjusted = {"fedlc": logits - margins, "fedrs": logits * scales}.get(algorithm, logits)
     expected = _softmax_ce(adjusted, labels)
     if algorithm == "moon":
@@ -108,7 +120,23 @@ def test_local_loss_is_each_objective_in_numpy(algorithm):
         expected += float(np.mean(-np.log(e_glob / (e_glob + e_prev))))
     if algorithm == "fedcmc":
         expected += _softmax_ce(features @ vectors.T, labels)
+    if algorithm == "fedcb":   # FedCB Eq. 4's bound: + tau^2/2 * sum_d h_d^2 var_{y,d}
+        expected += float(np.mean([0.5 * 12.5 ** 2 * np.sum(features[i] ** 2 * variances[y])
+                                   for i, y in enumerate(labels)]))
     assert got == pytest.approx(expected, rel=1e-9)
     if algorithm == "moon":   # a client's first round: no previous model, no term
         first = fedavg.local_loss("moon", t(features), t(logits), torch.tensor(labels))
         assert first.item() == pytest.approx(_softmax_ce(logits, labels), rel=1e-9)
+
+
+def test_fedcb_logits_are_eq5_in_numpy():
+    """FedCB Eq. 5, tau * F(h, k) = tau * (h . mu_k + tau/2 * h^T diag(var_k) h), written out
+    per example and class."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    h, mu, var = rng.normal(size=(4, 5)), rng.normal(size=(3, 5)), rng.uniform(0, 0.1, (3, 5))
+    tau = 12.5
+    expected = np.array([[tau * (h[i] @ mu[k] + 0.5 * tau * h[i] @ np.diag(var[k]) @ h[i])
+                          for k in range(3)] for i in range(4)])
+    got = fedavg.fedcb_logits(*(torch.tensor(a) for a in (h, mu, var)), tau).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-12)

@@ -2,10 +2,10 @@
 
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
+from processes import still_running
 
 SLEEPER = ("import time; {call}time.sleep(60)")
 PARENT = ("import sys; from tffre.deploy.launch import Daemon; "
@@ -21,18 +21,6 @@ def _orphan(call, log):
     return int(out.stdout.split()[-1])
 
 
-def _gone_within(pid, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.1)
-    return False
-
-
 @pytest.mark.parametrize("asks", [True, False])
 def test_a_daemon_dies_with_its_parent_only_when_it_asks(asks, tmp_path):
     call = ("from tffre.deploy.launch import die_with_parent; die_with_parent(); "
@@ -41,7 +29,7 @@ def test_a_daemon_dies_with_its_parent_only_when_it_asks(asks, tmp_path):
     try:
         # The child asks the kernel itself (no preexec_fn: Python between fork and exec in a
         # threaded parent crashed children in CI); one that does not ask outlives its parent.
-        assert _gone_within(pid, 20 if asks else 3) is asks
+        assert (not still_running([pid], 20 if asks else 3)) is asks
     finally:
         if psutil.pid_exists(pid):
             psutil.Process(pid).kill()

@@ -85,20 +85,12 @@ def client(*values):
     return tf.data.Dataset.from_tensor_slices(np.array(values, np.int64))
 
 
-def running(pid):
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def assert_gone(pids):
     """Every process in ``pids`` has exited (a zombie counts as exited) within WAIT_S."""
-    deadline = time.monotonic() + WAIT_S
-    alive = list(pids)
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if running(p)]
-        time.sleep(0.1)
+    # Imported here: a test's child process imports this module with only its own folder on
+    # the path, where tests/processes.py is not.
+    from processes import still_running
+    alive = still_running(pids, WAIT_S)
     assert not alive, f"worker processes still running: {alive}"
 
 

@@ -16,7 +16,7 @@ array: ids, attention mask, e1 mask, e2 mask), `s{s}_{split}_y`, and for each pa
 (`alpha0.5`, `iid`, ...) `s{s}_{p}_index` and `s{s}_{p}_offsets` (client k holds train rows
 index[offsets[k]:offsets[k+1]]); and `labels`, `vocab_size` (the tokenizer's, markers
 included), `negative_label`, and FedCB's class distributions `fedcb_mu` and `fedcb_var`
-([C, D]: Eq. 2 with the diagonal Σ).
+([C, D]: Eq. 2 with the diagonal Σ) with its default temperature `fedcb_tau`.
 """
 import argparse
 import json
@@ -58,10 +58,11 @@ def export(dataset, data, out, *, seeds, alphas, iid, clients, max_len, half):
         summary["seeds"][seed] = {name: int(len(frame)) for name, frame in splits.items()}
     # FedCB's frozen classifier (Eq. 2: the class concepts in the text prompts, embedded by
     # the encoder), by tffre's own code, since the GPU machine has no TensorFlow to embed them.
-    from tffre.algorithms.fedcb import concept_distributions, prompt_templates
+    from tffre.algorithms.fedcb import FedCB, concept_distributions, prompt_templates
     from tffre.data.concepts import concepts_for
     arrays["fedcb_mu"], arrays["fedcb_var"] = concept_distributions(
         concepts_for(list(labels), None), prompt_templates("text"))
+    arrays["fedcb_tau"] = FedCB.Hparams().classifier_temperature   # tffre's default tau
     os.makedirs(out, exist_ok=True)
     np.savez_compressed(os.path.join(out, "data.npz"), labels=np.array(labels),
                         vocab_size=vocab, negative_label=0, **arrays)

@@ -35,7 +35,8 @@ and client splits as a tffre run of each seed) and mirrors tffre's choices:
   (Glorot-uniform, zero bias) -> L2 normalisation, h; logits tau * (h . mu_k + tau/2 *
   h^2 . var_k) from the frozen class distributions (FedCB Eq. 5, the diagonal Σ) that
   `export.py` computed with tffre's own code; the loss CE + tau^2/2 * h^2 . var_y (Eq. 4 as
-  the authors compute it), tau 12.5 (tffre.algorithms.fedcb); the server FedAvgs what trains;
+  the authors compute it), tau tffre's default as `export.py` wrote it
+  (tffre.algorithms.fedcb); the server FedAvgs what trains;
 * centralised: one Adam over the union of the clients' examples, one epoch a "round";
 * the figure: test F1 at the round of best dev F1 (first best), the relation F1 of
   `tffre.metrics` (micro over the classes other than the negative one).
@@ -98,7 +99,10 @@ def build(encoder_dir, vocab_size, num_labels, seed, fedcb=None):
             self.classifier = torch.nn.Linear(2 * hidden, num_labels)
             torch.nn.init.xavier_uniform_(self.classifier.weight)
             torch.nn.init.zeros_(self.classifier.bias)
-            if fedcb is not None:   # FedCB's head; its classifier is frozen, not trained
+            # FedCB's head. The linear classifier above stays built, frozen and unused: its
+            # initialisation draws from the seeded generator before the projection's, as in
+            # the runs measured with this script.
+            if fedcb is not None:
                 mu, var, self.tau = fedcb
                 self.classifier.requires_grad_(False)
                 self.projection = torch.nn.Linear(2 * hidden, mu.shape[1])
@@ -131,13 +135,13 @@ ALGORITHMS = ("fedavgt", "fedlc", "fedrs", "moon", "fedcmc", "fedcb")
 
 def local_loss(algorithm, features, logits, labels, *, margins=None, scales=None, vectors=None,
                z_glob=None, z_prev=None, variances=None, mu=1.0, moon_tau=0.5, cmc_tau=1.0,
-               cb_tau=12.5):
+               cb_tau=None):
     """One batch's client objective (the module docstring's list), a scalar tensor.
 
     ``margins`` (FedLC) and ``scales`` (FedRS) are [C]; ``vectors`` (FedCMC's Θ̂) is [C, 2H];
     ``z_glob`` and ``z_prev`` (MOON) are the frozen models' features, ``z_prev`` None in a
-    client's first round; ``variances`` (FedCB's diagonal Σ) is [C, D], ``features`` then
-    FedCB's normalised h."""
+    client's first round; ``variances`` (FedCB's diagonal Σ) is [C, D] and ``cb_tau`` its
+    temperature, ``features`` then FedCB's normalised h."""
     import torch
     import torch.nn.functional as F
     if algorithm == "fedlc":
@@ -215,7 +219,8 @@ def run_one(args):
         return (torch.from_numpy(packed).to(DEVICE, non_blocking=True),
                 torch.from_numpy(y[name][rows]).to(DEVICE, non_blocking=True))
     torch.backends.cuda.matmul.allow_tf32 = True
-    fedcb = (data["fedcb_mu"], data["fedcb_var"], args.cb_tau) if algorithm == "fedcb" else None
+    cb_tau = float(data["fedcb_tau"]) if args.cb_tau is None else args.cb_tau
+    fedcb = (data["fedcb_mu"], data["fedcb_var"], cb_tau) if algorithm == "fedcb" else None
     model = build(os.path.join(args.ref, "encoder"), int(data["vocab_size"]), num_labels, s,
                   fedcb=fedcb)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -247,7 +252,7 @@ def run_one(args):
                               "z_prev": extra["previous"].features(inputs)}
             loss = local_loss(algorithm, features, logits, labels,
                               margins=extra.get("margins"), scales=extra.get("scales"),
-                              vectors=vectors, cb_tau=args.cb_tau,
+                              vectors=vectors, cb_tau=cb_tau,
                               variances=model.var if algorithm == "fedcb" else None, **frozen)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -355,8 +360,8 @@ def main(argv=None):
     parser.add_argument("--tau", type=float, default=1.0, help="FedLC's calibration")
     parser.add_argument("--restriction", type=float, default=0.5,
                         help="FedRS's scale of a class the client lacks")
-    parser.add_argument("--cb-tau", type=float, default=12.5,
-                        help="FedCB's temperature (tffre's default)")
+    parser.add_argument("--cb-tau", type=float, default=None,
+                        help="FedCB's temperature (default: tffre's, as export.py wrote it)")
     parser.add_argument("--deadline", type=float, default=480.0,
                         help="seconds after which a process starts no new round")
     parser.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke test")
@@ -374,9 +379,10 @@ def main(argv=None):
     began = time.perf_counter()
     common = ["--ref", args.ref, "--out", args.out, "--rounds", str(args.rounds),
               "--lr", str(args.lr), "--batch", str(args.batch), "--tau", str(args.tau),
-              "--restriction", str(args.restriction), "--cb-tau", str(args.cb_tau),
+              "--restriction", str(args.restriction),
               "--deadline", str(args.deadline), "--device", args.device,
-              "--limit", str(args.limit)]
+              "--limit", str(args.limit)] + ([] if args.cb_tau is None else
+                                             ["--cb-tau", str(args.cb_tau)])
     procs = [subprocess.Popen([sys.executable, __file__, "--one", job, "--seed", str(s)]
                               + common) for job in jobs for s in seeds]
     codes = [p.wait() for p in procs]

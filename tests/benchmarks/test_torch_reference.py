@@ -69,6 +69,7 @@ def test_export_writes_every_seeds_splits_and_clients(tmp_path):
     assert data["fedcb_mu"].shape == (2, 384) and data["fedcb_var"].shape == (2, 384)
     np.testing.assert_allclose(data["fedcb_mu"], mu, atol=1e-6)
     np.testing.assert_allclose(data["fedcb_var"], var, atol=1e-6)
+    assert float(data["fedcb_tau"]) == FedCB.Hparams().classifier_temperature == 12.5
 
 
 def _softmax_ce(logits, labels):
@@ -110,7 +111,8 @@ def test_local_loss_is_each_objective_in_numpy(algorithm):
     variances = rng.uniform(0.0, 0.01, (classes, dim))
     got = fedavg.local_loss(algorithm, t(features), t(logits), torch.tensor(labels),
                             margins=t(margins), scales=t(scales), vectors=t(vectors),
-                            z_glob=t(z_glob), z_prev=t(z_prev), variances=t(variances)).item()
+                            z_glob=t(z_glob), z_prev=t(z_prev), variances=t(variances),
+                            cb_tau=12.5).item()
     adjusted = {"fedlc": logits - margins, "fedrs": logits * scales}.get(algorithm, logits)
     expected = _softmax_ce(adjusted, labels)
     if algorithm == "moon":

@@ -30,9 +30,10 @@ Choices the paper leaves open (hyperparameters):
   batches; a round in which no client counted leaves Θ unchanged.
 
 **What the clients receive.** The clients need D_v's *inputs* to predict on
-it (not its labels). They are a server extra, ``server_x``, broadcast with
-the model every round, so they are counted in ``bytes_broadcast`` (a
-deployment would send them once). D_v must therefore be data the server may
+it (not its labels). They are a server extra, ``server_x``, that never
+changes (``constant_extras``), so a client receives them once, with its first
+broadcast, and ``bytes_broadcast`` counts them at its first round only, as a
+deployment sends them. D_v must therefore be data the server may
 share: public, or its own. The labels stay at the server (a constant of the
 server computation). The predictions are still a channel about each client's
 data (a model trained on few records can reveal them through its outputs),

@@ -17,6 +17,11 @@ array: ids, attention mask, e1 mask, e2 mask), `s{s}_{split}_y`, and for each pa
 index[offsets[k]:offsets[k+1]]); and `labels`, `vocab_size` (the tokenizer's, markers
 included), `negative_label`, and FedCB's class distributions `fedcb_mu` and `fedcb_var`
 ([C, D]: Eq. 2 with the diagonal Σ) with its default temperature `fedcb_tau`.
+
+With `--server-fraction F` it also holds FedED's server set D_v, `s{s}_dv_index` (the train
+rows tffre's `--server-fraction F` moves to the server), and the partition `dv{K}`: tffre's
+IID split of the other train rows over K = `--dv-clients` clients (FedED's GAD setting: F =
+0.2, K = 50); and FedED's defaults `feded_tau` (the teacher's temperature) and `feded_kl`.
 """
 import argparse
 import json
@@ -29,7 +34,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
-def export(dataset, data, out, *, seeds, alphas, iid, clients, max_len, half):
+def export(dataset, data, out, *, seeds, alphas, iid, clients, max_len, half,
+           server_fraction=0.0, dv_clients=None):
     """Writes `out/data.npz` and `out/encoder/` (see the module docstring); returns the
     summary printed and written to `out/export.json`."""
     from tffre.data.partition import dirichlet_label_split, iid_split
@@ -52,6 +58,10 @@ def export(dataset, data, out, *, seeds, alphas, iid, clients, max_len, half):
         parts = {f"alpha{a}": dirichlet_label_split(y, clients, a, seed) for a in alphas}
         if iid:
             parts["iid"] = iid_split(len(y), clients, seed)
+        if server_fraction:
+            server, rest = server_rows(splits, labels, seed, server_fraction)
+            arrays[f"s{seed}_dv_index"] = server
+            parts[f"dv{dv_clients}"] = [rest[p] for p in iid_split(len(rest), dv_clients, seed)]
         for name, split in parts.items():
             arrays[f"s{seed}_{name}_index"] = np.concatenate(split).astype(np.int32)
             arrays[f"s{seed}_{name}_offsets"] = np.cumsum([0] + [len(p) for p in split])
@@ -63,6 +73,9 @@ def export(dataset, data, out, *, seeds, alphas, iid, clients, max_len, half):
     arrays["fedcb_mu"], arrays["fedcb_var"] = concept_distributions(
         concepts_for(list(labels), None), prompt_templates("text"))
     arrays["fedcb_tau"] = FedCB.Hparams().classifier_temperature   # tffre's default tau
+    from tffre.algorithms.feded import FedED
+    arrays["feded_tau"] = FedED.Hparams().teacher_temperature
+    arrays["feded_kl"] = FedED.Hparams().kl_weight
     os.makedirs(out, exist_ok=True)
     np.savez_compressed(os.path.join(out, "data.npz"), labels=np.array(labels),
                         vocab_size=vocab, negative_label=0, **arrays)
@@ -80,10 +93,24 @@ def export(dataset, data, out, *, seeds, alphas, iid, clients, max_len, half):
     save_file(weights, os.path.join(target, "model.safetensors"), metadata={"format": "pt"})
     summary.update(dataset=dataset, data=data, labels=list(labels), vocab_size=int(vocab),
                    max_len=max_len, clients=clients, alphas=list(alphas), iid=iid,
+                   server_fraction=server_fraction, dv_clients=dv_clients,
                    weights="float16" if half else "float32")
     with open(os.path.join(out, "export.json"), "w") as f:
         json.dump(summary, f, indent=1)
     return summary
+
+
+def server_rows(splits, labels, seed, fraction):
+    """(D_v's train rows, the clients' train rows), both sorted: what tffre's
+    ``--server-fraction`` (:func:`tffre.tasks.relations.server_split`) does to ``splits``'s
+    train for ``seed``, run on a copy that carries each row's number."""
+    from types import SimpleNamespace
+    from tffre.tasks.relations import server_split
+    numbered = dict(splits, train=splits["train"].assign(_row=np.arange(len(splits["train"]))))
+    cfg = SimpleNamespace(dataset=None, run=SimpleNamespace(seed=seed),
+                          options=SimpleNamespace(server_data=None, server_fraction=fraction))
+    server, _ = server_split(cfg, numbered, labels)
+    return (server["_row"].to_numpy(np.int64), numbered["train"]["_row"].to_numpy(np.int64))
 
 
 def main(argv=None):
@@ -97,11 +124,16 @@ def main(argv=None):
     parser.add_argument("--clients", type=int, default=10)
     parser.add_argument("--max-len", type=int, default=128)
     parser.add_argument("--half", action="store_true", help="store the weights as float16")
+    parser.add_argument("--server-fraction", type=float, default=0.0,
+                        help="FedED's D_v: this seeded fraction of train, as tffre's flag")
+    parser.add_argument("--dv-clients", type=int, default=50,
+                        help="K of the IID split of the rest (partition dvK)")
     args = parser.parse_args(argv)
     summary = export(args.dataset, args.data, args.out,
                      seeds=[int(s) for s in args.seeds.split(",")],
                      alphas=[float(a) for a in args.alphas.split(",") if a],
-                     iid=args.iid, clients=args.clients, max_len=args.max_len, half=args.half)
+                     iid=args.iid, clients=args.clients, max_len=args.max_len, half=args.half,
+                     server_fraction=args.server_fraction, dv_clients=args.dv_clients)
     print(json.dumps(summary, indent=1))
 
 

@@ -3,8 +3,11 @@ bound in PyTorch, at the papers' scale, for a GPU machine that has no TensorFlow
 
     python fedavg.py --ref REF --out OUT --jobs fedavgt@alpha0.5,fedcmc@alpha0.05,centralised
         [--seeds 0,1,2] [--rounds 50] [--lr 5e-5] [--batch 8] [--deadline 480]
+    # FedED's GAD setting (export.py --server-fraction 0.2 --dv-clients 50):
+    python fedavg.py ... --jobs feded@dv50,fedavgt@dv50,centralised@dv50 --client-fraction 0.1
+        --batch 4 --epochs 2 --representation cls_entities [--lr 2.5e-5]
 
-This is *not* tffre: it is an independent transcription of seven of its rows, written so that
+This is *not* tffre: it is an independent transcription of eight of its rows, written so that
 the papers' scale (full fine-tuning of every layer, FedCMC's 50 rounds at batch 8 and Adam
 5e-5) can be measured on the GPU machines lent to this project, whose image holds PyTorch
 and no TensorFlow (docs/real-corpora.md, "At the papers' scale on a GPU"). It reads what
@@ -12,12 +15,15 @@ and no TensorFlow (docs/real-corpora.md, "At the papers' scale on a GPU"). It re
 and client splits as a tffre run of each seed) and mirrors tffre's choices:
 
 * the model: the encoder's last hidden states, FedCMC Eq. 1's h = (sum of e1's word
-  pieces) ⊕ (sum of e2's), dropout 0.1 and one linear classifier (Glorot-uniform kernel,
-  zero bias, as Keras's Dense); the added marker tokens get N(0, 0.02) rows, as the TF
-  encoder's initializer gives them;
-* FedAvgT (FedCMC's FedAvg baseline): every client every round, a fresh Adam (Keras's
-  epsilon 1e-7) for one local epoch over its shuffled examples, and the server's mean of
-  the client models weighted by their example counts;
+  pieces) ⊕ (sum of e2's) (``--representation cls_entities``: FedED Eq. 1's h_[CLS] ⊕
+  h_e1 ⊕ h_e2), dropout 0.1 and one linear classifier (Glorot-uniform kernel, zero bias, as
+  Keras's Dense); the added marker tokens get N(0, 0.02) rows, as the TF encoder's
+  initializer gives them;
+* FedAvgT (FedCMC's FedAvg baseline): the round's clients (all, or ``--client-fraction``
+  C of the K: max(1, round(C K)) drawn without replacement from RandomState([seed, round]),
+  as tffre's sampler), each a fresh Adam (Keras's epsilon 1e-7) for ``--epochs`` local
+  epochs over its shuffled examples, and the server's mean of the client models weighted by
+  their example counts;
 * FedLC: the same, with the loss on z_c - tau * max(n_c, 1)^(-1/4) (tffre.algorithms.fedlc);
 * FedRS: the same, with the loss on s_c * z_c, s_c = 1 for a class the client holds and
   0.5 for one it lacks (the paper's binary form, tffre.algorithms.fedrs's default);
@@ -37,7 +43,14 @@ and client splits as a tffre run of each seed) and mirrors tffre's choices:
   `export.py` computed with tffre's own code; the loss CE + tau^2/2 * h^2 . var_y (Eq. 4 as
   the authors compute it), tau tffre's default as `export.py` wrote it
   (tffre.algorithms.fedcb); the server FedAvgs what trains;
-* centralised: one Adam over the union of the clients' examples, one epoch a "round";
+* FedED: the clients train as FedAvgT's and upload only their probabilities on D_v (in
+  inference mode); the server averages them, z (Eq. 5), softens them, q = softmax(z / tau)
+  (Eq. 4, tau tffre's default 0.25 as `export.py` wrote it), and from the round's starting
+  model takes one pass over D_v in its order, batches of ``--batch``, with a fresh Adam on
+  CE + lambda KL(q || p) (Eq. 6, lambda = 1) (tffre.algorithms.feded); D_v is the train
+  rows `export.py --server-fraction` moved to the server, on which no client trains;
+* centralised: one Adam over the union of the clients' examples (``centralised@dv50``: of
+  that partition's clients, so without D_v), one epoch a "round";
 * the figure: test F1 at the round of best dev F1 (first best), the relation F1 of
   `tffre.metrics` (micro over the classes other than the negative one).
 
@@ -78,9 +91,20 @@ def fedcb_logits(h, mu, var, tau):
     return tau * (h @ mu.T + 0.5 * tau * (h * h) @ var.T)
 
 
-def build(encoder_dir, vocab_size, num_labels, seed, fedcb=None):
+def distillation_loss(logits, labels, q, kl_weight):
+    """FedED Eq. 6 on a batch: mean_i [-log p(y_i|s_i) + kl_weight * KL(q_i || p_i)],
+    p = softmax(logits); entries where q is 0 add nothing (0 log 0 = 0)."""
+    import torch
+    import torch.nn.functional as F
+    log_p = F.log_softmax(logits, dim=-1)
+    kl = torch.where(q > 0, q * (torch.log(q) - log_p), torch.zeros_like(q)).sum(-1)
+    return (F.nll_loss(log_p, labels, reduction="none") + kl_weight * kl).mean()
+
+
+def build(encoder_dir, vocab_size, num_labels, seed, fedcb=None, representation="entity_sum"):
     """The relation model (see the module docstring) on the GPU, in float32; ``fedcb``:
-    FedCB's (mu, var, tau), a frozen classifier in place of the linear one."""
+    FedCB's (mu, var, tau), a frozen classifier in place of the linear one;
+    ``representation``: "entity_sum" (2H features) or "cls_entities" (3H)."""
     import torch
     from transformers import BertModel
 
@@ -95,8 +119,9 @@ def build(encoder_dir, vocab_size, num_labels, seed, fedcb=None):
                 with torch.no_grad():
                     self.encoder.get_input_embeddings().weight[old:].normal_(0.0, 0.02)
             hidden = self.encoder.config.hidden_size
+            width = (3 if representation == "cls_entities" else 2) * hidden
             self.dropout = torch.nn.Dropout(0.1)
-            self.classifier = torch.nn.Linear(2 * hidden, num_labels)
+            self.classifier = torch.nn.Linear(width, num_labels)
             torch.nn.init.xavier_uniform_(self.classifier.weight)
             torch.nn.init.zeros_(self.classifier.bias)
             # FedCB's head. The linear classifier above stays built, frozen and unused: its
@@ -105,17 +130,21 @@ def build(encoder_dir, vocab_size, num_labels, seed, fedcb=None):
             if fedcb is not None:
                 mu, var, self.tau = fedcb
                 self.classifier.requires_grad_(False)
-                self.projection = torch.nn.Linear(2 * hidden, mu.shape[1])
+                self.projection = torch.nn.Linear(width, mu.shape[1])
                 torch.nn.init.xavier_uniform_(self.projection.weight)
                 torch.nn.init.zeros_(self.projection.bias)
                 self.register_buffer("mu", torch.as_tensor(mu, dtype=torch.float32))
                 self.register_buffer("var", torch.as_tensor(var, dtype=torch.float32))
 
         def features(self, packed):
-            """h of FedCMC Eq. 1, [b, 2H]: tffre's ``features`` output (before dropout)."""
+            """h of FedCMC Eq. 1, [b, 2H] (FedED Eq. 1, [b, 3H]): tffre's ``features``
+            output (before dropout)."""
             hidden = self.encoder(input_ids=packed[:, 0], attention_mask=packed[:, 1]
                                   ).last_hidden_state
-            return torch.matmul(packed[:, 2:4].float(), hidden).flatten(1)   # the sums
+            sums = torch.matmul(packed[:, 2:4].float(), hidden).flatten(1)   # the sums
+            if representation == "cls_entities":
+                return torch.cat([hidden[:, 0], sums], dim=-1)
+            return sums
 
         def forward(self, packed, with_features=False):
             features = self.features(packed)
@@ -130,7 +159,15 @@ def build(encoder_dir, vocab_size, num_labels, seed, fedcb=None):
     return RelationModel().to(DEVICE)
 
 
-ALGORITHMS = ("fedavgt", "fedlc", "fedrs", "moon", "fedcmc", "fedcb")
+ALGORITHMS = ("fedavgt", "fedlc", "fedrs", "moon", "fedcmc", "fedcb", "feded")
+
+
+def round_clients(num_clients, fraction, seed, round_num):
+    """The clients of a round, as tffre.runner.sample_clients draws them: max(1, round(C K))
+    of the K without replacement from RandomState([seed, round]), sorted (C = 1: all)."""
+    m = max(1, int(np.floor(fraction * num_clients + 0.5)))
+    rng = np.random.RandomState([seed, round_num])
+    return sorted(rng.choice(num_clients, m, replace=False).tolist())
 
 
 def local_loss(algorithm, features, logits, labels, *, margins=None, scales=None, vectors=None,
@@ -206,12 +243,18 @@ def run_one(args):
     if args.limit:   # a smoke test: the first examples of each split
         x = {n: v[:args.limit] for n, v in x.items()}
         y = {n: v[:args.limit] for n, v in y.items()}
-    if algorithm == "centralised":
+    if algorithm == "centralised" and not partition:
         clients = [np.arange(len(y["train"]))]
     else:
         index, offsets = data[f"s{s}_{partition}_index"], data[f"s{s}_{partition}_offsets"]
         clients = [index[offsets[k]:offsets[k + 1]] for k in range(len(offsets) - 1)]
         clients = [c[c < len(y["train"])] for c in clients]   # --limit
+        if algorithm == "centralised":   # the union of the partition's clients
+            clients = [np.sort(np.concatenate(clients))]
+    server = None   # FedED's D_v: train rows no client holds
+    if algorithm == "feded":
+        server = data[f"s{s}_dv_index"]
+        server = server[server < len(y["train"])]
     lengths = {n: v[:, 1].sum(1) for n, v in x.items()}
 
     def batch(name, rows):
@@ -222,7 +265,10 @@ def run_one(args):
     cb_tau = float(data["fedcb_tau"]) if args.cb_tau is None else args.cb_tau
     fedcb = (data["fedcb_mu"], data["fedcb_var"], cb_tau) if algorithm == "fedcb" else None
     model = build(os.path.join(args.ref, "encoder"), int(data["vocab_size"]), num_labels, s,
-                  fedcb=fedcb)
+                  fedcb=fedcb, representation=args.representation)
+    if algorithm == "feded":   # tffre's defaults, as export.py wrote them
+        teacher_tau = float(data["feded_tau"]) if args.teacher_tau is None else args.teacher_tau
+        kl_weight = float(data["feded_kl"])
     params = [p for p in model.parameters() if p.requires_grad]
     generator = np.random.default_rng(s)
     persistent = torch.optim.Adam(params, lr=args.lr, eps=1e-7, fused=DEVICE == "cuda") \
@@ -259,14 +305,31 @@ def run_one(args):
             optimizer.step()
 
     @torch.no_grad()
-    def predict(name):
+    def logits_of(name, rows):
+        """The model's logits on ``rows`` of split ``name``, in inference mode, [len(rows), C]
+        on the device."""
         model.eval()
-        order = np.argsort(lengths[name], kind="stable")   # similar lengths batch together
-        out = np.empty(len(order), np.int64)
+        order = np.argsort(lengths[name][rows], kind="stable")   # similar lengths batch together
+        out = torch.empty(len(rows), num_labels, device=DEVICE)
         for i in range(0, len(order), 256):
-            rows = order[i:i + 256]
-            out[rows] = model(batch(name, rows)[0]).argmax(-1).cpu().numpy()
+            chunk = order[i:i + 256]
+            out[torch.from_numpy(chunk).to(DEVICE)] = model(batch(name, rows[chunk])[0])
         return out
+
+    def predict(name):
+        return logits_of(name, np.arange(len(y[name]))).argmax(-1).cpu().numpy()
+
+    def distil(teacher):
+        """FedED's server (Eq. 4 and 6): one pass over D_v from the current model."""
+        q = torch.softmax(teacher / teacher_tau, -1)
+        optimizer = torch.optim.Adam(params, lr=args.lr, eps=1e-7, fused=DEVICE == "cuda")
+        model.train()
+        for i in range(0, len(server), args.batch):
+            inputs, labels = batch("train", server[i:i + args.batch])
+            loss = distillation_loss(model(inputs), labels, q[i:i + args.batch], kl_weight)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
 
     log = open(os.path.join(args.out, "rounds.jsonl"), "a", buffering=1)
     last = 0.0
@@ -279,10 +342,11 @@ def run_one(args):
         else:
             start_state = [p.detach().clone() for p in params]
             total = [torch.zeros_like(p) for p in params]
-            weight, client_rows = 0, []
+            weight, client_rows, teacher = 0, [], 0.0
             if global_copy is not None:
                 assign(global_copy.parameters(), start_state)
-            for k, rows in enumerate(clients):
+            for k in round_clients(len(clients), args.client_fraction, s, round_num):
+                rows = clients[k]
                 if not len(rows):
                     continue
                 assign(params, start_state)
@@ -299,7 +363,12 @@ def run_one(args):
                     extra["previous"] = previous_copy
                 optimizer = torch.optim.Adam(params, lr=args.lr, eps=1e-7,
                                              fused=DEVICE == "cuda")
-                local_epoch(rows, optimizer, extra)
+                for _ in range(args.epochs):
+                    local_epoch(rows, optimizer, extra)
+                if algorithm == "feded":   # the upload: probabilities on D_v only
+                    teacher = teacher + torch.softmax(logits_of("train", server), -1)
+                    weight += 1
+                    continue
                 with torch.no_grad():
                     for t, p in zip(total, params):
                         t.add_(p, alpha=float(len(rows)))
@@ -308,7 +377,12 @@ def run_one(args):
                     if algorithm == "fedcmc":
                         client_rows.append(model.classifier.weight.detach().cpu().numpy())
                 weight += len(rows)
-            assign(params, [t / weight for t in total])
+            if algorithm == "feded":   # Eq. 5's mean, distilled from the round's start
+                assign(params, start_state)
+                if weight:
+                    distil(teacher / weight)
+            else:
+                assign(params, [t / weight for t in total])
             if algorithm == "fedcmc":
                 vectors = torch.from_numpy(major_vectors(client_rows)).to(DEVICE)
         if DEVICE == "cuda":
@@ -362,6 +436,14 @@ def main(argv=None):
                         help="FedRS's scale of a class the client lacks")
     parser.add_argument("--cb-tau", type=float, default=None,
                         help="FedCB's temperature (default: tffre's, as export.py wrote it)")
+    parser.add_argument("--client-fraction", type=float, default=1.0,
+                        help="C: the fraction of the clients drawn each round (1: all)")
+    parser.add_argument("--epochs", type=int, default=1, help="local epochs a round")
+    parser.add_argument("--representation", default="entity_sum",
+                        choices=("entity_sum", "cls_entities"))
+    parser.add_argument("--teacher-tau", type=float, default=None,
+                        help="FedED's teacher temperature (default: tffre's, as export.py "
+                        "wrote it)")
     parser.add_argument("--deadline", type=float, default=480.0,
                         help="seconds after which a process starts no new round")
     parser.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke test")
@@ -381,15 +463,19 @@ def main(argv=None):
               "--lr", str(args.lr), "--batch", str(args.batch), "--tau", str(args.tau),
               "--restriction", str(args.restriction),
               "--deadline", str(args.deadline), "--device", args.device,
-              "--limit", str(args.limit)] + ([] if args.cb_tau is None else
-                                             ["--cb-tau", str(args.cb_tau)])
+              "--limit", str(args.limit), "--client-fraction", str(args.client_fraction),
+              "--epochs", str(args.epochs), "--representation", args.representation] \
+        + ([] if args.cb_tau is None else ["--cb-tau", str(args.cb_tau)]) \
+        + ([] if args.teacher_tau is None else ["--teacher-tau", str(args.teacher_tau)])
     procs = [subprocess.Popen([sys.executable, __file__, "--one", job, "--seed", str(s)]
                               + common) for job in jobs for s in seeds]
     codes = [p.wait() for p in procs]
     table = summarise(os.path.join(args.out, "rounds.jsonl"), jobs, seeds)
     report = {"seconds": round(time.perf_counter() - began), "exit_codes": codes,
               "scale": {"rounds": args.rounds, "lr": args.lr, "batch": args.batch,
-                        "processes": len(procs)}, "jobs": table}
+                        "epochs": args.epochs, "client_fraction": args.client_fraction,
+                        "representation": args.representation, "processes": len(procs)},
+              "jobs": table}
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(report, f, indent=1)
     for job, fig in table.items():

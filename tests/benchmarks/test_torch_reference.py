@@ -5,6 +5,7 @@ docs/real-corpora.md, "At the papers' scale on a GPU")."""
 import json
 import os
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -30,9 +31,12 @@ def test_relation_f1_is_sklearns_micro_f1_without_the_negative_class(labels):
 def test_export_writes_every_seeds_splits_and_clients(tmp_path):
     from safetensors import safe_open
     from safetensors.numpy import load_file
-    from tffre.text.relation_tokenizer import default_encoder_dir
+    from tffre.data.sentence_sets import DEV_FRACTION, load_relation_splits
+    from tffre.tasks.relations import server_split
+    from tffre.text.relation_tokenizer import RETokenizer, default_encoder_dir
     export.main(["--data", FOLD, "--out", str(tmp_path), "--seeds", "0,1", "--alphas", "0.5",
-                 "--iid", "--clients", "2", "--max-len", "32", "--half"])
+                 "--iid", "--clients", "2", "--max-len", "32", "--half",
+                 "--server-fraction", "0.5", "--dv-clients", "2"])
     data = np.load(tmp_path / "data.npz")
     with open(os.path.join(FOLD, "train.tsv")) as f:
         fold_train = sum(1 for line in f if line.strip())
@@ -46,6 +50,22 @@ def test_export_writes_every_seeds_splits_and_clients(tmp_path):
             index, offsets = data[f"s{seed}_{part}_index"], data[f"s{seed}_{part}_offsets"]
             assert len(offsets) == 3 and offsets[-1] == n
             assert sorted(index) == list(range(n))   # each training row on one client
+        # FedED's D_v: the rows tffre's --server-fraction 0.5 moves to the server (the same
+        # examples, encoded alike), and the IID split of the others over 2 clients.
+        server = data[f"s{seed}_dv_index"]
+        splits, labels = load_relation_splits("gad", FOLD, seed=seed, dev_fraction=DEV_FRACTION)
+        tokenizer = RETokenizer.from_pretrained(
+            default_encoder_dir(), max_length=32,
+            entity_types=RETokenizer.entity_types_of(splits["train"]))
+        cfg = SimpleNamespace(dataset="gad", run=SimpleNamespace(seed=seed),
+                              options=SimpleNamespace(server_data=None, server_fraction=0.5))
+        server_df, _ = server_split(cfg, splits, labels)
+        np.testing.assert_array_equal(data[f"s{seed}_train_x"][server],
+                                      tokenizer.encode(server_df))
+        np.testing.assert_array_equal(data[f"s{seed}_train_y"][server],
+                                      server_df["label"].map(labels.index))
+        index, offsets = data[f"s{seed}_dv2_index"], data[f"s{seed}_dv2_offsets"]
+        assert len(offsets) == 3 and sorted(np.concatenate([index, server])) == list(range(n))
     assert int(data["vocab_size"]) > 30522   # the added entity markers
     summary = json.loads((tmp_path / "export.json").read_text())
     assert summary["weights"] == "float16" and summary["clients"] == 2
@@ -70,6 +90,20 @@ def test_export_writes_every_seeds_splits_and_clients(tmp_path):
     np.testing.assert_allclose(data["fedcb_mu"], mu, atol=1e-6)
     np.testing.assert_allclose(data["fedcb_var"], var, atol=1e-6)
     assert float(data["fedcb_tau"]) == FedCB.Hparams().classifier_temperature == 12.5
+    assert float(data["feded_tau"]) == 0.25 and float(data["feded_kl"]) == 1.0   # FedED's
+
+
+@pytest.mark.parametrize("clients,fraction", [(50, 0.1), (10, 1.0), (7, 0.5)])
+def test_round_clients_are_tffres_sampler(clients, fraction):
+    from tffre.data.partition import clients_per_round
+    from tffre.runner import sample_clients
+    ids = [f"client_{k}" for k in range(clients)]
+    for seed in (0, 2):
+        for round_num in (1, 2, 30):
+            expected = sample_clients(ids, clients_per_round(clients, fraction), seed, round_num)
+            got = fedavg.round_clients(clients, fraction, seed, round_num)
+            assert [f"client_{k}" for k in got] == expected
+    assert fedavg.round_clients(10, 1.0, 0, 1) == list(range(10))   # C = 1: every client
 
 
 def _softmax_ce(logits, labels):
@@ -129,6 +163,23 @@ def test_local_loss_is_each_objective_in_numpy(algorithm):
     if algorithm == "moon":   # a client's first round: no previous model, no term
         first = fedavg.local_loss("moon", t(features), t(logits), torch.tensor(labels))
         assert first.item() == pytest.approx(_softmax_ce(logits, labels), rel=1e-9)
+
+
+def test_distillation_loss_is_feded_eq6_in_numpy():
+    """FedED Eq. 6 per example: -log p_y + lambda * sum_c q_c (log q_c - log p_c), with a
+    zero entry of q adding nothing."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    logits, labels = rng.normal(size=(5, 3)), rng.integers(0, 3, 5)
+    q = rng.dirichlet(np.ones(3), 5)
+    q[0] = [0.0, 0.3, 0.7]
+    p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    expected = np.mean([-np.log(p[i, labels[i]]) + 0.5 * sum(
+        q[i, c] * (np.log(q[i, c]) - np.log(p[i, c])) for c in range(3) if q[i, c] > 0)
+        for i in range(5)])
+    got = fedavg.distillation_loss(torch.tensor(logits), torch.tensor(labels),
+                                   torch.tensor(q), 0.5).item()
+    assert got == pytest.approx(expected, rel=1e-12)
 
 
 def test_fedcb_logits_are_eq5_in_numpy():

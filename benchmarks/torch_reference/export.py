@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 
 def export(dataset, data, out, *, seeds, alphas, iid, clients, max_len, half,
-           server_fraction=0.0, dv_clients=None):
+           server_fraction=0.0, dv_clients=50):
     """Writes `out/data.npz` and `out/encoder/` (see the module docstring); returns the
     summary printed and written to `out/export.json`."""
     from tffre.data.partition import dirichlet_label_split, iid_split

@@ -341,7 +341,8 @@ def run_one(args):
             local_epoch(clients[0], persistent, {})
         else:
             start_state = [p.detach().clone() for p in params]
-            total = [torch.zeros_like(p) for p in params]
+            # FedED averages probabilities, not models: no running sum of weights for it.
+            total = None if algorithm == "feded" else [torch.zeros_like(p) for p in params]
             weight, client_rows, teacher = 0, [], 0.0
             if global_copy is not None:
                 assign(global_copy.parameters(), start_state)

@@ -88,23 +88,24 @@ def comparisons(root, cache=None):
     chemprot = os.path.join(root, "scibert_chemprot")
     cdr = os.path.join(root, "cdr_pubtator")
     skew = {"algorithm": LABEL_SKEW, "clients": 10, "clients_per_round": 10, **SENTENCE}
+    iid = {"dataset": "gad", "data": gad, "algorithm": "fedavgt", "partition": "iid",
+           "clients": 10, "clients_per_round": 10, **SENTENCE}
+    # FedED's setting: 100 IID clients, 10% a round, 20% of train held out as D_v.
+    dv = {"dataset": "gad", "data": gad, "algorithm": "fedavgt,feded", "clients": 100,
+          "client_fraction": 0.1, "partition": "iid", "server_fraction": 0.2,
+          "representation": "cls_entities", **SENTENCE}
     comparisons = {
         # Each top has its own centralised bound (the trained part differs). Where settings
         # differ only in the split, the bound runs once, beside the first one.
-        "iid-gad": [(f"top {k}", {"dataset": "gad", "data": gad, "algorithm": "fedavgt",
-                                  "partition": "iid", "clients": 10, "clients_per_round": 10,
-                                  **dict(SENTENCE, trainable_layers=k, num_rounds=rounds,
-                                         centralised=True)})
+        "iid-gad": [(f"top {k}", dict(iid, trainable_layers=k, num_rounds=rounds,
+                                      centralised=True))
                     # The top 3 for 18 rounds: a deeper top within the issue's 15 minutes a
                     # seed here (about 41 s a round), where the top 4's 20 rounds take 26-43 min.
                     for k, rounds in ((2, 30), (3, 18), (4, 20))]
         # "top 2 lr decay": the top 2 with the local rate times 0.95 each round (--lr-decay;
         # FedCB and the FedLCC authors decay by 0.99), since at a constant 3e-4 the top 2's
         # test F1 swings from round to round and ends below its max; the bound is "top 2"'s.
-        + [("top 2 lr decay", {"dataset": "gad", "data": gad, "algorithm": "fedavgt",
-                               "partition": "iid", "clients": 10, "clients_per_round": 10,
-                               **dict(SENTENCE, num_rounds=30, lr_decay=0.95,
-                                      centralised=False)})],
+        + [("top 2 lr decay", dict(iid, num_rounds=30, lr_decay=0.95, centralised=False))],
         # "alpha 0.5 top 4": iid-gad's chosen setting (the top 4, 20 rounds) under label skew,
         # for the two rows that did best at the top 2; its centralised bound is iid-gad's
         # "top 4" (the same union of examples, top and budget), so it does not run again.
@@ -133,30 +134,20 @@ def comparisons(root, cache=None):
         # teacher, which the top 2 left weak; 30 rounds as before, its own centralised bound.
         # "iid top 4 60 rounds": twice the rounds (six passes over each sentence, and a bound
         # of 6 epochs), since 30 left FedAvgT still rising; it goes on from "iid top 4" (EXTENDS).
-        "feded-gad": [(label, {"dataset": "gad", "data": gad, "algorithm": "fedavgt,feded",
-                               "clients": 100, "client_fraction": 0.1, "partition": "iid",
-                               "server_fraction": 0.2, "representation": "cls_entities",
-                               **dict(SENTENCE, trainable_layers=k, num_rounds=rounds)})
+        "feded-gad": [(label, dict(dv, trainable_layers=k, num_rounds=rounds))
                       for label, k, rounds in (("iid", 2, 30), ("iid top 4", 4, 30),
                                                ("iid top 4 60 rounds", 4, 60))]
         # "paper clients top 4": FedED's own GAD setting (K = 50, C = 0.1, B = 4, E = 2), to
         # test our reading that its teacher is weak because each client trains ~4 steps a
         # round here; 30 rounds are the 60-round setting's example passes (six a sentence), whose
         # centralised bound serves (it does not run again).
-        + [("paper clients top 4", {"dataset": "gad", "data": gad, "algorithm": "fedavgt,feded",
-                                    "clients": 50, "client_fraction": 0.1, "partition": "iid",
-                                    "server_fraction": 0.2, "representation": "cls_entities",
-                                    **dict(SENTENCE, trainable_layers=4, num_rounds=30,
-                                           batch_size=4, num_epochs=2, centralised=False)}),
+        + [("paper clients top 4", dict(dv, clients=50, trainable_layers=4, num_rounds=30,
+                                        batch_size=4, num_epochs=2, centralised=False)),
            # "iid top 4 kl 0": FedED of "iid top 4" with --kl-weight 0, so the student learns
            # from D_v's labels alone (Eq. 6 without the teacher): whether FedED's F1 (0.70-0.72
            # in every setting above) is bounded by D_v's 767 sentences rather than the teacher.
-           ("iid top 4 kl 0", {"dataset": "gad", "data": gad, "algorithm": "feded",
-                               "kl_weight": 0.0, "clients": 100, "client_fraction": 0.1,
-                               "partition": "iid", "server_fraction": 0.2,
-                               "representation": "cls_entities",
-                               **dict(SENTENCE, trainable_layers=4, num_rounds=30,
-                                      centralised=False)})],
+           ("iid top 4 kl 0", dict(dv, algorithm="feded", kl_weight=0.0, trainable_layers=4,
+                                   num_rounds=30, centralised=False))],
         # "alpha 0.5 top 4": the same with iid-gad's chosen top (the top 4, 20 rounds), since
         # both rows still improved at round 10 of the top 2; its centralised bound is iid-gad's
         # "top 4" (the same union, top and budget), so it does not run again.

@@ -22,7 +22,8 @@ not run again.
 Comparisons (``--only`` picks some):
 
 * ``iid-gad``: FedAvgT on an IID split of GAD, the top 2 layers, the top 3 and the top 4
-  (and the top 2 with the local rate decayed 0.95 a round: ``--settings "top 2 lr decay"``);
+  (and the top 2 with the local rate decayed 0.95 a round: ``--settings "top 2 lr decay"``;
+  the top 4 for 15 rounds, within 15 minutes a seed: ``--settings "top 4 15 rounds"``);
 * ``fedcmc-gad``, ``fedcmc-euadr``, ``fedcmc-chemprot``: FedCMC Table 2 style: FedAvgT,
   MOON, FedRS, FedLC and FedCMC (ChemProt: FedAvgT, FedLC and FedCMC) at label-Dirichlet
   alpha 0.5 and 0.05, 10 clients, all every round (GAD also FedAvgT and MOON at alpha 0.5

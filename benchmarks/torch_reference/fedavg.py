@@ -5,7 +5,7 @@ bound in PyTorch, at the papers' scale, for a GPU machine that has no TensorFlow
         [--seeds 0,1,2] [--rounds 50] [--lr 5e-5] [--batch 8] [--deadline 480]
     # FedED's GAD setting (export.py --server-fraction 0.2 --dv-clients 50):
     python fedavg.py ... --jobs feded@dv50,fedavgt@dv50,centralised@dv50 --client-fraction 0.1
-        --batch 4 --epochs 2 --representation cls_entities [--lr 2.5e-5]
+        --batch 4 --epochs 2 --representation cls_entities [--lr 2.5e-5] [--kl-weight 0]
 
 This is *not* tffre: it is an independent transcription of eight of its rows, written so that
 the papers' scale (full fine-tuning of every layer, FedCMC's 50 rounds at batch 8 and Adam
@@ -47,8 +47,9 @@ and client splits as a tffre run of each seed) and mirrors tffre's choices:
   inference mode); the server averages them, z (Eq. 5), softens them, q = softmax(z / tau)
   (Eq. 4, tau tffre's default 0.25 as `export.py` wrote it), and from the round's starting
   model takes one pass over D_v in its order, batches of ``--batch``, with a fresh Adam on
-  CE + lambda KL(q || p) (Eq. 6, lambda = 1) (tffre.algorithms.feded); D_v is the train
-  rows `export.py --server-fraction` moved to the server, on which no client trains;
+  CE + lambda KL(q || p) (Eq. 6, lambda = 1, or ``--kl-weight`` as tffre's flag)
+  (tffre.algorithms.feded); D_v is the train rows `export.py --server-fraction` moved to
+  the server, on which no client trains;
 * centralised: one Adam over the union of the clients' examples (``centralised@dv50``: of
   that partition's clients, so without D_v), one epoch a "round";
 * the figure: test F1 at the round of best dev F1 (first best), the relation F1 of
@@ -268,7 +269,7 @@ def run_one(args):
                   fedcb=fedcb, representation=args.representation)
     if algorithm == "feded":   # tffre's defaults, as export.py wrote them
         teacher_tau = float(data["feded_tau"]) if args.teacher_tau is None else args.teacher_tau
-        kl_weight = float(data["feded_kl"])
+        kl_weight = float(data["feded_kl"]) if args.kl_weight is None else args.kl_weight
     params = [p for p in model.parameters() if p.requires_grad]
     generator = np.random.default_rng(s)
     persistent = torch.optim.Adam(params, lr=args.lr, eps=1e-7, fused=DEVICE == "cuda") \
@@ -445,6 +446,9 @@ def main(argv=None):
     parser.add_argument("--teacher-tau", type=float, default=None,
                         help="FedED's teacher temperature (default: tffre's, as export.py "
                         "wrote it)")
+    parser.add_argument("--kl-weight", type=float, default=None,
+                        help="FedED's lambda in Eq. 6 (default: tffre's, as export.py wrote it; "
+                        "0: the student on D_v's labels alone)")
     parser.add_argument("--deadline", type=float, default=480.0,
                         help="seconds after which a process starts no new round")
     parser.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke test")
@@ -467,7 +471,8 @@ def main(argv=None):
               "--limit", str(args.limit), "--client-fraction", str(args.client_fraction),
               "--epochs", str(args.epochs), "--representation", args.representation] \
         + ([] if args.cb_tau is None else ["--cb-tau", str(args.cb_tau)]) \
-        + ([] if args.teacher_tau is None else ["--teacher-tau", str(args.teacher_tau)])
+        + ([] if args.teacher_tau is None else ["--teacher-tau", str(args.teacher_tau)]) \
+        + ([] if args.kl_weight is None else ["--kl-weight", str(args.kl_weight)])
     procs = [subprocess.Popen([sys.executable, __file__, "--one", job, "--seed", str(s)]
                               + common) for job in jobs for s in seeds]
     codes = [p.wait() for p in procs]

@@ -193,3 +193,25 @@ def test_fedcb_logits_are_eq5_in_numpy():
                           for k in range(3)] for i in range(4)])
     got = fedavg.fedcb_logits(*(torch.tensor(a) for a in (h, mu, var)), tau).numpy()
     np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_kl_weight_reaches_every_process_only_when_given(tmp_path, monkeypatch):
+    """``--kl-weight`` is passed on to each (job, seed) process, and left out when not given,
+    so those processes fall back to the lambda that export.py wrote."""
+    calls = []
+
+    class _Done:
+        def __init__(self, argv):
+            calls.append(argv)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(fedavg.subprocess, "Popen", _Done)
+    common = ["--ref", str(tmp_path), "--jobs", "feded@dv50", "--seeds", "0,1"]
+    assert fedavg.main(common + ["--out", str(tmp_path / "a"), "--kl-weight", "0"]) == 0
+    assert len(calls) == 2
+    assert all(argv[argv.index("--kl-weight") + 1] == "0.0" for argv in calls)
+    calls.clear()
+    assert fedavg.main(common + ["--out", str(tmp_path / "b")]) == 0
+    assert len(calls) == 2 and not any("--kl-weight" in argv for argv in calls)

@@ -114,7 +114,7 @@ def comparisons(root, cache=None):
                                     centralised=False)),
            # "top 2 96 pieces": the top 2 at 96 word pieces, where 64 cut 9.5% of GAD's
            # training sentences (and an entity from about 3%). A round costs about twice as much
-           # (39-57 s against 23.5 s), so 15 rounds fill the 15 minutes a seed; "top 2"'s
+           # (40.5-40.9 s against 23.5 s), so 15 rounds fill the 15 minutes a seed; "top 2"'s
            # curves level off by rounds 10-15. No bound: it would need its own 96-piece run.
            ("top 2 96 pieces", dict(iid, max_len=96, num_rounds=15, centralised=False))],
         # "alpha 0.5 top 4": iid-gad's chosen setting (the top 4, 20 rounds) under label skew,

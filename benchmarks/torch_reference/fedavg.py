@@ -75,6 +75,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 # "cuda" on the GPU machine; a CPU runs the same code for a smoke test (--device cpu).
 DEVICE = "cuda"
 
+# The options whose default is tffre's, as export.py wrote it: {option: export.py's key}. Each
+# is None unless given, and then passed on to every (job, seed) process.
+EXPORTED_DEFAULTS = {"cb_tau": "fedcb_tau", "teacher_tau": "feded_tau", "kl_weight": "feded_kl"}
+
+
+def exported(args, data, name):
+    """Option ``name`` as given, or else tffre's value that export.py wrote to ``data``."""
+    value = getattr(args, name)
+    return float(data[EXPORTED_DEFAULTS[name]]) if value is None else value
+
 
 def relation_f1(y_true, y_pred, negative_label=0):
     """The relation F1 of ``tffre.metrics.relation_f1`` (micro over the classes other than
@@ -263,13 +273,13 @@ def run_one(args):
         return (torch.from_numpy(packed).to(DEVICE, non_blocking=True),
                 torch.from_numpy(y[name][rows]).to(DEVICE, non_blocking=True))
     torch.backends.cuda.matmul.allow_tf32 = True
-    cb_tau = float(data["fedcb_tau"]) if args.cb_tau is None else args.cb_tau
+    cb_tau = exported(args, data, "cb_tau")
     fedcb = (data["fedcb_mu"], data["fedcb_var"], cb_tau) if algorithm == "fedcb" else None
     model = build(os.path.join(args.ref, "encoder"), int(data["vocab_size"]), num_labels, s,
                   fedcb=fedcb, representation=args.representation)
     if algorithm == "feded":   # tffre's defaults, as export.py wrote them
-        teacher_tau = float(data["feded_tau"]) if args.teacher_tau is None else args.teacher_tau
-        kl_weight = float(data["feded_kl"]) if args.kl_weight is None else args.kl_weight
+        teacher_tau = exported(args, data, "teacher_tau")
+        kl_weight = exported(args, data, "kl_weight")
     params = [p for p in model.parameters() if p.requires_grad]
     generator = np.random.default_rng(s)
     persistent = torch.optim.Adam(params, lr=args.lr, eps=1e-7, fused=DEVICE == "cuda") \
@@ -469,10 +479,10 @@ def main(argv=None):
               "--restriction", str(args.restriction),
               "--deadline", str(args.deadline), "--device", args.device,
               "--limit", str(args.limit), "--client-fraction", str(args.client_fraction),
-              "--epochs", str(args.epochs), "--representation", args.representation] \
-        + ([] if args.cb_tau is None else ["--cb-tau", str(args.cb_tau)]) \
-        + ([] if args.teacher_tau is None else ["--teacher-tau", str(args.teacher_tau)]) \
-        + ([] if args.kl_weight is None else ["--kl-weight", str(args.kl_weight)])
+              "--epochs", str(args.epochs), "--representation", args.representation]
+    for name in EXPORTED_DEFAULTS:
+        if getattr(args, name) is not None:
+            common += ["--" + name.replace("_", "-"), str(getattr(args, name))]
     procs = [subprocess.Popen([sys.executable, __file__, "--one", job, "--seed", str(s)]
                               + common) for job in jobs for s in seeds]
     codes = [p.wait() for p in procs]

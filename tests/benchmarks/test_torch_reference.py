@@ -215,3 +215,7 @@ def test_kl_weight_reaches_every_process_only_when_given(tmp_path, monkeypatch):
     calls.clear()
     assert fedavg.main(common + ["--out", str(tmp_path / "b")]) == 0
     assert len(calls) == 2 and not any("--kl-weight" in argv for argv in calls)
+    # In the process, the option as given, or else the lambda export.py wrote.
+    written = {"feded_kl": np.float32(1.0)}
+    assert fedavg.exported(SimpleNamespace(kl_weight=None), written, "kl_weight") == 1.0
+    assert fedavg.exported(SimpleNamespace(kl_weight=0.0), written, "kl_weight") == 0.0

@@ -124,7 +124,8 @@ class _Built:
                   flush=True)
         self.evaluator = SiteEvaluator(self.model_fn, model.loss, splits,
                                        kind=getattr(model, "evaluation", "classification"),
-                                       annotations=getattr(data, "annotations", None))
+                                       annotations=getattr(data, "annotations", None),
+                                       **getattr(model, "evaluation_options", {}))
         self.folder = os.path.join(site["state-dir"], job.key())
         self.site = site["site"]
 
@@ -155,10 +156,12 @@ class SiteEvaluator:
       annotations: {split: {name: array}} the evaluation reads beside the data ("docre":
         ``pair_intra``), or None.
       batch_size: default 256 examples, 8 documents for "docre" (as DocREEvaluator).
+      threshold: "docre": the sigmoid above which a pair is counted a relation (the job's
+        ``--threshold``; default :data:`tffre.evaluation.DOCRE_THRESHOLD`).
     """
 
     def __init__(self, model_fn, loss, splits, batch_size=None, kind="classification",
-                 annotations=None):
+                 annotations=None, threshold=None):
         import tensorflow as tf
         from tffre.evaluation import DOCRE_THRESHOLD, EVALUATORS, docre_batch, main_output
         if kind not in EVALUATORS:
@@ -167,11 +170,14 @@ class SiteEvaluator:
         self.splits = splits
         self.kind = kind
         self.annotations = annotations or {}
+        if threshold is not None and kind != "docre":
+            raise ValueError(f"a threshold applies to the docre evaluation, not {kind!r}")
         if kind == "docre":
             self.batch_size = batch_size or 8
             # The loss's kind decides how logits become predictions, as in simulation.
             self._batch = tf.function(
-                lambda x, y: docre_batch(self.model, x, y, loss.kind, DOCRE_THRESHOLD),
+                lambda x, y: docre_batch(self.model, x, y, loss.kind, DOCRE_THRESHOLD
+                                         if threshold is None else float(threshold)),
                 reduce_retracing=True)
             return
         self.batch_size = batch_size or 256

@@ -470,6 +470,7 @@ class DocumentSites(Sites):
                                             has_prefix)
         encoder_dir = self.encoder_dir(site)
         featurizer, config = self._built(job, encoder_dir)
+        threshold = self.options(job).threshold
         shapes = featurizer.shapes()
         x_spec = {k: tf.TensorSpec((None,) + shapes[k], tf.int32) for k in MODEL_INPUTS}
         identity = ""
@@ -485,7 +486,9 @@ class DocumentSites(Sites):
             # As FederatedData orders a dict of inputs (by key); y: labels and pair mask.
             input_spec=(ordered(x_spec), tf.TensorSpec(
                 (None,) + shapes["labels"][:-1] + (featurizer.num_relations + 1,), tf.float32)),
-            load_pretrained=load, identity=identity, evaluation="docre")
+            load_pretrained=load, identity=identity, evaluation="docre",
+            # A number the sites count at; "dev" agree() has refused.
+            evaluation_options={} if threshold == "dev" else {"threshold": threshold})
 
     def site_data(self, job, site):
         """The site's featurized :class:`tffre.tasks.sites.SiteData` (the job's relation types,

@@ -95,6 +95,9 @@ class SiteModel:
     #: How a site evaluates the model and the server scores the sums: a kind of
     #: :data:`tffre.evaluation.EVALUATORS` ("docre": document-level RE's P/R/F1 counts).
     evaluation: str = "classification"
+    #: That evaluator's own options, as the simulation's (:attr:`tffre.runner.Job.evaluation_options`:
+    #: document RE's numeric ``threshold``).
+    evaluation_options: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass

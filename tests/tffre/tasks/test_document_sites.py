@@ -4,6 +4,7 @@ documents with the job's agreed relation types, pair types and row limits; the d
 sites' arrays; the F1 the server computes from the sites' summed TP/FP/FN counts equals
 DocREEvaluator's on the pooled split; a site with other relation types is refused."""
 
+import dataclasses
 import json
 import os
 import sys
@@ -116,6 +117,11 @@ def test_deployed_documents_equal_the_local_executor_and_the_pooled_f1(tmp_path,
     # order), the same seed, initial weights and batches.
     task = DocumentSites()
     model = task.model(job, {"encoder": encoder})
+    # The job's numeric --threshold reaches the sites' evaluation ("dev" is refused at the
+    # agreement: test_a_threshold_tuned_on_dev_is_refused_in_a_deployment).
+    assert model.evaluation_options == {"threshold": 0.5}
+    lower = dataclasses.replace(job, options={**job.options, "threshold": 0.3})
+    assert task.model(lower, {"encoder": encoder}).evaluation_options == {"threshold": 0.3}
     data = {s: task.site_data(job, {"site": s, "data": sites[s], "encoder": encoder})
             for s in SITES}
     # The agreed limits are the largest the sites need: the pooled documents' fitted limits.
@@ -163,6 +169,18 @@ def test_deployed_documents_equal_the_local_executor_and_the_pooled_f1(tmp_path,
         assert columns[f"test_{name}"] == pytest.approx(scores[name], abs=1e-6), name
     # Not a degenerate score: the model predicts some relations, some of them right or wrong.
     assert 0 < preds[y[..., -1] > 0].sum() and 0 < scores["accuracy"] < 1
+
+
+def test_a_threshold_tuned_on_dev_is_refused_in_a_deployment():
+    """The sites send counts at one threshold, not the pooled dev probabilities a tuned one
+    needs: the agreement refuses ``threshold dev`` in one line, before any site is read."""
+    from tffre.tasks.sites import DeployJob
+    head = DeployJob(task="documents", dataset="cdr", algorithm="FedAvgT", hparams={},
+                     options={"threshold": "dev"}, batch_size=2, seed=0)
+    log = []
+    with pytest.raises(ValueError, match="threshold dev: a deployment scores at a fixed"):
+        DocumentSites().agree(head, [], log.append)
+    assert log and log[0].startswith("error: threshold dev")
 
 
 def test_a_site_checks_its_documents_as_the_data_check(world):

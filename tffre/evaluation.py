@@ -9,6 +9,9 @@
   micro over the positive classes, or the positive class's F1 for a binary
   set (:func:`tffre.metrics.relation_f1`); with ``macro_f1``, the macro-F1
   over all classes instead (:func:`tffre.metrics.macro_f1`);
+* for a binary relation set with a decision threshold (:class:`BinaryThresholdEvaluator`,
+  the kind "binary"): the relation predicted where its probability is above the threshold,
+  a given one or the one with the best dev F1;
 * for document-level RE (:class:`DocREEvaluator`, the evaluation kind "docre"):
   P/R/F1 of the predicted relations over the valid candidate pairs, micro over
   the relation types, the intra-/inter-sentence F1 and DocRED's Ign F1 where
@@ -96,10 +99,14 @@ class GlobalModelEvaluator:
     def evaluate_model(self, splits=None):
         """The metrics of the evaluation model as it is (see :meth:`__call__`), on ``splits``
         (default all: test, train and dev when there is one)."""
+        return self._scores({split: self.predictions(split) for split in splits or self._splits},
+                            {})
+
+    def _scores(self, results, out):
+        """``out`` updated with the scores of ``results`` ({split: (per-example losses,
+        predicted class indices)})."""
         from tffre.metrics import macro_f1, relation_f1
-        out = {}
-        for split in splits or self._splits:
-            losses, preds = self.predictions(split)
+        for split, (losses, preds) in results.items():
             y = np.asarray(self._splits[split][1]).reshape(-1)
             if split == "train":
                 out["train_loss"] = float(np.mean(losses)) if len(losses) else float("nan")
@@ -122,6 +129,68 @@ class GlobalModelEvaluator:
     def splits(self):
         """The evaluated splits' names."""
         return tuple(self._splits)
+
+
+class BinaryThresholdEvaluator(GlobalModelEvaluator):
+    """A binary relation set (GAD, EU-ADR) scored with a decision threshold (evaluation kind
+    "binary"): the relation is predicted where the softmax gives it a probability above
+    ``threshold``. The argmax is the threshold 0.5; the classification kind keeps it.
+    ``threshold="dev"`` tunes it at each evaluation: the threshold of :data:`DOCRE_GRID` with
+    the best relation F1 on the dev split scores every split (:func:`best_threshold`, as
+    document RE's ``--threshold dev``); the ``threshold`` column says which. F1 rewards
+    recall as much as precision, so where relations are common its best threshold often sits
+    below 0.5 (Lipton et al. 2014, "Thresholding classifiers to maximize F1 score").
+    """
+
+    columns = ("threshold",)
+
+    def __init__(self, model_fn, data, loss, batch_size=256, negative_label=None,
+                 macro_f1=False, threshold=None, train_loss=True):
+        if negative_label is None or macro_f1 or data.num_classes != 2:
+            raise ValueError(f"a decision threshold applies to a binary relation set (two "
+                             f"labels and a negative one), not {data.num_classes} labels")
+        super().__init__(model_fn, data, loss, batch_size, negative_label, False, train_loss)
+        self.tuned = threshold == "dev"
+        #: The threshold applied: the given one, or the last evaluation's tuned one (which
+        #: :meth:`predictions` applies, for the per-class table of the final model).
+        self.threshold = DOCRE_THRESHOLD if threshold is None or self.tuned \
+            else float(threshold)
+        self.positive = 1 - negative_label
+        from_logits = loss.get_config().get("from_logits", False)
+        self._probability = tf.nn.softmax if from_logits else tf.identity
+
+    def _batch_impl(self, x, y):
+        pred = main_output(self.model(x, training=False))
+        return (self._per_example_loss(y, pred),
+                self._probability(pred)[:, self.positive])
+
+    def probabilities(self, split):
+        """(per-example losses, the relation's probability) of the current model on ``split``."""
+        return super().predictions(split)
+
+    def predictions(self, split):
+        """(per-example losses, predicted class indices at :attr:`threshold`)."""
+        losses, prob = self.probabilities(split)
+        return losses, self._decide(prob, self.threshold)
+
+    def _decide(self, prob, threshold):
+        return np.where(prob > threshold, self.positive, self.negative_label)
+
+    def evaluate_model(self, splits=None):
+        """The metrics of the evaluation model as it is, the relation predicted above the
+        threshold (tuned on dev with ``threshold="dev"``)."""
+        results = {split: self.probabilities(split) for split in splits or self._splits}
+        if self.tuned and set(results) - {"train"}:
+            if "dev" not in results:
+                raise ValueError("a threshold tuned on dev needs a dev split")
+            gold = np.asarray(self._splits["dev"][1]).reshape(-1) == self.positive
+            # One relation type over one "pair" per sentence: document RE's grid search.
+            prob = results["dev"][1]
+            self.threshold = best_threshold(gold[:, None, None], prob[:, None, None],
+                                            np.ones((len(gold), 1), np.int32))
+        decided = {split: (losses, self._decide(prob, self.threshold))
+                   for split, (losses, prob) in results.items()}
+        return self._scores(decided, {"threshold": self.threshold})
 
 
 class DocREEvaluator(GlobalModelEvaluator):
@@ -270,7 +339,8 @@ def _batch_free_spec(array):
 
 
 #: Evaluation kinds: {name: evaluator class}; a Job names one (``Job.evaluation``).
-EVALUATORS = {"classification": GlobalModelEvaluator, "docre": DocREEvaluator}
+EVALUATORS = {"classification": GlobalModelEvaluator, "binary": BinaryThresholdEvaluator,
+              "docre": DocREEvaluator}
 
 
 def make_evaluator(kind, model_fn, data, loss, **options):

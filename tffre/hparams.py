@@ -118,7 +118,8 @@ def unit_interval(value):
 
 
 def threshold_or_dev(value):
-    """A decision threshold in (0, 1), or "dev": tuned on the dev split (document RE)."""
+    """A decision threshold in (0, 1), or "dev": tuned on the dev split (document RE, a binary
+    relation set)."""
     if str(value).strip().lower() == "dev":
         return "dev"
     return _within(value, True, True)

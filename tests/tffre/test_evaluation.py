@@ -116,3 +116,88 @@ def test_a_threshold_tuned_on_dev_is_the_grid_point_with_the_best_dev_f1():
     assert fixed["threshold"] == 0.5 and got["dev_f1"] >= fixed["dev_f1"]
     with pytest.raises(ValueError, match="bce"):
         make_evaluator("docre", echo_model, data, DocRELoss("softmax"), threshold="dev")
+
+
+def binary_echo_model():
+    """Returns its input as the two classes' logits."""
+    scores = tf.keras.Input((2,))
+    return tf.keras.Model(scores, tf.keras.layers.Activation("linear")(scores))
+
+
+def binary_data(sizes=(("train", 5), ("test", 40), ("dev", 60)), seed=0):
+    """Two clients' splits of (logits [n, 2], labels), the relation (label 1) in about 55%."""
+    rng = np.random.RandomState(seed)
+    clients = {}
+    for k in range(2):
+        clients[f"c{k}"] = {}
+        for name, n in sizes:
+            y = (rng.rand(n) < 0.55).astype(np.int32)
+            x = np.stack([np.zeros(n), rng.randn(n) + 0.6 * (2 * y - 1) - 0.4], 1)
+            clients[f"c{k}"][name] = (x.astype(np.float32), y)
+    return FederatedData(clients, num_classes=2)
+
+
+SCCE = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def sklearn_f1_at(data, name, t):
+    from sklearn.metrics import f1_score
+    x, y = data.pooled(name)
+    prob = 1 / (1 + np.exp(x[:, 0].astype(np.float64) - x[:, 1]))   # the softmax's class 1
+    return f1_score(y, (prob > t).astype(int), zero_division=0), prob
+
+
+def test_a_binary_threshold_tuned_on_dev_is_the_grid_point_with_the_best_dev_f1():
+    """``threshold="dev"`` on a binary relation set: the grid's threshold with the best dev F1
+    (sklearn's, the relation as the positive class; ties nearest 0.5) scores every split, and
+    the per-class table's predictions are the final model's at it."""
+    from tffre.evaluation import DOCRE_GRID, BinaryThresholdEvaluator
+    data = binary_data()
+    evaluator = make_evaluator("binary", binary_echo_model, data, SCCE, negative_label=0,
+                               threshold="dev", batch_size=7)
+    assert isinstance(evaluator, BinaryThresholdEvaluator)
+    got = evaluator.evaluate_model()
+    dev = [sklearn_f1_at(data, "dev", t)[0] for t in DOCRE_GRID]
+    best = max(dev)
+    want = min((t for t, f in zip(DOCRE_GRID, dev) if f == pytest.approx(best)),
+               key=lambda t: abs(t - 0.5))
+    assert got["threshold"] == pytest.approx(want) and want != 0.5
+    assert got["dev_f1"] == pytest.approx(best)
+    test_f1, prob = sklearn_f1_at(data, "test", want)
+    assert got["test_f1"] == pytest.approx(test_f1)
+    y = data.pooled("test")[1]
+    assert got["test_accuracy"] == pytest.approx(np.mean((prob > want) == y))
+    np.testing.assert_array_equal(evaluator.predictions("test")[1], (prob > want).astype(int))
+    # The loss is the training loss's, whatever the threshold.
+    x, y = data.pooled("train")
+    assert got["train_loss"] == pytest.approx(float(SCCE(y, x)), rel=1e-5)
+    # Tuned on dev, its dev F1 is at least the argmax's (the classification kind's).
+    argmax = make_evaluator("classification", binary_echo_model, data, SCCE,
+                            negative_label=0).evaluate_model()
+    assert got["dev_f1"] >= argmax["dev_f1"]
+
+
+def test_a_given_binary_threshold_and_its_limits():
+    """A number: the relation above it; 0.5 is the argmax (the classification kind, column
+    for column); and a threshold needs two labels, and "dev" a dev split."""
+    data = binary_data(seed=1)
+    argmax = make_evaluator("classification", binary_echo_model, data, SCCE,
+                            negative_label=0).evaluate_model()
+    half = make_evaluator("binary", binary_echo_model, data, SCCE, negative_label=0,
+                          threshold=0.5).evaluate_model()
+    assert half.pop("threshold") == 0.5
+    assert half == pytest.approx(argmax)
+    low = make_evaluator("binary", binary_echo_model, data, SCCE, negative_label=0,
+                         threshold=0.3).evaluate_model()
+    assert low["test_f1"] == pytest.approx(sklearn_f1_at(data, "test", 0.3)[0])
+    assert low["test_f1"] != pytest.approx(half["test_f1"])
+    three = FederatedData({"c0": {"train": (np.zeros((2, 3), np.float32), np.zeros(2, np.int32)),
+                                  "test": (np.zeros((2, 3), np.float32), np.zeros(2, np.int32))}},
+                          num_classes=3)
+    with pytest.raises(ValueError, match="binary relation set"):
+        make_evaluator("binary", lambda: tf.keras.Sequential([tf.keras.layers.Dense(3)]),
+                       three, SCCE, negative_label=0, threshold=0.3)
+    no_dev = binary_data((("train", 4), ("test", 6)))
+    with pytest.raises(ValueError, match="needs a dev split"):
+        make_evaluator("binary", binary_echo_model, no_dev, SCCE, negative_label=0,
+                       threshold="dev").evaluate_model()

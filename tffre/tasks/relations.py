@@ -22,7 +22,7 @@ from typing import Optional
 
 from tffre import resources
 from tffre.hparams import (boolean, choice, fraction, non_negative_float, optional, param,
-                           positive_int, text)
+                           positive_int, text, threshold_or_dev)
 from tffre.lazy import np
 from tffre.runner.settings import Job
 from tffre.tasks import (SAMPLE, ConceptOption, DataOption, EncoderOptions, Task, check_encoder,
@@ -63,6 +63,10 @@ class Options(DataOption, EncoderOptions, ConceptOption):
                                 "seeded fraction of the training examples becomes dev, for "
                                 "choosing the round (0: none; model selection then reports the "
                                 "max over rounds only)")
+    threshold: object = param(None, optional(threshold_or_dev), "a binary set (GAD, EU-ADR): "
+                              "the relation's probability above which it is predicted, or dev: "
+                              "at each evaluation the threshold with the best dev F1, applied "
+                              "to every split (default: the more probable class)")
     raw_labels: bool = param(False, boolean, "ChemProt in SciBERT's JSON lines: keep its 13 raw "
                              "relation labels instead of the evaluated groups CPR:3, 4, 5, 6, 9 "
                              "and false", flag=True)
@@ -170,6 +174,13 @@ def prepare(cfg):
     splits, labels = load_relation_splits(cfg.dataset, data_path(cfg.dataset, o.data), seed=seed,
                                           dev_fraction=o.dev_fraction or None, notes=notes,
                                           **loader_options(cfg))
+    if o.threshold is not None and len(labels) != 2:
+        raise ValueError(f"--threshold applies to a binary set; {cfg.dataset} "
+                         f"({data_path(cfg.dataset, o.data)}) has {len(labels)} labels: "
+                         f"{', '.join(map(str, labels))}")
+    if o.threshold == "dev" and "dev" not in splits:
+        raise ValueError("--threshold dev needs a dev split: the data has none and "
+                         "--dev-fraction is 0")
     for note in notes:
         print(f"note: {note}")
     encoder_dir = o.encoder or default_encoder_dir()
@@ -238,7 +249,10 @@ def prepare(cfg):
                load_pretrained=load, negative_label=0, export=export,
                concepts=concepts_for(labels, o.concept_file), prompts="text",
                server_data=None if server_df is None else (
-                   server_x, server_df["label"].map(index).to_numpy(np.int32)))
+                   server_x, server_df["label"].map(index).to_numpy(np.int32)),
+               # Without --threshold the argmax, as before the option existed.
+               **({} if o.threshold is None else {
+                   "evaluation": "binary", "evaluation_options": {"threshold": o.threshold}}))
 
 
 class RelationSites(Sites):
@@ -259,6 +273,16 @@ class RelationSites(Sites):
 
     def __init__(self):
         self._prefixes = {}   # (job key, encoder folder, cache folder) -> (prefix, store)
+
+    def agree(self, head, sites, log, concept_file=None):
+        """:meth:`tffre.tasks.sites.Sites.agree`; a decision threshold (``threshold``) is
+        refused: the sites count the more probable class (a confusion matrix)."""
+        if head.options.get("threshold") is not None:
+            refusal = ("threshold: a deployment of sentence RE scores the more probable class "
+                       "(the sites send a confusion matrix at the argmax)")
+            log(f"error: {refusal}")
+            raise ValueError(refusal)
+        return super().agree(head, sites, log, concept_file)
 
     def _examples(self, job, site):
         from tffre.data.sentence_sets import by_split, load_re

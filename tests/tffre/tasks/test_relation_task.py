@@ -357,3 +357,44 @@ def test_label_skew_and_feature_algorithms_train_on_a_frozen_prefix(tmp_path, en
     assert (metrics["num_excluded_clients"] == 0).all()
     for name in ("FedCMC", "MOON", "FedCB", "FedED"):
         assert (out / "models" / name / "model.keras").is_file()
+
+
+def test_gad_sample_with_a_threshold_tuned_on_dev(tmp_path, encoder, cli_here):
+    """``--threshold dev`` on a binary set: metrics.csv's threshold column holds each round's
+    tuned threshold, and the per-class table is the final model's at it; on a set of three
+    labels the option is refused in one line, naming the set."""
+    out = tmp_path / "gad"
+    proc = cli_here("run", "--dataset", "gad", "--encoder", encoder, "--algorithm", "fedavg",
+                   "--clients", "4", "--clients-per-round", "2", "--num-rounds", "2",
+                   "--num-iters", "3", "--max-len", "32", "--executor", "local",
+                   "--threshold", "dev", "--no-progress", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metrics = pd.read_csv(out / "metrics.csv")
+    assert metrics["threshold"].between(0.01, 0.99).all() and len(metrics) == 2
+    table = pd.read_csv(out / "per_class" / "FedAvg.csv")
+    assert metrics["test_f1"].iloc[-1] == pytest.approx(
+        table[table["label"] == "1"].iloc[0]["f1"])
+    assert "\"threshold\": \"dev\"" in (out / "config.json").read_text()
+
+
+def test_a_threshold_on_a_set_of_three_labels_is_refused(tmp_path, encoder, data_dir, cli_here):
+    proc = cli_here("run", "--dataset", "jsonl", "--data", data_dir, "--encoder", encoder,
+                   "--num-rounds", "1", "--threshold", "0.3", "--no-progress",
+                   "--out", str(tmp_path / "o"))
+    assert proc.returncode != 0
+    assert "--threshold applies to a binary set; jsonl" in proc.stderr
+    assert "3 labels" in proc.stderr
+
+
+def test_a_threshold_is_refused_in_a_deployment():
+    """The sites send a confusion matrix at the argmax: the agreement refuses a job with a
+    threshold in one line, before any site is read."""
+    from tffre.tasks.relations import RelationSites
+    from tffre.tasks.sites import DeployJob
+    log = []
+    for threshold in ("dev", 0.3):
+        head = DeployJob(task="relations", dataset="gad", algorithm="FedAvgT", hparams={},
+                         options={"threshold": threshold}, batch_size=8, seed=0)
+        with pytest.raises(ValueError, match="threshold: a deployment of sentence RE scores"):
+            RelationSites().agree(head, [], log.append)
+    assert log == [log[0]] * 2 and log[0].startswith("error: threshold")

@@ -140,9 +140,11 @@ class BinaryThresholdEvaluator(GlobalModelEvaluator):
     document RE's ``--threshold dev``); the ``threshold`` column says which. F1 rewards
     recall as much as precision, so where relations are common its best threshold often sits
     below 0.5 (Lipton et al. 2014, "Thresholding classifiers to maximize F1 score").
+    ``test_f1_argmax`` and ``dev_f1_argmax`` are the same model's F1s at the argmax, for what
+    the threshold changes.
     """
 
-    columns = ("threshold",)
+    columns = ("threshold", "test_f1_argmax", "dev_f1_argmax")
 
     def __init__(self, model_fn, data, loss, batch_size=256, negative_label=None,
                  macro_f1=False, threshold=None, train_loss=True):
@@ -188,9 +190,14 @@ class BinaryThresholdEvaluator(GlobalModelEvaluator):
             prob = results["dev"][1]
             self.threshold = best_threshold(gold[:, None, None], prob[:, None, None],
                                             np.ones((len(gold), 1), np.int32))
+        held_out = {split: r for split, r in results.items() if split != "train"}
+        argmax = self._scores({split: (losses, self._decide(prob, DOCRE_THRESHOLD))
+                               for split, (losses, prob) in held_out.items()}, {})
+        out = {f"{split}_f1_argmax": argmax[f"{split}_f1"] for split in held_out}
+        out["threshold"] = self.threshold
         decided = {split: (losses, self._decide(prob, self.threshold))
                    for split, (losses, prob) in results.items()}
-        return self._scores(decided, {"threshold": self.threshold})
+        return self._scores(decided, out)
 
 
 class DocREEvaluator(GlobalModelEvaluator):

@@ -175,6 +175,8 @@ def test_a_binary_threshold_tuned_on_dev_is_the_grid_point_with_the_best_dev_f1(
     argmax = make_evaluator("classification", binary_echo_model, data, SCCE,
                             negative_label=0).evaluate_model()
     assert got["dev_f1"] >= argmax["dev_f1"]
+    assert (got["test_f1_argmax"], got["dev_f1_argmax"]) == pytest.approx(
+        (argmax["test_f1"], argmax["dev_f1"]))
 
 
 def test_a_given_binary_threshold_and_its_limits():
@@ -186,6 +188,8 @@ def test_a_given_binary_threshold_and_its_limits():
     half = make_evaluator("binary", binary_echo_model, data, SCCE, negative_label=0,
                           threshold=0.5).evaluate_model()
     assert half.pop("threshold") == 0.5
+    assert half.pop("test_f1_argmax") == half["test_f1"]
+    assert half.pop("dev_f1_argmax") == half["dev_f1"]
     assert half == pytest.approx(argmax)
     low = make_evaluator("binary", binary_echo_model, data, SCCE, negative_label=0,
                          threshold=0.3).evaluate_model()

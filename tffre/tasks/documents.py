@@ -408,18 +408,22 @@ class DocumentSites(Sites):
                 "row_limits": [int(need[k]) for k in LIMIT_KEYS],
                 "examples": len(splits["train"])}
 
+    @staticmethod
+    def refusal(job):
+        """A threshold tuned on dev (``threshold dev``): it needs the pooled dev
+        probabilities, which no site sends (the sites count at the job's fixed threshold), so
+        :meth:`agree` refuses it."""
+        if job.options.get("threshold") == "dev":
+            return ("threshold dev: a deployment scores at a fixed threshold (the sites send "
+                    "counts, not the pooled dev probabilities a tuned threshold needs)")
+        return None
+
     def agree(self, head, sites, log, concept_file=None):
         """:meth:`tffre.tasks.sites.Sites.agree` (relation types and pair types equal, else the
-        site is refused), and the job's row limits: each the largest of the agreeing sites'
-        (``job.facts["limits"]``), so that every site's documents fit. A threshold tuned on
-        dev (``threshold dev``) is refused: it needs the pooled dev probabilities, which no
-        site sends (the sites count at the fixed threshold)."""
+        site is refused; a job :meth:`refusal` names is refused), and the job's row limits:
+        each the largest of the agreeing sites' (``job.facts["limits"]``), so that every
+        site's documents fit."""
         from tffre.text.document_features import LIMIT_KEYS
-        if head.options.get("threshold") == "dev":
-            refusal = ("threshold dev: a deployment scores at a fixed threshold (the sites send "
-                       "counts, not the pooled dev probabilities a tuned threshold needs)")
-            log(f"error: {refusal}")
-            raise ValueError(refusal)
         job = super().agree(head, sites, log, concept_file)
         for site in sites:
             if not site.error and len(site.facts.get("row_limits") or ()) != len(LIMIT_KEYS):

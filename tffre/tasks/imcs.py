@@ -413,16 +413,6 @@ class IMCSSites(Sites):
         return {"labels": list(imcs.label_names(o.task)),
                 "examples": int(len(imcs.to_examples(splits["train"], o.task))), **facts}
 
-    def agree(self, head, sites, log, concept_file=None):
-        """As :meth:`tffre.tasks.sites.Sites.agree` (labels, vocabulary and dictionary alike);
-        first refuses, in one line, a job whose options read the clients' data at the
-        server."""
-        refusal = self.refusal(head)
-        if refusal:
-            log(f"error: {refusal}")
-            raise SiteDataError(refusal)
-        return super().agree(head, sites, log, concept_file)
-
     def model(self, job, side):
         """The job's :class:`tffre.tasks.sites.SiteModel` (the run's ``--model``, as
         :func:`build_model` builds it for :func:`prepare`) over this side's vocabulary; at the

@@ -274,15 +274,14 @@ class RelationSites(Sites):
     def __init__(self):
         self._prefixes = {}   # (job key, encoder folder, cache folder) -> (prefix, store)
 
-    def agree(self, head, sites, log, concept_file=None):
-        """:meth:`tffre.tasks.sites.Sites.agree`; a decision threshold (``threshold``) is
-        refused: the sites count the more probable class (a confusion matrix)."""
-        if head.options.get("threshold") is not None:
-            refusal = ("threshold: a deployment of sentence RE scores the more probable class "
-                       "(the sites send a confusion matrix at the argmax)")
-            log(f"error: {refusal}")
-            raise ValueError(refusal)
-        return super().agree(head, sites, log, concept_file)
+    @staticmethod
+    def refusal(job):
+        """A decision threshold (``threshold``): the sites count the more probable class (a
+        confusion matrix), so :meth:`agree` refuses it."""
+        if job.options.get("threshold") is not None:
+            return ("threshold: a deployment of sentence RE scores the more probable class "
+                    "(the sites send a confusion matrix at the argmax)")
+        return None
 
     def _examples(self, job, site):
         from tffre.data.sentence_sets import by_split, load_re

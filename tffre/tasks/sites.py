@@ -95,7 +95,7 @@ class SiteModel:
     #: How a site evaluates the model and the server scores the sums: a kind of
     #: :data:`tffre.evaluation.EVALUATORS` ("docre": document-level RE's P/R/F1 counts).
     evaluation: str = "classification"
-    #: That evaluator's own options, as the simulation's (:attr:`tffre.runner.Job.evaluation_options`:
+    #: That evaluator's options, as the simulation's (:attr:`tffre.runner.Job.evaluation_options`;
     #: document RE's numeric ``threshold``).
     evaluation_options: dict = dataclasses.field(default_factory=dict)
 
@@ -203,13 +203,24 @@ class Sites:
         """The site's :class:`SiteData`."""
         raise NotImplementedError
 
+    @staticmethod
+    def refusal(job):
+        """Why ``job`` cannot run across sites (an option a deployment cannot honour), or
+        None: :meth:`agree` refuses it."""
+        return None
+
     def agree(self, head, sites, log, concept_file=None):
         """The job ``head`` completed from the sites' surveys (``site.facts``): every fact of
         :attr:`AGREED` equal to the first site's, the run's (else the site is marked with
         ``site.error`` and takes no part), the union of :attr:`UNITED`, and the number of
         sites that agree. FedCB's class concepts of the agreed labels come from the server's
         ``concept_file`` (else the built-in names), as a run's ``prepare`` gives them, and
-        ``facts["prompts"]`` names the task's prompt set (:attr:`PROMPTS`)."""
+        ``facts["prompts"]`` names the task's prompt set (:attr:`PROMPTS`). A job the task
+        cannot run across sites (:meth:`refusal`) is refused first, in one line."""
+        refusal = getattr(self, "refusal", Sites.refusal)(head)
+        if refusal:
+            log(f"error: {refusal}")
+            raise SiteDataError(refusal)
         agreed = getattr(self, "AGREED", Sites.AGREED)   # a task object of your own
         first = sites[0].facts
         united = {key: set() for key in getattr(self, "UNITED", Sites.UNITED)}

@@ -175,6 +175,13 @@ class BinaryThresholdEvaluator(GlobalModelEvaluator):
         losses, prob = self.probabilities(split)
         return losses, self._decide(prob, self.threshold)
 
+    def _grid_inputs(self, result):
+        """(gold, probabilities, pair mask) of a dev result for :func:`best_threshold`: one
+        relation type over one "pair" per sentence, so document RE's grid search serves."""
+        gold = np.asarray(self._splits["dev"][1]).reshape(-1) == self.positive
+        prob = result[1]
+        return gold[:, None, None], prob[:, None, None], np.ones((len(gold), 1), np.int32)
+
     def _decide(self, prob, threshold):
         return np.where(prob > threshold, self.positive, self.negative_label)
 
@@ -182,14 +189,7 @@ class BinaryThresholdEvaluator(GlobalModelEvaluator):
         """The metrics of the evaluation model as it is, the relation predicted above the
         threshold (tuned on dev with ``threshold="dev"``)."""
         results = {split: self.probabilities(split) for split in splits or self._splits}
-        if self.tuned and set(results) - {"train"}:
-            if "dev" not in results:
-                raise ValueError("a threshold tuned on dev needs a dev split")
-            gold = np.asarray(self._splits["dev"][1]).reshape(-1) == self.positive
-            # One relation type over one "pair" per sentence: document RE's grid search.
-            prob = results["dev"][1]
-            self.threshold = best_threshold(gold[:, None, None], prob[:, None, None],
-                                            np.ones((len(gold), 1), np.int32))
+        self.threshold = tuned_threshold(self, results)
         held_out = {split: r for split, r in results.items() if split != "train"}
         argmax = self._scores({split: (losses, self._decide(prob, DOCRE_THRESHOLD))
                                for split, (losses, prob) in held_out.items()}, {})
@@ -267,16 +267,16 @@ class DocREEvaluator(GlobalModelEvaluator):
             preds.append(pred.numpy())
         return total, pairs, np.concatenate(preds)
 
+    def _grid_inputs(self, result):
+        """(gold, probabilities, pair mask) of a dev result for :func:`best_threshold`."""
+        y = self._splits["dev"][1]
+        return y[..., :-1], result[2], y[..., -1]
+
     def evaluate_model(self, splits=None):
         """The scores of the evaluation model as it is (see the class docstring)."""
         out = {}
         results = {split: self.predictions(split) for split in splits or self._splits}
-        threshold = self.threshold
-        if self.tuned:
-            if "dev" not in results:
-                raise ValueError("a threshold tuned on dev needs a dev split")
-            y = self._splits["dev"][1]
-            threshold = best_threshold(y[..., :-1], results["dev"][2], y[..., -1])
+        threshold = tuned_threshold(self, results)
         out["threshold"] = threshold
         for split, (total, pairs, preds) in results.items():
             if split == "train":
@@ -329,6 +329,19 @@ def best_threshold(gold, prob, pair_mask, grid=None):
         if key is None or candidate > key:
             best, key = float(t), candidate
     return best
+
+
+def tuned_threshold(evaluator, results):
+    """The threshold ``evaluator`` applies to ``results`` ({split: its predictions}): its
+    fixed one, or with ``threshold="dev"`` (``evaluator.tuned``) :func:`best_threshold` on
+    the dev split's probabilities (``evaluator._grid_inputs``). A pass over the training
+    data alone (the training loss) needs none and gets the evaluator's own; held-out splits
+    without dev raise."""
+    if not evaluator.tuned or not set(results) - {"train"}:
+        return evaluator.threshold
+    if "dev" not in results:
+        raise ValueError("a threshold tuned on dev needs a dev split")
+    return best_threshold(*evaluator._grid_inputs(results["dev"]))
 
 
 def pooled_splits(data, train_loss=True):

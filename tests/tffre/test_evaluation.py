@@ -94,8 +94,12 @@ def test_a_threshold_tuned_on_dev_is_the_grid_point_with_the_best_dev_f1():
         clients[f"c{k}"] = {name: split(n, 20 * k + j)[0] for j, (name, n) in
                             enumerate((("train", 3), ("test", 6), ("dev", 7)))}
     data = FederatedData(clients, num_classes=R)
-    got = make_evaluator("docre", echo_model, data, DocRELoss("bce"), batch_size=3,
-                         threshold="dev").evaluate_model()
+    evaluator = make_evaluator("docre", echo_model, data, DocRELoss("bce"), batch_size=3,
+                               threshold="dev")
+    got = evaluator.evaluate_model()
+    # The training loss alone (a personal evaluation's last pass) needs no dev split.
+    alone = evaluator.evaluate_model(("train",))
+    assert alone["train_loss"] == pytest.approx(got["train_loss"])
 
     def f1_at(name, t):
         x, y = data.pooled(name)
@@ -116,6 +120,8 @@ def test_a_threshold_tuned_on_dev_is_the_grid_point_with_the_best_dev_f1():
     assert fixed["threshold"] == 0.5 and got["dev_f1"] >= fixed["dev_f1"]
     with pytest.raises(ValueError, match="bce"):
         make_evaluator("docre", echo_model, data, DocRELoss("softmax"), threshold="dev")
+    with pytest.raises(ValueError, match="needs a dev split"):
+        evaluator.evaluate_model(("train", "test"))
 
 
 def binary_echo_model():

@@ -34,7 +34,7 @@ def strict_json(path):
     return json.loads(path.read_text(), parse_constant=refuse)
 
 
-def test_cli_smoke_run(tmp_path):
+def test_cli_smoke_run(tmp_path, cli_here):
     out = tmp_path / "res"
     proc = run_cli("run", *SMALL, "--algorithm", "fedavg,FedAttS", "--num-rounds", "3",
                    "--eval-every", "2", "--stepsize", "2", "--seed", "1", "--out", str(out))
@@ -66,10 +66,10 @@ def test_cli_smoke_run(tmp_path):
 
     # Running into the same --out again is refused, and nothing is touched.
     before = (out / "metrics.csv").read_text()
-    again = run_cli("run", *SMALL, "--num-rounds", "2", "--out", str(out))
+    again = cli_here("run", *SMALL, "--num-rounds", "2", "--out", str(out))
     assert again.returncode == 2 and "already holds results" in again.stderr
     assert (out / "metrics.csv").read_text() == before
-    replaced = run_cli("run", *SMALL, "--num-rounds", "1", "--overwrite", "--out", str(out))
+    replaced = cli_here("run", *SMALL, "--num-rounds", "1", "--overwrite", "--out", str(out))
     assert replaced.returncode == 0, replaced.stderr[-2000:]
     assert len(pd.read_csv(out / "metrics.csv")) == 1
     assert not (out / "models" / "FedAttS").exists()
@@ -89,10 +89,12 @@ def test_no_cap_on_local_steps_from_the_command_line(tmp_path, cli_here):
     assert row["num_examples"] == 2 * sum(sizes[c] for c in row["clients"].split())
 
 
-def test_resume_after_sigkill_gives_the_uninterrupted_run(tmp_path):
+def test_resume_after_sigkill_gives_the_uninterrupted_run(tmp_path, cli_here):
+    """A run killed (SIGKILL, its own process) after the second algorithm's round 3 and
+    resumed gives the uninterrupted run's rows and final weights."""
     args = [*SMALL, "--algorithm", "fedavg,fedatts", "--num-rounds", "8", "--checkpoint-every",
             "1", "--stepsize", "2", "--seed", "3"]
-    full = run_cli("run", *args, "--out", str(tmp_path / "full"))
+    full = cli_here("run", *args, "--out", str(tmp_path / "full"))
     assert full.returncode == 0, full.stderr[-2000:]
 
     out = tmp_path / "killed"
@@ -110,7 +112,7 @@ def test_resume_after_sigkill_gives_the_uninterrupted_run(tmp_path):
     proc.wait()
     assert 11 <= rows < 16 and not (out / "summary.json").exists(), "killed too late"
 
-    resumed = run_cli("run", *args, "--resume", "--out", str(out))
+    resumed = cli_here("run", *args, "--resume", "--out", str(out))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resuming after round" in resumed.stderr + resumed.stdout
 
@@ -126,10 +128,30 @@ def test_resume_after_sigkill_gives_the_uninterrupted_run(tmp_path):
         assert diff <= 1e-6
 
 
-def test_resume_refuses_a_changed_configuration(tmp_path, cli_here):
-    out = tmp_path / "o"
-    assert cli_here("run", *SMALL, "--num-rounds", "1", "--out", str(out)).returncode == 0
-    proc = cli_here("run", *SMALL, "--num-rounds", "1", "--mu", "0.5", "--algorithm", "fedprox",
+#: The resume tests' finished run: FedAvg, 3 rounds (:func:`finished`).
+FINISHED = ["run", *SMALL, "--algorithm", "fedavg", "--seed", "2"]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A copy of one finished 3-round run (``FINISHED``) for each test: its folder.
+    Trained once per module, as ``python -m tffre`` trains it (``tffre.cli.main``)."""
+    import shutil
+    from tffre import cli
+    source = tmp_path_factory.mktemp("finished") / "run"
+    assert cli.main(FINISHED + ["--num-rounds", "3", "--out", str(source)]) == 0
+    folders = iter(range(1000))
+
+    def copy():
+        target = tmp_path_factory.mktemp("resumed") / f"run{next(folders)}"
+        shutil.copytree(source, target)
+        return target
+    return copy
+
+
+def test_resume_refuses_a_changed_configuration(finished, cli_here):
+    out = finished()
+    proc = cli_here(*FINISHED, "--num-rounds", "3", "--mu", "0.5", "--algorithm", "fedprox",
                     "--resume", "--out", str(out))
     assert proc.returncode == 2
     assert "options differ from the saved run: --algorithm 'FedAvg' -> 'FedProx'" in proc.stderr
@@ -242,14 +264,13 @@ def test_data_check_of_imcs_and_of_an_image_set(tmp_path):
     assert proc.returncode == 2 and "--task applies to --dataset imcs" in proc.stderr
 
 
-def test_resume_adds_the_centralised_bound_to_a_finished_run(tmp_path, cli_here):
+def test_resume_adds_the_centralised_bound_to_a_finished_run(tmp_path, finished, cli_here):
     """--resume --centralised on a finished run trains only the bound: the federated rows are
     kept as they were, and the bound's rows equal those of a run that had it from the start."""
-    args = ["run", *SMALL, "--algorithm", "fedavg", "--num-rounds", "3", "--seed", "2"]
+    args = FINISHED + ["--num-rounds", "3"]
     both = cli_here(*args, "--centralised", "--out", str(tmp_path / "both"))
     assert both.returncode == 0, both.stderr[-2000:]
-    out = tmp_path / "later"
-    assert cli_here(*args, "--out", str(out)).returncode == 0
+    out = finished()
     before = pd.read_csv(out / "metrics.csv")
     added = cli_here(*args, "--centralised", "--resume", "--out", str(out))
     assert added.returncode == 0, added.stderr[-2000:]
@@ -261,30 +282,27 @@ def test_resume_adds_the_centralised_bound_to_a_finished_run(tmp_path, cli_here)
     assert "Centralised" in strict_json(out / "summary.json")["algorithms"]
 
 
-def test_a_copied_run_resumes_in_its_new_folder_to_more_rounds(tmp_path, cli_here):
+def test_a_copied_run_resumes_in_its_new_folder_to_more_rounds(tmp_path, finished, cli_here):
     """A finished run copied to another --out and resumed there with more rounds gives the
     rows of a run that had those rounds from the start (the benchmark's longer settings)."""
-    import shutil
-    args = ["run", *SMALL, "--algorithm", "fedavg", "--seed", "1"]
-    assert cli_here(*args, "--num-rounds", "4", "--out", str(tmp_path / "four")).returncode == 0
-    assert cli_here(*args, "--num-rounds", "2", "--out", str(tmp_path / "two")).returncode == 0
-    shutil.copytree(tmp_path / "two", tmp_path / "moved")
-    proc = cli_here(*args, "--num-rounds", "4", "--resume", "--out", str(tmp_path / "moved"))
+    assert cli_here(*FINISHED, "--num-rounds", "5", "--out",
+                    str(tmp_path / "five")).returncode == 0
+    moved = finished()     # a copy: trained in another folder
+    proc = cli_here(*FINISHED, "--num-rounds", "5", "--resume", "--out", str(moved))
     assert proc.returncode == 0, proc.stderr[-2000:]
-    want = pd.read_csv(tmp_path / "four" / "metrics.csv").drop(columns=["round_seconds"])
-    got = pd.read_csv(tmp_path / "moved" / "metrics.csv").drop(columns=["round_seconds"])
-    assert list(got["round"]) == [1, 2, 3, 4]
+    assert "resuming after round 3" in proc.stdout + proc.stderr
+    want = pd.read_csv(tmp_path / "five" / "metrics.csv").drop(columns=["round_seconds"])
+    got = pd.read_csv(moved / "metrics.csv").drop(columns=["round_seconds"])
+    assert list(got["round"]) == [1, 2, 3, 4, 5]
     pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=0, atol=1e-6)
-    assert json.loads((tmp_path / "moved" / "config.json").read_text())["out"] == \
-        str(tmp_path / "moved")
+    assert json.loads((moved / "config.json").read_text())["out"] == str(moved)
 
 
-def test_resume_refuses_fewer_rounds_than_already_trained(tmp_path, cli_here):
+def test_resume_refuses_fewer_rounds_than_already_trained(finished, cli_here):
     """--num-rounds may grow on resume, not shrink: a run with 3 rounds done resumed at 2 is
     refused (it would keep round 3 and report a 3-round run as a 2-round one)."""
-    out = tmp_path / "o"
-    assert cli_here("run", *SMALL, "--num-rounds", "3", "--out", str(out)).returncode == 0
-    proc = cli_here("run", *SMALL, "--num-rounds", "2", "--resume", "--out", str(out))
+    out = finished()
+    proc = cli_here(*FINISHED, "--num-rounds", "2", "--resume", "--out", str(out))
     assert proc.returncode == 2
     assert "already holds 3 rounds of FedAvg, more than --num-rounds 2" in proc.stderr
     assert len(pd.read_csv(out / "metrics.csv")) == 3               # nothing lost

@@ -100,7 +100,7 @@ def test_real_corpora_a_seed_that_cannot_run_is_named_and_the_rest_go_on(tmp_pat
         ("top 2", [0, 1, 2]), ("top 3", [0, 1, 2]), ("top 4", [0, 2]),
         ("top 2 lr decay", [0, 1, 2]), ("top 4 15 rounds", [0, 1, 2]),
         ("top 2 96 pieces", [0, 1, 2]), ("top 2 lr 1e-4", [0, 1, 2]),
-        ("top 2 threshold dev", [0, 1, 2])]
+        ("top 2 threshold dev", [0, 1, 2]), ("top 2 cls entities", [0, 1, 2])]
     assert list(entry["failed_seeds"]) == ["top 4"]
     assert "seed_1: the run failed" in entry["failed_seeds"]["top 4"]["1"]
 

@@ -137,8 +137,9 @@ def comparisons(root, cache=None):
            # the two entities' sums, 3H) for FedCMC's (the sums, 2H). GAD's entities are
            # placeholders (@GENE$, @DISEASE$), so their sums carry context only; [CLS] adds
            # the whole sentence's, and the issue's probe of a [CLS] head reached 0.750 in
-           # one epoch. 20 rounds (15 minutes a seed on the slower machine): "top 2"'s first
-           # 20 rounds are its paired comparison. Scored at the argmax and tuned on dev.
+           # one epoch. 20 rounds (17 minutes a seed on the slower machine, where "top 2"'s
+           # 30 took 26 alone): "top 2"'s first 20 rounds, which hold every seed's best dev, are
+           # its paired comparison. Scored at the argmax and tuned on dev.
            ("top 2 cls entities", dict(iid, representation="cls_entities", threshold="dev",
                                        num_rounds=20, centralised=False))],
         # "alpha 0.5 top 4": iid-gad's chosen setting (the top 4, 20 rounds) under label skew,

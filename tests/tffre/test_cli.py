@@ -140,10 +140,9 @@ def finished(tmp_path_factory):
     from tffre import cli
     source = tmp_path_factory.mktemp("finished") / "run"
     assert cli.main(FINISHED + ["--num-rounds", "3", "--out", str(source)]) == 0
-    folders = iter(range(1000))
 
     def copy():
-        target = tmp_path_factory.mktemp("resumed") / f"run{next(folders)}"
+        target = tmp_path_factory.mktemp("resumed") / "run"   # mktemp numbers the folders
         shutil.copytree(source, target)
         return target
     return copy

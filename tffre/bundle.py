@@ -5,6 +5,9 @@ A bundle is a folder::
     model.keras          the model, plain Keras (no optimizer): tf.keras.models.load_model reads it
     bundle.json          {"format": "tffre-model/1", "encoder": "text"|"features",
                           "label_names": [...], "metadata": {algorithm, dataset, task, round, ...}}
+                         metadata's optional "decision": {"label": a label name, "threshold": t,
+                         "tuned_on": "dev" or null}: that label is the model's decision where
+                         its probability is above t (a run's --threshold); else the argmax
     jieba_dict.txt       text encoder: the merged jieba user dictionary actually used,
     vocab.txt            the vocabulary (one token a line, index order),
     text_encoder.json    max_len;
@@ -47,7 +50,8 @@ def save_bundle(folder, model, *, label_names, encoder, metadata=None):
       label_names: the task's label names, index-aligned with the model's outputs.
       encoder: a :class:`~tffre.text.TextEncoder`, :class:`~tffre.text.FeatureEncoder` or
         :class:`~tffre.text.relation_tokenizer.RETokenizer`.
-      metadata: JSON-serialisable facts to record (e.g. algorithm, dataset, task, round).
+      metadata: JSON-serialisable facts to record (e.g. algorithm, dataset, task, round;
+        "decision", a threshold the model's label is decided at: the module docstring).
     """
     import tensorflow as tf
 
@@ -59,6 +63,7 @@ def save_bundle(folder, model, *, label_names, encoder, metadata=None):
         raise ValueError(f"the model has {outputs} outputs but {len(label_names)} label names "
                          f"were given")
     metadata = dict(metadata or {})
+    _check_decision("metadata", metadata.get("decision"), label_names)
     # Hugging Face encoder layers are Keras layers from transformers: loading needs the class.
     encoder_layers = [type(layer) for layer in getattr(model, "layers", [])
                       if type(layer).__module__.startswith("transformers.")]
@@ -148,10 +153,27 @@ def read_manifest(folder):
         raise BundleError(f"{path}: label_names must be a non-empty list of strings")
     if not isinstance(manifest.get("metadata", {}), dict):
         raise BundleError(f"{path}: metadata must be an object")
+    _check_decision(path, manifest.get("metadata", {}).get("decision"), names)
     for name in (MODEL,) + ENCODERS[kind].FILES:
         if not os.path.isfile(os.path.join(folder, name)):
             raise BundleError(f"{folder}: not a complete tffre model bundle (missing {name})")
     return manifest
+
+
+def _check_decision(path, decision, names):
+    """BundleError unless ``decision`` is absent or a label of ``names`` with a threshold in
+    (0, 1)."""
+    if decision is None:
+        return
+    where = f"{path}: metadata.decision"
+    if not isinstance(decision, dict):
+        raise BundleError(f"{where} must be an object")
+    if decision.get("label") not in names:
+        raise BundleError(f"{where}.label must be one of label_names, got "
+                          f"{decision.get('label')!r}")
+    t = decision.get("threshold")
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < 1:
+        raise BundleError(f"{where}.threshold must be a number between 0 and 1, got {t!r}")
 
 
 class Bundle:
@@ -190,16 +212,39 @@ class Bundle:
             return np.asarray(tf.nn.softmax(scores) if "logits" in output else scores)
         return np.asarray(output)
 
+    @property
+    def decision(self):
+        """The decision rule saved with the model (``metadata["decision"]``: a label and a
+        threshold, from a run's ``--threshold``), or None: the most probable label."""
+        return self.metadata.get("decision")
+
+    def decide(self, probs):
+        """The label index the model decides for each row of ``probs`` ([n, num_labels]), as
+        the run scored it: the most probable label; with a :attr:`decision`, its label
+        where that label's probability is above the threshold, else the most probable
+        other label (the other one, for a binary set)."""
+        probs = np.asarray(probs)
+        if self.decision is None:
+            return probs.argmax(axis=1)
+        j = self.label_names.index(self.decision["label"])
+        others = probs.copy()
+        others[:, j] = -np.inf
+        return np.where(probs[:, j] > self.decision["threshold"], j, others.argmax(axis=1))
+
     def top(self, inputs, k=1):
-        """The ``k`` most probable labels per input: a list of [(label, probability), ...]."""
+        """``k`` labels per input, a list of [(label, probability), ...]: the decided label
+        (:meth:`decide`) first, then the others, most probable first. Without a saved
+        decision these are the ``k`` most probable labels."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         probs = self.predict(inputs)
         k = min(k, len(self.label_names))
         # A stable sort keeps the lower label index first among equal probabilities.
-        order = np.argsort(-probs, axis=1, kind="stable")[:, :k]
-        return [[(self.label_names[j], float(row[j])) for j in idx]
-                for row, idx in zip(probs, order)]
+        order = np.argsort(-probs, axis=1, kind="stable")
+        decided = self.decide(probs)
+        return [[(self.label_names[j], float(row[j]))
+                 for j in ([first] + [j for j in idx if j != first])[:k]]
+                for row, idx, first in zip(probs, order, decided)]
 
 
 def load_bundle(folder):

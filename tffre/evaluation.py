@@ -102,6 +102,15 @@ class GlobalModelEvaluator:
         return self._scores({split: self.predictions(split) for split in splits or self._splits},
                             {})
 
+    def decision(self):
+        """How this evaluation turns the model's probabilities into a label, for a saved
+        model to predict as it was scored: None for the most probable label."""
+        return None
+
+    def settle(self):
+        """Readies :meth:`predictions` and :meth:`decision` for a model :meth:`model_for`
+        assigned without an evaluation (a finished run resumed): nothing to do here."""
+
     def _scores(self, results, out):
         """``out`` updated with the scores of ``results`` ({split: (per-example losses,
         predicted class indices)})."""
@@ -184,6 +193,18 @@ class BinaryThresholdEvaluator(GlobalModelEvaluator):
 
     def _decide(self, prob, threshold):
         return np.where(prob > threshold, self.positive, self.negative_label)
+
+    def decision(self):
+        """{"label": the relation's index, "threshold": the one applied, "tuned_on": "dev" or
+        None}: the relation is predicted where its probability is above the threshold."""
+        return {"label": int(self.positive), "threshold": float(self.threshold),
+                "tuned_on": "dev" if self.tuned else None}
+
+    def settle(self):
+        """A threshold tuned on dev is tuned for the model as it is now, as an evaluation of
+        it would tune it (one pass over dev); a given threshold stays."""
+        if self.tuned:
+            self.threshold = tuned_threshold(self, {"dev": self.probabilities("dev")})
 
     def evaluate_model(self, splits=None):
         """The metrics of the evaluation model as it is, the relation predicted above the

@@ -7,9 +7,13 @@
 numeric features "x", a list of numbers; for an image model "path", an image
 file, relative to the JSON-lines file's folder unless absolute) and an optional
 "id" (default: the line number; for ``--text``, the position). Output: one
-``id<TAB>label<TAB>probability`` line per input and label (``--top-k`` labels,
-most probable first), or with ``--json`` one object per input:
+``id<TAB>label<TAB>probability`` line per input and label (``--top-k`` labels: the
+model's decision first, then the others most probable first), or with ``--json`` one
+object per input:
 ``{"id": ..., "predictions": [{"label": ..., "probability": ...}, ...]}``.
+The decision is the most probable label, or for a model
+trained with ``--threshold`` (a binary relation set) the label its run scored: the
+relation where its probability is above the saved threshold (``Bundle.decide``).
 Probabilities are rounded to 4 decimals. Bad arguments or input exit with
 status 2 and a one-line error naming the file, line and field.
 """
@@ -50,7 +54,8 @@ def build_parser(prog=None):
                         help='JSON lines: {"text": ...} (a feature model: {"x": [...]}; an image '
                              'model: {"path": ...}), optional "id"')
     p.add_argument("--top-k", type=_positive_int, default=1, metavar="K",
-                   help="labels to print per input, most probable first (default 1)")
+                   help="labels to print per input: the model's decision, then the others "
+                        "most probable first (default 1)")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per input instead of tab-separated lines")
     return p

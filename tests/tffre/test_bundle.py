@@ -126,6 +126,52 @@ def test_feature_bundle_round_trip(tmp_path):
         bundle.predict([[1.0, 2.0]])
 
 
+def test_a_saved_decision_threshold_decides_the_label(tmp_path):
+    """A bundle saved with a decision rule (a run's --threshold) labels as the run scored:
+    the label where its probability is above the threshold, else the most probable other;
+    its ``top`` puts that label first. Hand-computed: logits (a, -a) give p(pos) =
+    sigmoid(-2a)."""
+    model = logistic_regression(3, 2)
+    model.set_weights([np.array([[1.0, -1.0], [0.0, 0.0], [0.0, 0.0]], np.float32),
+                       np.zeros(2, np.float32)])
+    decision = {"label": "pos", "threshold": 0.3, "tuned_on": "dev"}
+    save_bundle(str(tmp_path), model, label_names=["neg", "pos"], encoder=FeatureEncoder(3),
+                metadata={"decision": decision})
+    bundle = load_bundle(str(tmp_path))
+    assert bundle.decision == decision
+    rows = [[0.5, 0, 0], [0.25, 0, 0], [-1.0, 0, 0]]    # p(pos) 0.269, 0.378, 0.881
+    probs = bundle.predict(rows)
+    np.testing.assert_allclose(probs[:, 1], 1 / (1 + np.exp([1.0, 0.5, -2.0])), atol=1e-6)
+    assert list(bundle.decide(probs)) == [0, 1, 1]          # the argmax would give 0, 0, 1
+    top = bundle.top(rows, k=2)
+    assert [[label for label, _ in t] for t in top] == [["neg", "pos"], ["pos", "neg"],
+                                                        ["pos", "neg"]]
+    assert top[1][0][1] == pytest.approx(1 / (1 + np.exp(0.5)), abs=1e-6)
+    # Three labels: below the threshold, the most probable of the others.
+    three = type(bundle)(model, bundle.encoder, ["a", "b", "c"],
+                         {"decision": {"label": "b", "threshold": 0.5}})
+    assert list(three.decide([[0.35, 0.4, 0.25], [0.3, 0.2, 0.5], [0.1, 0.6, 0.3]])) == [0, 2, 1]
+
+
+def test_a_bad_decision_is_refused_on_save_and_on_load(tmp_path):
+    model = logistic_regression(3, 2)
+    with pytest.raises(ValueError, match="decision.label must be one of label_names"):
+        save_bundle(str(tmp_path / "a"), model, label_names=["neg", "pos"],
+                    encoder=FeatureEncoder(3), metadata={"decision": {"label": "1",
+                                                                      "threshold": 0.3}})
+    assert not os.path.exists(tmp_path / "a" / "bundle.json")
+    folder = save_bundle(str(tmp_path / "b"), model, label_names=["neg", "pos"],
+                         encoder=FeatureEncoder(3))
+    path = os.path.join(folder, "bundle.json")
+    manifest = json.loads(open(path, encoding="utf-8").read())
+    manifest["metadata"]["decision"] = {"label": "pos", "threshold": 1.5}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(manifest, f)
+    with pytest.raises(BundleError, match=r"bundle.json: metadata.decision.threshold must be a "
+                                          r"number between 0 and 1, got 1.5"):
+        read_manifest(folder)
+
+
 def test_label_count_must_match_the_model(tmp_path):
     with pytest.raises(ValueError, match="2 outputs but 3 label names"):
         save_bundle(str(tmp_path), logistic_regression(3, 2), label_names=["a", "b", "c"],

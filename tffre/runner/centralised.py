@@ -70,6 +70,7 @@ def run_centralised(job, name, hparams, settings, *, log, bar, save_model=None):
     if job.negative_label is not None:
         write_per_class(evaluator, data, log.out_dir, CENTRALISED, job.label_names)
     if save_model is not None:
+        decision = evaluator.decision()
         save_model(os.path.join(log.out_dir, "models", CENTRALISED), job.saved_model(model),
-                   CENTRALISED, epochs, {})
+                   CENTRALISED, epochs, {} if decision is None else {"decision": decision})
     return epochs

@@ -171,6 +171,7 @@ class SimulatedRounds(ClientRounds):
         self.name, self.process, self.job, self.settings = name, process, job, settings
         self.bar, self.seed = bar, seed
         self.evaluator = None
+        self.evaluated = None   # the last round this run evaluated
 
     def begin(self, done):
         self.bar.update(done)
@@ -195,6 +196,7 @@ class SimulatedRounds(ClientRounds):
         return RoundOutput(output.state, output.metrics, clients)
 
     def evaluate(self, state, rnd, clients):
+        self.evaluated = rnd
         return evaluate_state(self.evaluator, self.process, state)
 
     def report(self, row, output, evaluated):
@@ -212,9 +214,15 @@ class SimulatedRounds(ClientRounds):
         """Puts the final weights into the evaluator's model; writes the per-class table."""
         job = self.job
         self.evaluator.model_for(self.process.get_model_weights(state))
+        if self.evaluated != self.settings.num_rounds:
+            # A finished run resumed: no evaluation here tuned a threshold for this model.
+            self.evaluator.settle()
         if job.negative_label is not None:
             write_per_class(self.evaluator, job.data, self.settings.out, self.name,
                             job.label_names)
 
     def saved_model(self, state):
         return self.job.saved_model(self.evaluator.model, self.process.wrap_model_fn)
+
+    def decision(self):
+        return self.evaluator.decision()

@@ -94,6 +94,12 @@ class ClientRounds:
         """The Keras model the run's ``save_model`` saves, or None (no model to save)."""
         return None
 
+    def decision(self):
+        """How the saved model's probabilities become a label, as the evaluation scored it
+        (:meth:`tffre.evaluation.GlobalModelEvaluator.decision`), or None: the most
+        probable label."""
+        return None
+
 
 class AlgorithmRounds:
     """One algorithm's rounds (see the module docstring), restored from its newest checkpoint
@@ -214,9 +220,12 @@ def bundle_saver(label_names, encoder, metadata):
     """A run's ``save_model``: callable(folder, keras model, algorithm, round, extra) that
     writes a model bundle (:func:`tffre.bundle.save_bundle`) whose metadata holds the
     algorithm, the round, ``metadata`` and ``extra`` (what the runner knows of the model:
-    its DP guarantee)."""
+    its DP guarantee, and its ``decision``: a threshold, its label index given by name)."""
     def save_model(folder, model, name, round_num, extra):
         from tffre.bundle import save_bundle
+        if extra.get("decision") is not None:   # the label by name, as bundle.json names them
+            extra = {**extra, "decision": {**extra["decision"],
+                                           "label": str(label_names[extra["decision"]["label"]])}}
         save_bundle(folder, model, encoder=encoder,
                     label_names=None if label_names is None else list(label_names),
                     metadata={"algorithm": name, "round": round_num, **metadata, **extra})
@@ -259,6 +268,9 @@ class RunRecord:
         guarantee = algorithm.privacy_summary()
         if guarantee is not None:
             extra["privacy"] = entry["privacy"] = guarantee
+        decision = algorithm.where.decision()
+        if decision is not None:   # a threshold: the bundle predicts as the run scored
+            extra["decision"] = decision
         if self.save_model is not None:
             model = algorithm.where.saved_model(state)
             if model is not None:

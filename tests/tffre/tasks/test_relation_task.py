@@ -361,20 +361,45 @@ def test_label_skew_and_feature_algorithms_train_on_a_frozen_prefix(tmp_path, en
 
 def test_gad_sample_with_a_threshold_tuned_on_dev(tmp_path, encoder, cli_here):
     """``--threshold dev`` on a binary set: metrics.csv's threshold column holds each round's
-    tuned threshold, and the per-class table is the final model's at it; on a set of three
-    labels the option is refused in one line, naming the set."""
+    tuned threshold; the per-class table is the final model's at it, and so are the saved
+    model's decisions (sklearn's F1 of them is the last round's); resuming the finished run
+    writes the same table and decision, though no round is evaluated again."""
     out = tmp_path / "gad"
-    proc = cli_here("run", "--dataset", "gad", "--encoder", encoder, "--algorithm", "fedavg",
-                   "--clients", "4", "--clients-per-round", "2", "--num-rounds", "2",
-                   "--num-iters", "3", "--max-len", "32", "--executor", "local",
-                   "--threshold", "dev", "--no-progress", "--out", str(out))
+    args = ["run", "--dataset", "gad", "--encoder", encoder, "--algorithm", "fedavg",
+            "--clients", "4", "--clients-per-round", "2", "--num-rounds", "2",
+            "--num-iters", "0", "--learning-rate", "0.003", "--max-len", "32",
+            "--executor", "local", "--threshold", "dev", "--no-progress", "--out", str(out)]
+    proc = cli_here(*args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = pd.read_csv(out / "metrics.csv")
     assert metrics["threshold"].between(0.01, 0.99).all() and len(metrics) == 2
+    # The last round's threshold is not the argmax's (0.85 here): the checks below of the
+    # saved decision and of the resumed run would otherwise pass at the default.
+    assert metrics["test_f1"].iloc[-1] != metrics["test_f1_argmax"].iloc[-1]
     table = pd.read_csv(out / "per_class" / "FedAvg.csv")
     assert metrics["test_f1"].iloc[-1] == pytest.approx(
         table[table["label"] == "1"].iloc[0]["f1"])
     assert "\"threshold\": \"dev\"" in (out / "config.json").read_text()
+
+    from tffre.bundle import load_bundle
+    from tffre.data.formats.blue import load_blue_folder
+    from tffre.tasks.relations import SAMPLE_DIRS
+    bundle = load_bundle(str(out / "models" / "FedAvg"))
+    threshold = float(metrics["threshold"].iloc[-1])
+    assert bundle.decision == {"label": "1", "threshold": threshold, "tuned_on": "dev"}
+    test = load_blue_folder(SAMPLE_DIRS["gad"], "gad")[0]["test"]
+    probs = bundle.predict(test.to_dict("records"))
+    decided = np.where(probs[:, 1] > threshold, "1", "0")     # the rule, by hand
+    assert list(decided) == [bundle.label_names[i] for i in bundle.decide(probs)]
+    _, _, f1, _ = precision_recall_fscore_support(test["label"], decided, labels=["1"],
+                                                  average="micro", zero_division=0)
+    assert metrics["test_f1"].iloc[-1] == pytest.approx(f1, abs=1e-6)
+
+    proc = cli_here(*args, "--resume")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "resuming after round 2" in proc.stderr
+    pd.testing.assert_frame_equal(pd.read_csv(out / "per_class" / "FedAvg.csv"), table)
+    assert load_bundle(str(out / "models" / "FedAvg")).decision["threshold"] == threshold
 
 
 def test_a_threshold_on_a_set_of_three_labels_is_refused(tmp_path, encoder, data_dir, cli_here):

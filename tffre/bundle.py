@@ -63,7 +63,7 @@ def save_bundle(folder, model, *, label_names, encoder, metadata=None):
         raise ValueError(f"the model has {outputs} outputs but {len(label_names)} label names "
                          f"were given")
     metadata = dict(metadata or {})
-    _check_decision("metadata", metadata.get("decision"), label_names)
+    _check_decision(folder, metadata.get("decision"), label_names)
     # Hugging Face encoder layers are Keras layers from transformers: loading needs the class.
     encoder_layers = [type(layer) for layer in getattr(model, "layers", [])
                       if type(layer).__module__.startswith("transformers.")]

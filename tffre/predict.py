@@ -10,11 +10,10 @@ file, relative to the JSON-lines file's folder unless absolute) and an optional
 ``id<TAB>label<TAB>probability`` line per input and label (``--top-k`` labels: the
 model's decision first, then the others most probable first), or with ``--json`` one
 object per input:
-``{"id": ..., "predictions": [{"label": ..., "probability": ...}, ...]}``.
-The decision is the most probable label, or for a model
-trained with ``--threshold`` (a binary relation set) the label its run scored: the
-relation where its probability is above the saved threshold (``Bundle.decide``).
-Probabilities are rounded to 4 decimals. Bad arguments or input exit with
+``{"id": ..., "predictions": [{"label": ..., "probability": ...}, ...]}``. The decision
+is the most probable label, or for a model trained with ``--threshold`` (a binary
+relation set) the label its run scored: the relation where its probability is above
+the saved threshold (``Bundle.decide``). Probabilities are rounded to 4 decimals. Bad arguments or input exit with
 status 2 and a one-line error naming the file, line and field.
 """
 

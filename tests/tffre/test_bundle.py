@@ -155,7 +155,8 @@ def test_a_saved_decision_threshold_decides_the_label(tmp_path):
 
 def test_a_bad_decision_is_refused_on_save_and_on_load(tmp_path):
     model = logistic_regression(3, 2)
-    with pytest.raises(ValueError, match="decision.label must be one of label_names"):
+    with pytest.raises(ValueError, match=r"/a: metadata.decision.label must be one of "
+                                         r"label_names, got '1'"):
         save_bundle(str(tmp_path / "a"), model, label_names=["neg", "pos"],
                     encoder=FeatureEncoder(3), metadata={"decision": {"label": "1",
                                                                       "threshold": 0.3}})

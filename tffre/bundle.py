@@ -11,7 +11,13 @@ A bundle is a folder::
     jieba_dict.txt       text encoder: the merged jieba user dictionary actually used,
     vocab.txt            the vocabulary (one token a line, index order),
     text_encoder.json    max_len;
-    feature_encoder.json or, for numeric inputs, the number of features.
+    feature_encoder.json or, for numeric inputs, the number of features;
+    tokenizer/,          a document model (encoder "documents", FedLCC's document-level RE):
+    doc_featurizer.json  the Hugging Face tokenizer, the relation types (the label names),
+                         the word pieces a document is read to and the candidate pair types;
+                         its metadata's "decision" is {"loss": "bce", "threshold": t,
+                         "tuned_on": "dev" or null} (a relation wherever its sigmoid is above
+                         t) or {"loss": "softmax"} (the argmax, none for class 0).
 
 :func:`save_bundle` writes one and :func:`load_bundle` reads it back into a
 :class:`Bundle` that predicts label probabilities for raw texts (or feature
@@ -29,6 +35,9 @@ from tffre.jsonio import read_json_object, write_json
 from tffre.text.encoder import ENCODERS
 
 FORMAT = "tffre-model/1"
+#: The encoder kind of a document-level RE model, and the losses its decision names.
+DOCUMENTS = "documents"
+DOCUMENT_LOSSES = ("bce", "softmax")
 MANIFEST = "bundle.json"
 MODEL = "model.keras"
 
@@ -58,12 +67,13 @@ def save_bundle(folder, model, *, label_names, encoder, metadata=None):
     label_names = [str(n) for n in label_names]
     if encoder.kind not in ENCODERS:
         raise ValueError(f"unknown encoder kind {encoder.kind!r}")
-    outputs = _num_label_outputs(model)
-    if outputs is not None and outputs != len(label_names):
+    metadata = dict(metadata or {})
+    outputs, expected = _num_label_outputs(model), _outputs_for(label_names, encoder.kind,
+                                                                metadata.get("decision"))
+    if outputs is not None and outputs != expected:
         raise ValueError(f"the model has {outputs} outputs but {len(label_names)} label names "
                          f"were given")
-    metadata = dict(metadata or {})
-    _check_decision(folder, metadata.get("decision"), label_names)
+    _check_decision(folder, metadata.get("decision"), label_names, encoder.kind)
     # Hugging Face encoder layers are Keras layers from transformers: loading needs the class.
     encoder_layers = [type(layer) for layer in getattr(model, "layers", [])
                       if type(layer).__module__.startswith("transformers.")]
@@ -81,6 +91,13 @@ def save_bundle(folder, model, *, label_names, encoder, metadata=None):
     encoder.save(folder)
     write_json(os.path.join(folder, MANIFEST), manifest)
     return folder
+
+
+def _outputs_for(label_names, kind, decision):
+    """The class scores a model with ``label_names`` outputs: one per label, and for a
+    document model trained with the softmax loss one more, "no relation" (class 0)."""
+    extra = kind == DOCUMENTS and isinstance(decision, dict) and decision.get("loss") == "softmax"
+    return len(label_names) + int(extra)
 
 
 def _num_label_outputs(model):
@@ -153,25 +170,39 @@ def read_manifest(folder):
         raise BundleError(f"{path}: label_names must be a non-empty list of strings")
     if not isinstance(manifest.get("metadata", {}), dict):
         raise BundleError(f"{path}: metadata must be an object")
-    _check_decision(path, manifest.get("metadata", {}).get("decision"), names)
+    _check_decision(path, manifest.get("metadata", {}).get("decision"), names, kind)
     for name in (MODEL,) + ENCODERS[kind].FILES:
         if not os.path.isfile(os.path.join(folder, name)):
             raise BundleError(f"{folder}: not a complete tffre model bundle (missing {name})")
     return manifest
 
 
-def _check_decision(path, decision, names):
+def _check_decision(path, decision, names, kind=None):
     """BundleError unless ``decision`` is absent or a label of ``names`` with a threshold in
-    (0, 1)."""
+    (0, 1); for a document model (``kind`` "documents"), unless it is its loss and, for
+    "bce", its threshold (a document model always has one)."""
+    where = f"{path}: metadata.decision"
+    if kind == DOCUMENTS:
+        if not isinstance(decision, dict):
+            raise BundleError(f"{where} must be an object (a document model's loss and "
+                              f"threshold)")
+        if decision.get("loss") not in DOCUMENT_LOSSES:
+            raise BundleError(f"{where}.loss must be one of {', '.join(DOCUMENT_LOSSES)}, got "
+                              f"{decision.get('loss')!r}")
+        if decision["loss"] == "bce":
+            _check_threshold(where, decision.get("threshold"))
+        return
     if decision is None:
         return
-    where = f"{path}: metadata.decision"
     if not isinstance(decision, dict):
         raise BundleError(f"{where} must be an object")
     if decision.get("label") not in names:
         raise BundleError(f"{where}.label must be one of label_names, got "
                           f"{decision.get('label')!r}")
-    t = decision.get("threshold")
+    _check_threshold(where, decision.get("threshold"))
+
+
+def _check_threshold(where, t):
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < 1:
         raise BundleError(f"{where}.threshold must be a number between 0 and 1, got {t!r}")
 
@@ -192,7 +223,11 @@ class Bundle:
         return self.encoder.kind
 
     def predict(self, inputs, batch_size=256):
-        """Label probabilities, float32 [n, num_labels], for texts or feature lists."""
+        """Label probabilities, float32 [n, num_labels], for texts or feature lists (a document
+        model: :meth:`relations`)."""
+        if self.kind == DOCUMENTS:
+            raise TypeError(f"{self.folder or 'this bundle'} is a document model: call "
+                            f"relations(documents), which gives each document's relations")
         x = self.encoder.encode(list(inputs))
         if not len(x):
             return np.zeros((0, len(self.label_names)), np.float32)
@@ -223,6 +258,9 @@ class Bundle:
         the run scored it: the most probable label; with a :attr:`decision`, its label
         where that label's probability is above the threshold, else the most probable
         other label (the other one, for a binary set)."""
+        if self.kind == DOCUMENTS:
+            raise TypeError(f"{self.folder or 'this bundle'} is a document model: call "
+                            f"relations(documents)")
         probs = np.asarray(probs)
         if self.decision is None:
             return probs.argmax(axis=1)
@@ -247,6 +285,49 @@ class Bundle:
                 for row, idx, first in zip(probs, order, decided)]
 
 
+    def relations(self, documents, batch_size=8):
+        """The relations a document model predicts, as its run scored them (its
+        :attr:`decision`): for each :class:`~tffre.data.document_schema.Document`, a list of
+        ``(subject id, relation, object id, probability)`` over its candidate entity pairs,
+        in pair order (subject-major over the entities in first-mention order), then relation
+        order. "bce": every relation whose sigmoid is above the threshold, with that sigmoid;
+        "softmax": the most probable class where it is not "no relation", with its softmax
+        probability. The documents' own relations, if any, are not read."""
+        import dataclasses
+
+        import tensorflow as tf
+
+        from tffre.evaluation import main_output
+        from tffre.models.documents import model_inputs
+        if self.kind != DOCUMENTS:
+            raise TypeError(f"{self.folder or 'this bundle'} is not a document model: call "
+                            f"predict or top")
+        documents = [dataclasses.replace(d, relations=[]) for d in documents]
+        if not documents:
+            return []
+        featurizer = self.encoder.fitted(documents)
+        x = model_inputs(featurizer.encode(documents))
+        decision = self.decision
+        out = []
+        for i in range(0, len(documents), batch_size):
+            logits = main_output(self.model({k: v[i:i + batch_size] for k, v in x.items()},
+                                            training=False))
+            if decision["loss"] == "bce":
+                prob = tf.sigmoid(logits).numpy()
+                chosen = prob > decision["threshold"]
+            else:   # class 0 is "no relation"; the others are the label names in order
+                full = tf.nn.softmax(logits).numpy()
+                prob = full[..., 1:]
+                chosen = np.eye(full.shape[-1], dtype=bool)[full.argmax(-1)][..., 1:]
+            for row, doc in enumerate(documents[i:i + batch_size]):
+                facts = []
+                for p, (s, o) in enumerate(featurizer.pair_ids(doc)):
+                    facts.extend((s, self.label_names[r], o, float(prob[row, p, r]))
+                                 for r in np.flatnonzero(chosen[row, p]))
+                out.append(facts)
+        return out
+
+
 def load_bundle(folder):
     """Loads a bundle written by :func:`save_bundle`; :class:`BundleError` if it is not one."""
     manifest = read_manifest(folder)
@@ -265,13 +346,17 @@ def load_bundle(folder):
     if names:
         import transformers
         import tffre.models.relations  # noqa: F401  (registers the entity pooling layer)
+        if manifest["encoder"] == DOCUMENTS:
+            import tffre.models.documents  # noqa: F401  (registers the pair pooling layers)
         custom = {name: getattr(transformers, name) for name in names}
     try:
         model = tf.keras.models.load_model(path, compile=False, custom_objects=custom)
     except Exception as err:  # Keras raises many types for a corrupt or foreign file
         raise BundleError(f"{path}: cannot load the Keras model ({_one_line(err)[:300]})") from None
     outputs = _num_label_outputs(model)
-    if outputs is not None and outputs != len(manifest["label_names"]):
+    if outputs is not None and outputs != _outputs_for(manifest["label_names"],
+                                                       manifest["encoder"],
+                                                       manifest.get("metadata", {}).get("decision")):
         raise BundleError(f"{path}: the model has {outputs} outputs but {MANIFEST} names "
                           f"{len(manifest['label_names'])} labels")
     return Bundle(model, encoder, manifest["label_names"], manifest.get("metadata", {}), folder)

@@ -288,6 +288,16 @@ class DocREEvaluator(GlobalModelEvaluator):
             preds.append(pred.numpy())
         return total, pairs, np.concatenate(preds)
 
+    def decision(self):
+        """How a saved model predicts as the run scored it (:func:`docre_decision`)."""
+        return docre_decision(self.kind, self.threshold, self.tuned)
+
+    def settle(self):
+        """A threshold tuned on dev is tuned for the model as it is now, as an evaluation of
+        it would tune it (one pass over dev); a given threshold stays."""
+        if self.tuned:
+            self.threshold = tuned_threshold(self, {"dev": self.predictions("dev")})
+
     def _grid_inputs(self, result):
         """(gold, probabilities, pair mask) of a dev result for :func:`best_threshold`."""
         y = self._splits["dev"][1]
@@ -297,7 +307,7 @@ class DocREEvaluator(GlobalModelEvaluator):
         """The scores of the evaluation model as it is (see the class docstring)."""
         out = {}
         results = {split: self.predictions(split) for split in splits or self._splits}
-        threshold = tuned_threshold(self, results)
+        threshold = self.threshold = tuned_threshold(self, results)
         out["threshold"] = threshold
         for split, (total, pairs, preds) in results.items():
             if split == "train":
@@ -321,6 +331,16 @@ class DocREEvaluator(GlobalModelEvaluator):
 DOCRE_THRESHOLD = 0.5
 #: The thresholds a dev-tuned evaluation chooses from (``--threshold dev``): 0.01 to 0.99.
 DOCRE_GRID = tuple(round(0.01 * i, 2) for i in range(1, 100))
+
+
+def docre_decision(kind, threshold=None, tuned=False):
+    """A document model's decision rule, as a bundle saves it (:mod:`tffre.bundle`):
+    {"loss": "bce", "threshold": ``threshold`` (default :data:`DOCRE_THRESHOLD`), "tuned_on":
+    "dev" or None}, or {"loss": "softmax"} (the argmax, none for "no relation")."""
+    if kind != "bce":
+        return {"loss": kind}
+    return {"loss": "bce", "threshold": float(DOCRE_THRESHOLD if threshold is None else threshold),
+            "tuned_on": "dev" if tuned else None}
 
 
 def docre_batch(model, x, y, kind, threshold=DOCRE_THRESHOLD, probabilities=False):

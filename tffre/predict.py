@@ -15,6 +15,16 @@ is the most probable label, or for a model trained with ``--threshold`` (a binar
 relation set) the label its run scored: the relation where its probability is above
 the saved threshold (``Bundle.decide``). Probabilities are rounded to 4 decimals. Bad arguments or input exit with
 status 2 and a one-line error naming the file, line and field.
+
+A document model (document-level RE, e.g. FedLCC on CDR) reads ``--input`` as a file of
+documents with their entity mentions, in any format ``run --data`` reads (PubTator, DocRED
+JSON, EoG), and prints every relation it predicts over each document's candidate entity
+pairs, at the decision its run scored with (``Bundle.relations``): one
+``document<TAB>subject<TAB>relation<TAB>object<TAB>probability`` line per relation, or with
+``--json`` one ``{"id": ..., "relations": [{"subject", "relation", "object",
+"probability"}, ...]}`` object per document::
+
+    python -m tffre.predict --model results/cdr/models/FedLCC --input new.pubtator
 """
 
 import argparse
@@ -191,6 +201,66 @@ def format_predictions(ids, tops, as_json=False):
     return lines
 
 
+def read_documents(path):
+    """The documents of a PubTator, DocRED JSON or EoG file (the format guessed as ``run
+    --data`` guesses it); InputError names the file, record and field of bad input."""
+    from tffre.data.document_schema import DocREFormatError
+    from tffre.data.document_sets import load_documents
+    if not os.path.isfile(path):
+        raise InputError(f"input file not found: {path}")
+    try:
+        return load_documents(path)
+    except DocREFormatError as err:
+        raise InputError(str(err)) from None
+
+
+def format_relations(documents, relations, as_json=False):
+    """Output lines: ``document<TAB>subject<TAB>relation<TAB>object<TAB>probability`` per
+    predicted relation, or one JSON object per document (its relations may be none)."""
+    lines = []
+    for doc, facts in zip(documents, relations):
+        if as_json:
+            lines.append(json.dumps(
+                {"id": doc.pmid, "relations": [
+                    {"subject": s, "relation": r, "object": o, "probability": round(p, 4)}
+                    for s, r, o, p in facts]}, ensure_ascii=False))
+        else:
+            lines.extend("\t".join(map(_tsv_field, (doc.pmid, s, r, o))) + f"\t{p:.4f}"
+                         for s, r, o, p in facts)
+    return lines
+
+
+def _print_lines(lines):
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:  # piped into head: stop quietly, and keep Python's exit flush quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _predict_documents(args, fail):
+    """A document model (FedLCC's document-level RE): every relation it predicts over each
+    document's candidate entity pairs, at its saved decision (:meth:`Bundle.relations`)."""
+    if args.text is not None:
+        return fail(f"{args.model} is a document model: use --input with a PubTator, DocRED "
+                    f"JSON or EoG file of documents and their entity mentions")
+    if args.top_k != 1:
+        return fail(f"{args.model} is a document model: it prints every relation it predicts, "
+                    f"so --top-k does not apply")
+    try:
+        documents = read_documents(args.input)
+    except InputError as err:
+        return fail(err)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        model = bundle_lib.load_bundle(args.model)
+    except bundle_lib.BundleError as err:
+        return fail(err)
+    _print_lines(format_relations(documents, model.relations(documents), args.json))
+    return 0
+
+
 def main(argv=None, prog=None):
     """Runs the command line; returns the exit status (0, or 2 for bad arguments or input)."""
     parser = build_parser(prog)
@@ -209,6 +279,8 @@ def main(argv=None, prog=None):
     except bundle_lib.BundleError as err:
         return fail(err)
     kind = manifest["encoder"]
+    if kind == bundle_lib.DOCUMENTS:
+        return _predict_documents(args, fail)
     try:
         if kind == "relation":
             if args.text is not None:
@@ -241,12 +313,7 @@ def main(argv=None, prog=None):
     except bundle_lib.BundleError as err:
         return fail(err)
     tops = model.top([r[1] for r in records], k=args.top_k)
-    try:
-        for line in format_predictions([r[0] for r in records], tops, args.json):
-            print(line)
-        sys.stdout.flush()
-    except BrokenPipeError:  # piped into head: stop quietly, and keep Python's exit flush quiet
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    _print_lines(format_predictions([r[0] for r in records], tops, args.json))
     return 0
 
 

@@ -206,3 +206,88 @@ def test_missing_text_encoder_file(imcs_bundle, tmp_path):
     copy = shutil.copytree(imcs_bundle["folder"], tmp_path / "copy")
     os.remove(copy / "vocab.txt")
     _one_line_error(copy, "missing vocab.txt")
+
+
+class _FixedLogits:
+    """A stand-in document model: the given logits ``[documents, pairs, classes]``."""
+
+    def __init__(self, logits):
+        self.logits = np.asarray(logits, np.float32)
+
+    def __call__(self, x, training=False):
+        return {"logits": tf.constant(self.logits[:len(x["input_ids"])])}
+
+
+def test_a_document_bundle_predicts_relations_at_its_decision(tmp_path):
+    """A document model's relations (``Bundle.relations``), hand-computed from fixed logits
+    over each document's candidate pairs (chemical -> disease, entities in first-mention
+    order): "bce" keeps every relation whose sigmoid is above the threshold, "softmax" the
+    most probable class unless it is "no relation" (class 0); padded pair rows are never
+    read. The featurizer saved and loaded encodes the same arrays."""
+    from tffre.bundle import Bundle
+    from tffre.text.document_features import DocREFeaturizer
+    from tiny_documents import document
+    from tiny_encoder import VOCAB, make_encoder_folder
+    folder, _ = make_encoder_folder(str(tmp_path / "enc"), vocab=VOCAB + ["*"])
+    featurizer = DocREFeaturizer(folder, ["CID", "X"], max_length=32,
+                                 pair_types=[("Chemical", "Disease")])
+    documents = [
+        document("1", "aspirin and morphine after headache",
+                 [("aspirin", "Chemical", "C1", 0), ("morphine", "Chemical", "C2", 0),
+                  ("headache", "Disease", "D1", 0)], [("C1", "D1")]),
+        document("2", "morphine with fever", [("morphine", "Chemical", "C2", 0),
+                                              ("fever", "Disease", "D2", 0)], [])]
+    loaded = DocREFeaturizer.load(featurizer.save(str(tmp_path / "saved")))
+    assert loaded.pair_types == featurizer.pair_types and loaded.max_length == 32
+    for key, value in featurizer.encode(documents).items():
+        np.testing.assert_array_equal(loaded.encode(documents)[key], value)
+    assert [featurizer.pair_ids(d) for d in documents] == [[("C1", "D1"), ("C2", "D1")],
+                                                           [("C2", "D2")]]
+
+    def sig(v):
+        return 1 / (1 + np.exp(-v))
+
+    bce = [[[0.0, -2.0], [2.0, 1.0]], [[-1.0, -3.0], [5.0, 5.0]]]   # doc 2's pair 1: padding
+    at = {}
+    for threshold in (0.3, 0.6):
+        bundle = Bundle(_FixedLogits(bce), loaded, ["CID", "X"],
+                        {"decision": {"loss": "bce", "threshold": threshold}})
+        at[threshold] = bundle.relations(documents)
+    want = {0.3: [[("C1", "CID", "D1", sig(0.0)), ("C2", "CID", "D1", sig(2.0)),
+                   ("C2", "X", "D1", sig(1.0))], []],
+            0.6: [[("C2", "CID", "D1", sig(2.0)), ("C2", "X", "D1", sig(1.0))], []]}
+    for threshold, got in at.items():
+        assert [[f[:3] for f in facts] for facts in got] == \
+            [[f[:3] for f in facts] for facts in want[threshold]]
+        np.testing.assert_allclose([f[3] for facts in got for f in facts],
+                                   [f[3] for facts in want[threshold] for f in facts], atol=1e-6)
+
+    softmax = [[[2.0, 0.0, 1.0], [0.0, 1.0, 3.0]], [[0.0, 2.0, 1.0], [0.0, 9.0, 0.0]]]
+    bundle = Bundle(_FixedLogits(softmax), loaded, ["CID", "X"], {"decision": {"loss": "softmax"}})
+    got = bundle.relations(documents)
+    assert [[f[:3] for f in facts] for facts in got] == [[("C2", "X", "D1")], [("C2", "CID", "D2")]]
+    e = np.exp(1.0)
+    np.testing.assert_allclose([got[0][0][3], got[1][0][3]],
+                               [e ** 3 / (1 + e + e ** 3), e ** 2 / (1 + e ** 2 + e)], atol=1e-6)
+    with pytest.raises(TypeError, match="is a document model"):
+        bundle.predict(["aspirin"])
+
+
+@pytest.mark.parametrize("decision,message", [
+    (None, r"metadata.decision must be an object \(a document model's loss and threshold\)"),
+    ({"loss": "hinge"}, r"metadata.decision.loss must be one of bce, softmax, got 'hinge'"),
+    ({"loss": "bce"}, r"metadata.decision.threshold must be a number between 0 and 1, got None"),
+])
+def test_a_document_bundle_without_its_decision_rule_is_refused(tmp_path, decision, message):
+    """A document model always carries its decision rule (its loss, and for "bce" the
+    threshold): without it, ``read_manifest`` refuses the folder in one line."""
+    folder = tmp_path / "b"
+    (folder / "tokenizer").mkdir(parents=True)
+    for name in ("model.keras", "doc_featurizer.json", "tokenizer/tokenizer.json"):
+        (folder / name).write_text("{}")
+    metadata = {} if decision is None else {"decision": decision}
+    (folder / "bundle.json").write_text(json.dumps({
+        "format": "tffre-model/1", "encoder": "documents", "label_names": ["CID"],
+        "metadata": metadata}))
+    with pytest.raises(BundleError, match=message):
+        read_manifest(str(folder))

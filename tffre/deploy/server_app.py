@@ -295,6 +295,14 @@ class DeployedRounds(ClientRounds):
     def report(self, row, output, evaluated):
         self.log(format_row(row, output.metrics["round"]))
 
+    def decision(self):
+        """A document model's loss and the fixed threshold its sites counted at (a deployment
+        tunes none); None for the others: the most probable label."""
+        if self.model.evaluation != "docre":
+            return None
+        from tffre.evaluation import docre_decision
+        return docre_decision(self.model.loss.kind, self.model.evaluation_options.get("threshold"))
+
     def saved_model(self, state):
         """The final model as a bundle saves it: a split encoder's full model, its frozen
         prefix grafted in."""

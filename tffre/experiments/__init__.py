@@ -47,8 +47,7 @@ def run(cfg):
     with federated_runtime():
         summary = runner.run_experiment(
             job, cfg.hparams, settings,
-            # A job without an input encoder has no bundle to save (document RE: the predict
-            # command does not read documents).
+            # A job without an input encoder has no bundle to save.
             save_model=save_model if job.encoder is not None else None,
             reference={n: reference[n] for n in names if n in reference}, config=cfg.values)
     summary.update(job.info, config=cfg.values, paper_table=table,

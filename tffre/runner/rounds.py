@@ -223,7 +223,7 @@ def bundle_saver(label_names, encoder, metadata):
     its DP guarantee, and its ``decision``: a threshold, its label index given by name)."""
     def save_model(folder, model, name, round_num, extra):
         from tffre.bundle import save_bundle
-        if extra.get("decision") is not None:   # the label by name, as bundle.json names them
+        if (extra.get("decision") or {}).get("label") is not None:   # by name, as bundle.json
             extra = {**extra, "decision": {**extra["decision"],
                                            "label": str(label_names[extra["decision"]["label"]])}}
         save_bundle(folder, model, encoder=encoder,

@@ -233,6 +233,7 @@ def prepare(cfg):
     from tffre.data.formats.docred import fact_keys
     from tffre.metrics import docre_baselines
     from tffre.models.documents import DocRELoss, build_docre_model, has_prefix
+    from tffre.models.partial import exporter
     from tffre.text.relation_tokenizer import default_encoder_dir
 
     splits, notes = load_splits(cfg)
@@ -315,8 +316,12 @@ def prepare(cfg):
         + f"; featurizer cuts {cut}")
     config = model_config(featurizer, encoder_dir, cfg.options)
     build_prefix, load = prefix_parts(config, encoder_dir)
+    export = None
     if has_prefix(config):   # a frozen prefix: each client's activations once
-        data, _, _, info["partial"] = with_cached_prefix(data, config, build_prefix, load, cfg)
+        data, prefix, _, info["partial"] = with_cached_prefix(data, config, build_prefix, load,
+                                                              cfg)
+        # The saved model is the whole one, the prefix's weights grafted in: it reads documents.
+        export = exporter(lambda: build_docre_model(config.full()), prefix)
 
     def model_fn():
         return build_docre_model(config)
@@ -328,8 +333,8 @@ def prepare(cfg):
 
     return Job(data=data, model_fn=model_fn, loss=DocRELoss(cfg.options.loss),
                title=f"{data.name}, {os.path.basename(os.path.normpath(encoder_dir))}",
-               label_names=relation_types, encoder=None, info=info, write_extras=write_extras,
-               load_pretrained=load, evaluation="docre",
+               label_names=relation_types, encoder=featurizer, info=info,
+               write_extras=write_extras, load_pretrained=load, export=export, evaluation="docre",
                evaluation_options={"threshold": cfg.options.threshold})
 
 
@@ -477,20 +482,22 @@ class DocumentSites(Sites):
         threshold = self.options(job).threshold
         shapes = featurizer.shapes()
         x_spec = {k: tf.TensorSpec((None,) + shapes[k], tf.int32) for k in MODEL_INPUTS}
-        identity = ""
+        identity, export = "", None
         if has_prefix(config):
-            from tffre.models.partial import HIDDEN
+            from tffre.models.partial import HIDDEN, exporter
             prefix, store = self._prefix(job, encoder_dir, config,
                                          site_path(site, "prefix-cache", required=False))
             identity = store.identity
             x_spec[HIDDEN] = tf.TensorSpec((None,) + tuple(prefix.output_shape[1:]), tf.float32)
+            export = exporter(lambda: build_docre_model(config.full()), prefix)
         _, load = prefix_parts(config, encoder_dir)
         return SiteModel(
             model_fn=lambda: build_docre_model(config), loss=DocRELoss(config.loss),
             # As FederatedData orders a dict of inputs (by key); y: labels and pair mask.
             input_spec=(ordered(x_spec), tf.TensorSpec(
                 (None,) + shapes["labels"][:-1] + (featurizer.num_relations + 1,), tf.float32)),
-            load_pretrained=load, identity=identity, evaluation="docre",
+            load_pretrained=load, identity=identity, evaluation="docre", encoder=featurizer,
+            export=export,
             # A number the sites count at; "dev" agree() has refused.
             evaluation_options={} if threshold == "dev" else {"threshold": threshold})
 

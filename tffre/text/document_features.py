@@ -87,8 +87,9 @@ import os
 import numpy as np
 
 from tffre.data.document_schema import Document
-from tffre.text.relation_tokenizer import check_encoder_folder
 from tffre.errors import positive_int
+from tffre.jsonio import read_json_object, write_json
+from tffre.text.relation_tokenizer import FORMAT_VERSION, check_encoder_folder
 
 MARKER = "*"
 FEATURE_KEYS = ("input_ids", "attention_mask", "mention_pos", "entity_mentions", "pairs",
@@ -138,7 +139,16 @@ class DocREFeaturizer:
       max_pairs: pair rows per document.
       pair_types: None for all ordered pairs of distinct entities, or the allowed
         (subject type, object type) pairs, e.g. ``[("Chemical", "Disease")]``.
+
+    A model bundle's encoder (kind "documents"): :meth:`save` writes the tokenizer and these
+    settings, :meth:`load` reads them back, and :meth:`fitted` sizes the rows for the
+    documents to predict.
     """
+
+    kind = "documents"
+    CONFIG = "doc_featurizer.json"
+    FOLDER = "tokenizer"
+    FILES = (CONFIG, os.path.join(FOLDER, "tokenizer.json"))
 
     def __init__(self, tokenizer_dir, relation_types, max_length=1024, max_mentions=128,
                  max_entities=64, max_mentions_per_entity=32, max_pairs=512, pair_types=None):
@@ -261,6 +271,52 @@ class DocREFeaturizer:
         (:meth:`limits`); ``kwargs`` are the other constructor arguments."""
         probe = cls(tokenizer_dir, relation_types, **kwargs)
         return cls(probe.tokenizer, relation_types, **kwargs, **probe.limits(documents))
+
+    def fitted(self, documents):
+        """This featurizer with row limits that fit ``documents`` (:meth:`limits`): the model
+        takes any number of mention, entity and pair rows, only ``max_length`` is fixed."""
+        return type(self)(self.tokenizer, self.relation_types, max_length=self.max_length,
+                          pair_types=self.pair_types, **self.limits(documents))
+
+    def save(self, folder):
+        """Writes ``tokenizer/`` (the Hugging Face tokenizer) and ``doc_featurizer.json`` (the
+        relation types, ``max_length``, the candidate pair types and the row limits)."""
+        os.makedirs(folder, exist_ok=True)
+        self.tokenizer.save_pretrained(os.path.join(folder, self.FOLDER))
+        write_json(os.path.join(folder, self.CONFIG), {
+            "format_version": FORMAT_VERSION, "kind": self.kind,
+            "relation_types": self.relation_types, "max_length": self.max_length,
+            "pair_types": None if self.pair_types is None else [list(p) for p in self.pair_types],
+            **{key: getattr(self, key) for key in LIMIT_KEYS}})
+        return folder
+
+    @classmethod
+    def load(cls, folder):
+        """Reads a featurizer written by :meth:`save` (the same arrays for the same
+        documents); ValueError names the file and field of a bad setting."""
+        path = os.path.join(folder, cls.CONFIG)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"encoder file not found: {path}")
+        config = read_json_object(path)
+        if config.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: unsupported format_version "
+                             f"{config.get('format_version')!r} (this tffre reads "
+                             f"{FORMAT_VERSION})")
+        for name in cls.FILES[1:]:
+            if not os.path.isfile(os.path.join(folder, name)):
+                raise FileNotFoundError(f"encoder file not found: {os.path.join(folder, name)}")
+        types = config.get("relation_types")
+        if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+            raise ValueError(f"{path}: relation_types must be a non-empty list of strings")
+        from transformers import AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained(os.path.join(folder, cls.FOLDER),
+                                                  use_fast=True, local_files_only=True)
+        try:
+            return cls(tokenizer, types, pair_types=config.get("pair_types"),
+                       **{key: positive_int(config.get(key), key)
+                          for key in ("max_length",) + LIMIT_KEYS})
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{path}: {err}") from None
 
     def entity_ids(self, document):
         """The entity ids of ``document``'s entity rows, in row order."""

@@ -170,3 +170,5 @@ class ImageEncoder(_SizeEncoder):
 ENCODERS = {TextEncoder.kind: TextEncoder, FeatureEncoder.kind: FeatureEncoder,
             ImageEncoder.kind: ImageEncoder}
 ENCODERS["relation"] = __import__("tffre.text.relation_tokenizer", fromlist=["RETokenizer"]).RETokenizer
+ENCODERS["documents"] = __import__("tffre.text.document_features",
+                                   fromlist=["DocREFeaturizer"]).DocREFeaturizer

@@ -170,6 +170,21 @@ def test_deployed_documents_equal_the_local_executor_and_the_pooled_f1(tmp_path,
     # Not a degenerate score: the model predicts some relations, some of them right or wrong.
     assert 0 < preds[y[..., -1] > 0].sum() and 0 < scores["accuracy"] < 1
 
+    # The saved model: the whole one (the prefix grafted in), with the threshold the sites
+    # counted at. Its relations on the sites' test documents score, by hand against their
+    # gold facts, the last round's test F1.
+    from tffre.bundle import load_bundle
+    from tffre.data.document_sets import load_documents
+    from tiny_documents import fact_f1, relation_facts
+    bundle = load_bundle(str(out / "models" / "FedAvgT"))
+    assert bundle.decision == {"loss": "bce", "threshold": 0.5, "tuned_on": None}
+    documents = [doc for s in SITES
+                 for doc in load_documents(os.path.join(sites[s], "test.pubtator"))]
+    predicted = {(doc.pmid, s, r, o) for doc, facts in zip(documents, bundle.relations(documents))
+                 for s, r, o, _ in facts}
+    gold = relation_facts(documents, bundle.encoder.fitted(documents))
+    assert fact_f1(predicted, gold) == pytest.approx(rows["test_f1"].iloc[-1], abs=1e-6)
+
 
 def test_a_threshold_tuned_on_dev_is_refused_in_a_deployment():
     """The sites send counts at one threshold, not the pooled dev probabilities a tuned one

@@ -69,7 +69,8 @@ def test_fedlcc_runs_on_the_structural_entropy_split(tmp_path, data_dir, encoder
     assert "guessing no relation scores F1 0.00" in proc.stdout
     assert sum(summary["partition"]["documents_per_client"]) == SIZES["train"]
     assert summary["featurizer"]["train"]["documents"] == SIZES["train"]
-    assert not (out / "models").exists()                 # no predict bundle for documents
+    # A predict bundle of the final model (test_a_document_run_saves_a_model_that_...).
+    assert (out / "models" / "FedLCC" / "bundle.json").is_file()
     partition = pd.read_csv(out / "partition.csv")
     assert partition["documents"].sum() == SIZES["train"] and "entropy_interval" in partition
     assert (out / "partition.png").stat().st_size > 0
@@ -153,7 +154,7 @@ def test_docred_scores_dev_as_test_with_the_training_facts(tmp_path, encoder):
                               "clients": 2, "clients_per_round": 2, "partition": "iid",
                               "max_len": 48, "out": str(tmp_path / "o")})
     job = prepare(cfg)
-    assert job.evaluation == "docre" and job.encoder is None
+    assert job.evaluation == "docre" and job.encoder.relation_types == ["P127", "P17", "P361"]
     assert job.info["pair_types"] is None and job.info["labels"] == ["P127", "P17", "P361"]
     assert job.info["splits"]["test"]["documents"] == 2
     assert job.info["splits"]["dev"]["documents"] == 2 and sum(
@@ -193,3 +194,55 @@ def test_fedlcc_and_moon_train_the_top_on_cached_activations(tmp_path, data_dir,
     for name in ("FedLCC", "MOON"):
         assert (runs["top"]["algorithms"][name]["bytes_uploaded_per_round"]
                 < runs["full"]["algorithms"][name]["bytes_uploaded_per_round"])
+
+
+def test_a_document_run_saves_a_model_that_predicts_as_it_scored(tmp_path, data_dir, encoder,
+                                                                 cli_here):
+    """A run with the top layer trained and the threshold tuned on dev saves a bundle: the
+    whole model (the frozen prefix grafted in), the featurizer and the tuned threshold. Its
+    relations on the test documents score, by hand against their gold facts, the last
+    round's test F1; ``predict`` prints them; resuming the finished run saves the same
+    threshold (tuned again for the final model, not the default 0.5)."""
+    from tffre.bundle import load_bundle
+    from tffre.data.document_sets import load_documents
+    from tiny_documents import fact_f1, relation_facts
+    out = tmp_path / "out"
+    args = ["run", "--dataset", "cdr", "--data", data_dir, "--encoder", encoder,
+            "--algorithm", "fedavg", "--partition", "iid", "--clients", "2",
+            "--clients-per-round", "2", "--num-rounds", "2", "--num-epochs", "1",
+            "--num-iters", "2", "--learning-rate", "1e-3", "--max-len", "120",
+            "--trainable-layers", "1", "--threshold", "dev", "--executor", "local",
+            "--no-progress", "--out", str(out)]
+    proc = cli_here(*args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    last = pd.read_csv(out / "metrics.csv").iloc[-1]
+    folder = out / "models" / "FedAvg"
+    bundle = load_bundle(str(folder))
+    assert bundle.decision == {"loss": "bce", "threshold": last["threshold"], "tuned_on": "dev"}
+    # A tuned threshold that matters: at 0.5 this model would score another F1.
+    assert last["threshold"] != 0.5
+    # The saved model reads documents (token ids), not the cached activations.
+    assert "hidden" not in bundle.model.input_names
+
+    documents = load_documents(os.path.join(data_dir, "test.pubtator"))
+    relations = bundle.relations(documents)
+    predicted = {(doc.pmid, s, r, o) for doc, facts in zip(documents, relations)
+                 for s, r, o, _ in facts}
+    gold = relation_facts(documents, bundle.encoder.fitted(documents))
+    assert predicted and gold
+    assert fact_f1(predicted, gold) == pytest.approx(last["test_f1"], abs=1e-6)
+    assert all(p > last["threshold"] for facts in relations for *_, p in facts)
+
+    shown = cli_here("predict", "--model", str(folder), "--input",
+                     os.path.join(data_dir, "test.pubtator"), "--json")
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    printed = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert [p["id"] for p in printed] == [d.pmid for d in documents]
+    assert {(p["id"], f["subject"], f["relation"], f["object"]) for p in printed
+            for f in p["relations"]} == predicted
+    refused = cli_here("predict", "--model", str(folder), "--text", "aspirin")
+    assert refused.returncode == 2 and "is a document model" in refused.stderr
+
+    resumed = cli_here(*args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert load_bundle(str(folder)).decision == bundle.decision

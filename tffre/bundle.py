@@ -354,9 +354,9 @@ def load_bundle(folder):
     except Exception as err:  # Keras raises many types for a corrupt or foreign file
         raise BundleError(f"{path}: cannot load the Keras model ({_one_line(err)[:300]})") from None
     outputs = _num_label_outputs(model)
+    decision = manifest.get("metadata", {}).get("decision")
     if outputs is not None and outputs != _outputs_for(manifest["label_names"],
-                                                       manifest["encoder"],
-                                                       manifest.get("metadata", {}).get("decision")):
+                                                       manifest["encoder"], decision):
         raise BundleError(f"{path}: the model has {outputs} outputs but {MANIFEST} names "
                           f"{len(manifest['label_names'])} labels")
     return Bundle(model, encoder, manifest["label_names"], manifest.get("metadata", {}), folder)

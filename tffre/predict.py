@@ -239,26 +239,16 @@ def _print_lines(lines):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def _predict_documents(args, fail):
-    """A document model (FedLCC's document-level RE): every relation it predicts over each
-    document's candidate entity pairs, at its saved decision (:meth:`Bundle.relations`)."""
+def read_document_input(args):
+    """The documents of a document model's ``--input`` (:func:`read_documents`); InputError
+    for ``--text`` or ``--top-k``, which do not apply to it."""
     if args.text is not None:
-        return fail(f"{args.model} is a document model: use --input with a PubTator, DocRED "
-                    f"JSON or EoG file of documents and their entity mentions")
+        raise InputError(f"{args.model} is a document model: use --input with a PubTator, "
+                         f"DocRED JSON or EoG file of documents and their entity mentions")
     if args.top_k != 1:
-        return fail(f"{args.model} is a document model: it prints every relation it predicts, "
-                    f"so --top-k does not apply")
-    try:
-        documents = read_documents(args.input)
-    except InputError as err:
-        return fail(err)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
-        model = bundle_lib.load_bundle(args.model)
-    except bundle_lib.BundleError as err:
-        return fail(err)
-    _print_lines(format_relations(documents, model.relations(documents), args.json))
-    return 0
+        raise InputError(f"{args.model} is a document model: it prints every relation it "
+                         f"predicts, so --top-k does not apply")
+    return read_documents(args.input)
 
 
 def main(argv=None, prog=None):
@@ -279,10 +269,10 @@ def main(argv=None, prog=None):
     except bundle_lib.BundleError as err:
         return fail(err)
     kind = manifest["encoder"]
-    if kind == bundle_lib.DOCUMENTS:
-        return _predict_documents(args, fail)
     try:
-        if kind == "relation":
+        if kind == bundle_lib.DOCUMENTS:
+            documents = read_document_input(args)
+        elif kind == "relation":
             if args.text is not None:
                 raise InputError(f"{args.model} is a relation model: use --input with JSON "
                                  f"lines holding text, e1_start, e1_end, e2_start, e2_end "
@@ -312,8 +302,12 @@ def main(argv=None, prog=None):
         model = bundle_lib.load_bundle(args.model)
     except bundle_lib.BundleError as err:
         return fail(err)
-    tops = model.top([r[1] for r in records], k=args.top_k)
-    _print_lines(format_predictions([r[0] for r in records], tops, args.json))
+    if kind == bundle_lib.DOCUMENTS:
+        lines = format_relations(documents, model.relations(documents), args.json)
+    else:
+        lines = format_predictions([r[0] for r in records],
+                                   model.top([r[1] for r in records], k=args.top_k), args.json)
+    _print_lines(lines)
     return 0
 
 

@@ -88,8 +88,8 @@ import numpy as np
 
 from tffre.data.document_schema import Document
 from tffre.errors import positive_int
-from tffre.jsonio import read_json_object, write_json
-from tffre.text.relation_tokenizer import FORMAT_VERSION, check_encoder_folder
+from tffre.jsonio import write_json
+from tffre.text.relation_tokenizer import FORMAT_VERSION, check_encoder_folder, read_saved_settings
 
 MARKER = "*"
 FEATURE_KEYS = ("input_ids", "attention_mask", "mention_pos", "entity_mentions", "pairs",
@@ -294,17 +294,7 @@ class DocREFeaturizer:
     def load(cls, folder):
         """Reads a featurizer written by :meth:`save` (the same arrays for the same
         documents); ValueError names the file and field of a bad setting."""
-        path = os.path.join(folder, cls.CONFIG)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"encoder file not found: {path}")
-        config = read_json_object(path)
-        if config.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: unsupported format_version "
-                             f"{config.get('format_version')!r} (this tffre reads "
-                             f"{FORMAT_VERSION})")
-        for name in cls.FILES[1:]:
-            if not os.path.isfile(os.path.join(folder, name)):
-                raise FileNotFoundError(f"encoder file not found: {os.path.join(folder, name)}")
+        path, config = read_saved_settings(folder, cls.FILES)
         types = config.get("relation_types")
         if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
             raise ValueError(f"{path}: relation_types must be a non-empty list of strings")

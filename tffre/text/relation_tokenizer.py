@@ -137,6 +137,24 @@ def _offset(rec, key, name):
     return int(value)
 
 
+def read_saved_settings(folder, files):
+    """(path, settings) of a saved tokenizer's JSON file, ``files[0]`` in ``folder``, after
+    checking its format version and that the other ``files`` are there (FileNotFoundError
+    or ValueError naming the file)."""
+    path = os.path.join(folder, files[0])
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"encoder file not found: {path}")
+    config = read_json_object(path)
+    if config.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{path}: unsupported format_version "
+                         f"{config.get('format_version')!r} (this tffre reads "
+                         f"{FORMAT_VERSION})")
+    for name in files[1:]:
+        if not os.path.isfile(os.path.join(folder, name)):
+            raise FileNotFoundError(f"encoder file not found: {os.path.join(folder, name)}")
+    return path, config
+
+
 class RETokenizer:
     """Marks (and optionally blinds) the two entities and packs ids and masks.
 
@@ -355,17 +373,7 @@ class RETokenizer:
     @classmethod
     def load(cls, folder):
         """Reads a tokenizer written by :meth:`save` (same ids for the same examples)."""
-        path = os.path.join(folder, cls.CONFIG)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"encoder file not found: {path}")
-        config = read_json_object(path)
-        if config.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: unsupported format_version "
-                             f"{config.get('format_version')!r} (this tffre reads "
-                             f"{FORMAT_VERSION})")
-        for name in cls.FILES[1:]:
-            if not os.path.isfile(os.path.join(folder, name)):
-                raise FileNotFoundError(f"encoder file not found: {os.path.join(folder, name)}")
+        path, config = read_saved_settings(folder, cls.FILES)
         types = config.get("entity_types", [])
         if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
             raise ValueError(f"{path}: entity_types must be a list of strings")

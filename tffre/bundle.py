@@ -284,7 +284,6 @@ class Bundle:
                  for j in ([first] + [j for j in idx if j != first])[:k]]
                 for row, idx, first in zip(probs, order, decided)]
 
-
     def relations(self, documents, batch_size=8):
         """The relations a document model predicts, as its run scored them (its
         :attr:`decision`): for each :class:`~tffre.data.document_schema.Document`, a list of

@@ -269,8 +269,7 @@ class DocREFeaturizer:
     def for_documents(cls, tokenizer_dir, relation_types, documents, **kwargs):
         """A featurizer whose row limits (:data:`LIMIT_KEYS`) fit ``documents`` exactly
         (:meth:`limits`); ``kwargs`` are the other constructor arguments."""
-        probe = cls(tokenizer_dir, relation_types, **kwargs)
-        return cls(probe.tokenizer, relation_types, **kwargs, **probe.limits(documents))
+        return cls(tokenizer_dir, relation_types, **kwargs).fitted(documents)
 
     def fitted(self, documents):
         """This featurizer with row limits that fit ``documents`` (:meth:`limits`): the model

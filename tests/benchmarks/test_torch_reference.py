@@ -93,6 +93,26 @@ def test_export_writes_every_seeds_splits_and_clients(tmp_path):
     assert float(data["feded_tau"]) == 0.25 and float(data["feded_kl"]) == 1.0   # FedED's
 
 
+def test_export_of_a_multiclass_set_keeps_tffres_labels_and_its_dev_file(tmp_path):
+    """ChemProt (SciBERT's copy, run on a GPU in docs/real-corpora.md): five CPR classes and
+    a dev file of its own. The transcription scores with the negative class at index 0, so
+    the export must carry tffre's label order, whose first label is the negative one."""
+    from tffre.data.sentence_sets import DEV_FRACTION, load_relation_splits
+    fold = os.path.join(HERE, "..", "fixtures", "scibert_chemprot")
+    export.main(["--dataset", "chemprot", "--data", fold, "--out", str(tmp_path),
+                 "--seeds", "0", "--alphas", "", "--iid", "--clients", "2", "--max-len", "32"])
+    data = np.load(tmp_path / "data.npz")
+    splits, labels = load_relation_splits("chemprot", fold, seed=0, dev_fraction=DEV_FRACTION)
+    assert list(data["labels"]) == list(labels) and labels[0] == "false"
+    assert int(data["negative_label"]) == 0
+    for name, frame in splits.items():   # train, the dev file and test, as tffre reads them
+        np.testing.assert_array_equal(data[f"s0_{name}_y"], frame["label"].map(labels.index))
+    assert [len(data[f"s0_{n}_y"]) for n in ("train", "dev", "test")] == [3, 1, 3]
+    assert len(set(data["s0_train_y"].tolist())) == 3   # three of the five CPR classes
+    index, offsets = data["s0_iid_index"], data["s0_iid_offsets"]
+    assert offsets[-1] == 3 and sorted(index) == [0, 1, 2]   # each training row on one client
+
+
 @pytest.mark.parametrize("clients,fraction", [(50, 0.1), (10, 1.0), (7, 0.5)])
 def test_round_clients_are_tffres_sampler(clients, fraction):
     from tffre.data.partition import clients_per_round

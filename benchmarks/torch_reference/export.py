@@ -2,6 +2,8 @@
 
     python benchmarks/torch_reference/export.py --data ROOT/biobert_RE/GAD/1 --out ref/
     python benchmarks/torch_reference/export.py ... --half   # weights as float16 (half the bytes)
+    python benchmarks/torch_reference/export.py --dataset chemprot --data ROOT/scibert_chemprot \
+        --out ref/ --half --max-len 128    # any relation set tffre reads, multi-class too
 
 The GPU machines lent to this project hold PyTorch but no TensorFlow (docs/real-corpora.md,
 "At the papers' scale on a GPU"), so tffre itself cannot run there. This script runs tffre's

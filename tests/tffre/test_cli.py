@@ -297,9 +297,15 @@ def test_a_copied_run_resumes_in_its_new_folder_to_more_rounds(tmp_path, finishe
     assert json.loads((moved / "config.json").read_text())["out"] == str(moved)
 
 
-def test_resume_refuses_fewer_rounds_than_already_trained(finished, cli_here):
+def test_resume_refuses_fewer_rounds_than_already_trained(finished, cli_here, monkeypatch):
     """--num-rounds may grow on resume, not shrink: a run with 3 rounds done resumed at 2 is
-    refused (it would keep round 3 and report a 3-round run as a 2-round one)."""
+    refused (it would keep round 3 and report a 3-round run as a 2-round one), before any
+    algorithm is built."""
+    from tffre import builder
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("an algorithm was built before the refusal")
+    monkeypatch.setattr(builder, "build_algorithm", no_build)
     out = finished()
     proc = cli_here(*FINISHED, "--num-rounds", "2", "--resume", "--out", str(out))
     assert proc.returncode == 2

@@ -163,7 +163,7 @@ def serve(rounds, cfg, settings, task, log=log_line):
     from tffre.runner.outputs import prepare_out_dir
     from tffre.runner.processes import pretrained_weights
     from tffre.runner.rounds import (AlgorithmRounds, RunRecord, bundle_saver, metric_columns,
-                                     summary_head)
+                                     refuse_fewer_rounds, summary_head)
 
     run, name = cfg.run, cfg.algorithms[0]
     head = job_head(cfg, settings, task)
@@ -190,6 +190,8 @@ def serve(rounds, cfg, settings, task, log=log_line):
         job = dataclasses.replace(job, server_inputs=inputs)
     model = task.model(job, server_side(cfg, task))
     prepare_out_dir(run.out, resume=run.resume, overwrite=run.overwrite)
+    if run.resume:   # before the round is built and traced
+        refuse_fewer_rounds(run, name)
     # DP: sigma calibrated for all N sites every round, delta and the secret seed resolved,
     # as the runner does (see the module docstring).
     given, private = privacy.prepare(

@@ -21,6 +21,11 @@ class Checkpoints:
         self.manager = tff.program.FileProgramStateManager(root_dir, prefix="round_",
                                                            keep_total=2, keep_first=False)
 
+    def rounds(self):
+        """The rounds of the kept checkpoints, oldest first, read from their names alone (no
+        state is loaded, so nothing needs to be built first)."""
+        return sorted(asyncio.run(self.manager.get_versions()) or [])
+
     def save(self, state, round_num):
         """Saves ``state`` as version ``round_num``."""
         asyncio.run(self.manager.save(state, round_num))

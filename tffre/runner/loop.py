@@ -28,7 +28,7 @@ from tffre.runner.centralised import CENTRALISED, epochs_of, run_centralised
 from tffre.runner.checkpoints import restore_state, saved_state
 from tffre.runner.outputs import postfix, prepare_out_dir, write_per_class
 from tffre.runner.rounds import (AlgorithmRounds, ClientRounds, RoundOutput, RunRecord,
-                                 metric_columns, summary_head)
+                                 metric_columns, refuse_fewer_rounds, summary_head)
 from tffre.runtime import shutdown_workers
 
 
@@ -100,6 +100,9 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
     started = time.perf_counter()
     context = task_context(job, settings)
     prepare_out_dir(out_dir, resume=settings.resume, overwrite=settings.overwrite)
+    if settings.resume:   # before any model is built (an encoder's build takes minutes)
+        for name in names:
+            refuse_fewer_rounds(settings, name)
     # Differential privacy: sigma calibrated, delta and the secret seed resolved
     # (tffre.runner.privacy).
     private = {}

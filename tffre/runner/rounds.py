@@ -39,6 +39,28 @@ from tffre.runner.outputs import (METRIC_COLUMNS, MetricsLog, read_rows, round_r
                                   warn_exclusions, write_summary)
 
 
+def refuse_fewer_rounds(settings, name, done=None):
+    """Refuses (:class:`~tffre.errors.ConfigError`) to resume ``name`` at a ``--num-rounds``
+    below the rounds it already trained: ``done``, the loaded checkpoint's round, or, when
+    ``done`` is None, before anything is built, the kept checkpoints' rounds when every one
+    of them is past ``--num-rounds`` (whichever of them loads, the resume is refused).
+
+    --num-rounds may grow on resume, not shrink: trained rounds cannot be undone, and keeping
+    them would report a longer run as the shorter one asked for.
+    """
+    folder = os.path.join(settings.out, "checkpoints", name)
+    if done is None:
+        kept = Checkpoints(folder).rounds() if os.path.isdir(folder) else []
+        if not kept or kept[0] <= settings.num_rounds:
+            return
+        done = kept[-1]
+    if done > settings.num_rounds:
+        raise ConfigError(
+            f"--resume: {folder} already holds {done} rounds of {name}, more than "
+            f"--num-rounds {settings.num_rounds}; give --num-rounds {done} or more, or "
+            f"--overwrite")
+
+
 @dataclasses.dataclass
 class RoundOutput:
     """One applied round: the new state, the process-style metrics (``client_work``,
@@ -127,13 +149,7 @@ class AlgorithmRounds:
             loaded, self.done = self.checkpoints.load_latest(where.checkpointed(state))
             if loaded is not None:
                 self.state = where.restored(loaded)
-            # --num-rounds may grow on resume, not shrink: trained rounds cannot be undone,
-            # and keeping them would report a longer run as the shorter one asked for.
-            if self.done > self.num_rounds:
-                raise ConfigError(
-                    f"--resume: {folder} already holds {self.done} rounds of "
-                    f"{name}, more than --num-rounds {self.num_rounds}; give --num-rounds "
-                    f"{self.done} or more, or --overwrite")
+            refuse_fewer_rounds(settings, name, self.done)
 
     def keeps(self, algorithm, rnd):
         """Whether an earlier run's row of (``algorithm``, ``rnd``) is kept: one of this

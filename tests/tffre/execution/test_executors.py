@@ -159,8 +159,9 @@ def test_kept_optimizer_state_on_both_executors(name, loss):
 @pytest.mark.parametrize("name,loop,parallel,workers", [
     ("FedAttS", "reduce", 1, "threads"), ("FedAttS", "steps", 1, "threads"),
     ("FedAttS", "while", 2, "threads"), ("FedAttS", "steps", 3, "threads"),
-    ("FedAttS", "while", 2, "processes"),
-    ("MOON", "while", 2, "processes")])   # per-client state goes to the workers and back
+    # Worker processes (each imports TensorFlow: 13 s of CPU a case here) with MOON only:
+    # its per-client state goes to the workers and back, beside what FedAttS's would check.
+    ("MOON", "while", 2, "processes")])
 def test_loop_forms_and_parallel_clients_equal_sequential_while(name, loop, parallel, workers,
                                                                 loss):
     base = build(name, loss, executor="local", **hparams_for(name))

@@ -9,8 +9,14 @@ not the run stopped before it (clients and batches are drawn from (seed, r)).
 
 import asyncio
 import collections
+import os
 
 from tffre.runner.outputs import warn
+
+
+def checkpoint_folder(out, name):
+    """Where a run in ``out`` keeps algorithm ``name``'s checkpoints (and its DP seed)."""
+    return os.path.join(out, "checkpoints", name)
 
 
 class Checkpoints:

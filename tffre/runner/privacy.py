@@ -20,6 +20,7 @@ import os
 import secrets
 
 from tffre.privacy import accounting
+from tffre.runner.checkpoints import checkpoint_folder
 
 
 #: The metrics.csv columns of a run with differential privacy.
@@ -71,7 +72,7 @@ def prepare(name, hparams, settings, num_clients):
                                                       settings.num_rounds, sampling)
     seed = hparams.dp_seed
     if seed is None:
-        seed = _kept_seed(os.path.join(settings.out, "checkpoints", name, "dp_seed"))
+        seed = _kept_seed(os.path.join(checkpoint_folder(settings.out, name), "dp_seed"))
     # The calibrated sigma takes the target's place (the two are exclusive as given); the
     # target stays in the guarantee's summary.
     resolved = dataclasses.replace(hparams, dp_noise_multiplier=float(sigma),

@@ -34,7 +34,7 @@ import time
 from tqdm.auto import tqdm
 
 from tffre.errors import ConfigError
-from tffre.runner.checkpoints import Checkpoints
+from tffre.runner.checkpoints import Checkpoints, checkpoint_folder
 from tffre.runner.outputs import (METRIC_COLUMNS, MetricsLog, read_rows, round_row,
                                   warn_exclusions, write_summary)
 
@@ -48,7 +48,7 @@ def refuse_fewer_rounds(settings, name, done=None):
     --num-rounds may grow on resume, not shrink: trained rounds cannot be undone, and keeping
     them would report a longer run as the shorter one asked for.
     """
-    folder = os.path.join(settings.out, "checkpoints", name)
+    folder = checkpoint_folder(settings.out, name)
     if done is None:
         kept = Checkpoints(folder).rounds() if os.path.isdir(folder) else []
         if not kept or kept[0] <= settings.num_rounds:
@@ -142,8 +142,7 @@ class AlgorithmRounds:
         self.num_rounds, self.eval_every = settings.num_rounds, settings.eval_every
         self.checkpoint_every = settings.checkpoint_every if checkpoint_every is None \
             else checkpoint_every
-        folder = os.path.join(settings.out, "checkpoints", name)
-        self.checkpoints = Checkpoints(folder)
+        self.checkpoints = Checkpoints(checkpoint_folder(settings.out, name))
         self.state, self.done = state, 0
         if settings.resume:
             loaded, self.done = self.checkpoints.load_latest(where.checkpointed(state))

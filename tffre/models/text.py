@@ -60,6 +60,26 @@ def _embedding(embedding_matrix, vocab_size, embedding_dim, trainable, seed, nam
                                      mask_zero=True, trainable=trainable, name=name)
 
 
+def _cpu_kernel_only(*layers):
+    """Without a GPU, the LSTM layers run Keras's own step (``LSTMCell``) instead of its
+    backend selection.
+
+    Inside a ``tf.function``, Keras 2.14's LSTM traces two implementations, the standard
+    one and cuDNN's, and registers both (with their gradients) for Grappler to pick at run
+    time. Without a GPU, Grappler always picks the standard one, the same matmuls and
+    activations as the cell's step (and, without dropout, the same numbers: see
+    tests/tffre/models/test_text_models.py). Tracing only the step halves the trace of a
+    client's training, which every run, site and worker process pays. TFF's executor traces
+    ``model_fn`` in a graph, where Keras already takes the cell's step. With a GPU, the
+    selection stays: cuDNN is what makes the LSTM fast there."""
+    if tf.config.list_logical_devices("GPU"):
+        return
+    for layer in layers:
+        # Keras's own switch (keras/src/layers/rnn/lstm.py), set in its __init__ from the
+        # layer's arguments; there is no public option for it.
+        layer._could_use_gpu_kernel = False
+
+
 def lstm_classifier(num_classes, max_len, *, embedding_matrix=None, vocab_size=None,
                     embedding_dim=None, trainable_embedding=True, lstm_units=64,
                     bidirectional=False, unroll=False, seed=0, name="lstm_classifier",
@@ -91,7 +111,12 @@ def lstm_classifier(num_classes, max_len, *, embedding_matrix=None, vocab_size=N
         lstm_units, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=seed + 1),
         recurrent_initializer=tf.keras.initializers.Orthogonal(seed=seed + 2),
         unroll=unroll, name="lstm")
-    x = tf.keras.layers.Bidirectional(lstm, name="bilstm")(x) if bidirectional else lstm(x)
+    if bidirectional:
+        lstm = tf.keras.layers.Bidirectional(lstm, name="bilstm")
+        _cpu_kernel_only(lstm.forward_layer, lstm.backward_layer)
+    else:
+        _cpu_kernel_only(lstm)
+    x = lstm(x)
     if named_outputs:
         logits = tf.keras.layers.Dense(
             num_classes, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=seed + 3),

@@ -107,3 +107,61 @@ def test_builds_in_a_graph_like_tff_tracing():
         with tf.compat.v1.Session() as sess:
             sess.run(tf.compat.v1.global_variables_initializer())
             np.testing.assert_array_equal(sess.run(emb), MATRIX)
+
+
+def lstm_layers(model):
+    """The model's LSTM layers, a Bidirectional's two included."""
+    found = []
+    for layer in model.layers:
+        found += [layer.forward_layer, layer.backward_layer] if hasattr(
+            layer, "forward_layer") else [layer] if isinstance(layer, tf.keras.layers.LSTM) else []
+    return found
+
+
+def train_in_a_function(model, steps=4):
+    """Weights after ``steps`` SGD steps in one tf.function (as a client's loop runs them) on
+    padded batches, and the names of the functions the trace defined."""
+    rng = np.random.RandomState(7)
+    x = rng.randint(1, 30, (6, 10)).astype(np.int32)
+    x[:, 6:] = 0
+    x[2, 3:] = 0
+    y = rng.randint(0, 3, 6)
+    opt = tf.keras.optimizers.SGD(0.5)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, model(x)))
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                model.trainable_variables))
+
+    functions = [f.signature.name for f in step.get_concrete_function(
+        tf.TensorSpec([None, 10], tf.int32), tf.TensorSpec([None], tf.int64)
+    ).graph.as_graph_def().library.function]
+    for _ in range(steps):
+        step(x, y)
+    return [w.numpy() for w in model.weights], functions
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_without_a_gpu_the_lstm_traces_one_implementation_with_keras_numbers(bidirectional):
+    """Without a GPU, tffre's LSTM takes Keras's cell step in a tf.function, not the backend
+    selection (which traces cuDNN's implementation as well as the standard one). The reference is Keras's own
+    selection on the same weights and batches: the same numbers."""
+    if tf.config.list_logical_devices("GPU"):
+        pytest.skip("with a GPU the backend selection stays")
+    make = lambda: lstm_classifier(3, 10, embedding_matrix=MATRIX, lstm_units=4,  # noqa: E731
+                                   bidirectional=bidirectional, seed=5)
+    ours = make()
+    keras_own = make()
+    for layer in lstm_layers(keras_own):
+        layer._could_use_gpu_kernel = True   # what Keras sets from these arguments
+    got, got_functions = train_in_a_function(ours)
+    want, want_functions = train_in_a_function(keras_own)
+    # The reference traced both implementations; ours neither, only the cell's loop.
+    for name in ("gpu_lstm_with_fallback", "standard_lstm"):
+        assert any(name in f for f in want_functions), want_functions
+        assert not any(name in f for f in got_functions), got_functions
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+    assert max(np.abs(g - b).max() for g, b in zip(got, [w.numpy() for w in make().weights])) > 1e-3

@@ -405,6 +405,13 @@ class TrainerSlot:
             return upload
         return upload, definition.next_client_state(after)
 
+    def untrained(self, broadcast, dataset, client_state=None):
+        """What :meth:`train` returns when no local step runs: the same structure, without
+        the training step in the graph. A process that never trains (a deployment's server)
+        traces this for the upload's spec: tracing a transformer's training costs seconds."""
+        info = self.begin(broadcast, dataset, client_state)
+        return self.finish(broadcast, dataset, tf.constant(0, tf.int64), info)
+
     def train(self, broadcast, dataset, client_state=None):
         """Trains one client with a ``dataset.reduce`` loop, as one graph (TFF's form)."""
         info = self.begin(broadcast, dataset, client_state)

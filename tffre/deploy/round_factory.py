@@ -12,16 +12,18 @@ from tffre import builder
 from tffre.execution.split_round import SplitRound
 
 
-def make_round(name, model_fn, *, loss, input_spec, hparams, metrics=None, context=None):
+def make_round(name, model_fn, *, loss, input_spec, hparams, metrics=None, context=None,
+               trains=True):
     """(:class:`tffre.execution.split_round.SplitRound`, the algorithm's model_fn, its definition)
     for registry algorithm ``name`` with ``hparams`` ({name: value}, as ``python -m tffre run``
     names them; unset ones take the registry's defaults).
 
     ``model_fn`` is the task's Keras model; the returned one is the model the algorithm
     trains (the task's, or the definition's around it: FedCB's classifier, FedRoD's head),
-    which the server evaluates and saves.
+    which the server evaluates and saves. ``trains=False`` (the server): the round never
+    trains in this process, so its upload's spec is traced without the training step.
     """
     factory, definition, algorithm_model_fn = builder.round_factory(
         name, model_fn, loss=loss, input_spec=input_spec, metrics=metrics, context=context,
         **dict(hparams))
-    return SplitRound(factory), algorithm_model_fn, definition
+    return SplitRound(factory, trains=trains), algorithm_model_fn, definition

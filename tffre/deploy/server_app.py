@@ -210,7 +210,7 @@ def serve(rounds, cfg, settings, task, log=log_line):
     context = task_context(job, server_data)
     parts, model_fn, definition = make_round(name, model.model_fn, loss=model.loss,
                                              input_spec=model.input_spec, hparams=hparams,
-                                             context=context)
+                                             context=context, trains=False)
     if settings.secagg:
         refusal = sum_refusal(parts.round, name)
         if refusal:

@@ -177,8 +177,10 @@ class LocalExecutor:
                                non_trainable=[np.asarray(w) for w in weights.non_trainable])
         return self.round.with_model(state, weights)
 
-    def upload_spec(self):
-        """The TensorSpecs of one client's upload (traced, not run)."""
+    def upload_spec(self, trained=True):
+        """The TensorSpecs of one client's upload (traced, not run). ``trained=False`` traces
+        the client's work without its training step (``TrainerSlot.untrained``: the same
+        structure, a fraction of the trace), for a process that will not train."""
         first = self.slots[0]
         element = tf.nest.map_structure(lambda s: tf.TensorSpec(s.shape, s.dtype),
                                         self.round.input_spec)
@@ -187,8 +189,12 @@ class LocalExecutor:
             args.append(self.round.client_state_spec)
         # The slot's own client loop when it is a tf.function: the first round then reuses this
         # trace instead of tracing the client's training (seconds for a transformer) again.
-        run = first.run if hasattr(first.run, "get_concrete_function") else tf.function(
-            first.slot.train)
+        if not trained:
+            run = tf.function(first.slot.untrained)
+        elif hasattr(first.run, "get_concrete_function"):
+            run = first.run
+        else:
+            run = tf.function(first.slot.train)
         with tf.device(first.device):
             outputs = run.get_concrete_function(*args).structured_outputs
         return spec_of(outputs[0] if self.round.stateful else outputs)

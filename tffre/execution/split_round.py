@@ -144,12 +144,15 @@ class SplitRound(LocalExecutor):
     Args:
       factory: the algorithm's :class:`tffre.mapreduce.RoundFactory`.
       loop: the client loop form ("while", "steps" or "reduce"; see the local executor).
+      trains: False for a process that never calls :meth:`work` (the server): the upload's
+        spec is then traced without the client's training step.
     """
 
-    def __init__(self, factory, *, loop="while"):
+    def __init__(self, factory, *, loop="while", trains=True):
         super().__init__(factory, max_parallel_clients=1, loop=loop)
         self._acc_spec = spec_of(self._zero())
         self._upload_spec = None
+        self.trains = trains
 
     # --- specs ---
 
@@ -163,9 +166,10 @@ class SplitRound(LocalExecutor):
 
     def upload_spec(self):
         """The TensorSpecs of one client's upload (traced once: tracing a client's training
-        costs seconds for a real model)."""
+        costs seconds for a real model). A site's trace is the one its first round runs; a
+        server's leaves the training step out."""
         if self._upload_spec is None:
-            self._upload_spec = super().upload_spec()
+            self._upload_spec = super().upload_spec(trained=self.trains)
         return self._upload_spec
 
     def accumulator_spec(self):

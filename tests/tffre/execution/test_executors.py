@@ -1,5 +1,6 @@
 """The two executors run one definition: MapReduceForm for every algorithm, local == TFF."""
 
+import dataclasses
 import pickle
 
 import numpy as np
@@ -130,6 +131,37 @@ def test_local_equals_tff_for_every_algorithm(name, loss):
     assert m_loc[2]["client_work"]["num_excluded_clients"] == 1
     # Bytes from TFF's type signatures equal bytes from the local executor's specs.
     assert (up_tff, down_tff) == (up_loc, down_loc)
+
+
+@pytest.mark.parametrize("name,extra", [(n, {}) for n in NAMES] + [
+    ("FedPAP", {"keep_optimizer_state": True}),      # the moments go up too
+    ("FedAvg", {"dp_noise_multiplier": 0.5, "dp_clip": 0.1, "dp_seed": 3})])   # DP's parts
+def test_a_server_reads_the_sites_upload_spec_without_tracing_training(name, extra, loss,
+                                                                       monkeypatch):
+    """A deployment's server (SplitRound with trains=False) never trains: its upload spec
+    leaves the training step out of the trace, and equals the one a site's first round
+    traces (paths, dtypes, shapes: the layout key both sides compare)."""
+    from tffre.builder import round_factory
+    from tffre.client_work import TrainerSlot
+    from tffre.execution.split_round import SplitRound, paths_of
+
+    def parts(trains):
+        model_fn, model_loss = model_for(name, loss)
+        context = dataclasses.replace(context_for(name), clients_per_round=3)   # DP's q
+        factory, _, _ = round_factory(name, model_fn, loss=model_loss, input_spec=INPUT_SPEC,
+                                      context=context, **hparams_for(name, **extra))
+        return SplitRound(factory, trains=trains)
+
+    site = parts(True).upload_spec()
+    steps = []
+    original = TrainerSlot.step
+    monkeypatch.setattr(TrainerSlot, "step",
+                        lambda self, *a: steps.append(1) or original(self, *a))
+    server = parts(False).upload_spec()
+    assert not steps, "the server traced a training step"
+    assert paths_of(server) == paths_of(site)
+    assert tf.nest.flatten(server) == tf.nest.flatten(site)
+    assert paths_of(site)   # not two empty structures
 
 
 @pytest.mark.parametrize("name", ["FedAvg", "FedAtt"])

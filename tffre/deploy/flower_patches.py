@@ -12,6 +12,8 @@ nothing and say so (re-read the places named below before bumping flwr).
 * :func:`report_admission` (SuperNode): one line when the SuperLink admits the node (its node
   id) and one line when it refuses it, then exit code :data:`REFUSED_EXIT`, where flwr 1.23
   logs the gRPC error over five lines and dies with "RuntimeError: generator didn't yield".
+* :func:`superexec_without_tensorflow` (SuperLink): the ServerApp executor it starts runs
+  through tffre's launcher, without TensorFlow (which it never uses).
 * :func:`shorten_supernode_waits` (SuperNode) and :func:`shorten_pulls` (every process
   that pulls objects): Flower's fixed waits, which would be most of a round that
   computes for about a second (issue 22's loopback target).
@@ -164,6 +166,41 @@ def survive_refused_replies():
                 "(tffre.deploy.flower_patches.survive_refused_replies)", details)
     _push_messages.survives = True
     supernode._push_messages = _push_messages   # looked up at call time by the main loop
+    return True
+
+
+class _LaunchedSuperExec:
+    """``subprocess`` as flwr's SuperLink module sees it, but ``Popen`` of a
+    ``flower-superexec`` command starts it through :func:`tffre.deploy.launch.flower_command`."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+    def Popen(self, command, *args, **kwargs):   # noqa: N802 (subprocess's name)
+        if isinstance(command, (list, tuple)) and command and command[0] == "flower-superexec":
+            from tffre.deploy.launch import flower_command
+            command = flower_command(*command)
+        return self._module.Popen(command, *args, **kwargs)
+
+
+def superexec_without_tensorflow():
+    """The SuperLink starts its ServerApp executor (``flower-superexec``) through tffre's
+    launcher, which keeps TensorFlow out of it. Call in the ``flower-superlink`` process
+    before it starts; returns True when applied.
+
+    flwr 1.23.0 ``server/app.py`` starts the executor with ``subprocess.Popen(["flower-superexec",
+    ...])`` (line 426). The executor only starts ``flwr-serverapp`` processes (which import
+    TensorFlow as the ServerApp needs), yet importing flwr's server package imports
+    TensorFlow when it is installed (``server/utils/tensorboard.py``): seconds of CPU and
+    about 300 MiB on the server's machine for nothing."""
+    if not _flower_matches():
+        return False
+    from flwr.server import app as superlink
+    if not isinstance(superlink.subprocess, _LaunchedSuperExec):
+        superlink.subprocess = _LaunchedSuperExec(superlink.subprocess)   # read at call time
     return True
 
 

@@ -52,6 +52,17 @@ def marked_environment():
                 os.environ[key] = value
 
 
+def command_lines(mark):
+    """The command lines of ``mark``'s live processes."""
+    lines = []
+    for proc in marked(mark):
+        try:
+            lines.append(" ".join(proc.cmdline()))
+        except psutil.Error:   # gone since
+            pass
+    return lines
+
+
 def left_behind(mark, seconds=30):
     """The command lines of ``mark``'s processes still alive after up to ``seconds`` (flwr's
     helpers notice their parent is gone within seconds)."""

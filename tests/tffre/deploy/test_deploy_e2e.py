@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from local_reference import local_run
-from loopback import DEPLOY, left_behind, marked_environment, start_federation
+from loopback import DEPLOY, command_lines, left_behind, marked_environment, start_federation
 from tiny import client_arrays
 
 from tffre.deploy.launch import stop_all
@@ -51,6 +51,10 @@ def test_two_sites_two_rounds_over_tls_with_site_authentication(tmp_path, env):
         assert list(rows["round"]) == [1, 2] and list(rows["clients"]) == ["a b", "a b"]
         assert "round 2: sites a b" in run.stdout
         assert read_json_object(str(out / "deploy.json"))["sites"] == ["a", "b"]
+        # The SuperLink's ServerApp executor runs through tffre's launcher (no TensorFlow).
+        executors = [line for line in command_lines(env) if "flower-superexec" in line]
+        assert executors and all("-m tffre.deploy.launch flower-superexec" in line
+                                 for line in executors), executors
         assert (out / "summary.json").exists()
         want, _ = local_run("FedAvg", arrays, {"learning_rate": 0.05, "num_epochs": 1,
                                                "num_iters": 4}, 2)

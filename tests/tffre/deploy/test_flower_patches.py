@@ -91,3 +91,30 @@ def test_a_supernode_goes_on_after_the_superlink_refuses_a_reply(monkeypatch):
     assert flower_patches.survive_refused_replies()
     assert supernode._push_messages(state=None) is None   # logged, not raised
     assert calls == [{"state": None}]
+
+
+def test_the_superlinks_executor_starts_through_the_launcher(monkeypatch):
+    """flwr's SuperLink starts ``flower-superexec``; patched, it starts it through tffre's
+    launcher (no TensorFlow there); any other command, and the module's other names, pass
+    through. The real SuperLink's executor is checked in test_deploy_e2e.py."""
+    import subprocess
+    import sys
+    from flwr.server import app as superlink
+    started = []
+
+    class Module:   # stands in for subprocess: records what would start
+        PIPE = subprocess.PIPE
+
+        @staticmethod
+        def Popen(command, *args, **kwargs):   # noqa: N802
+            started.append(command)
+    monkeypatch.setattr(superlink, "subprocess", Module())
+    assert flower_patches.superexec_without_tensorflow()
+    assert flower_patches.superexec_without_tensorflow()   # idempotent: wrapped once
+    superlink.subprocess.Popen(["flower-superexec", "--insecure", "--plugin-type", "serverapp"])
+    superlink.subprocess.Popen(["flwr-serverapp", "--insecure"])
+    assert started == [
+        [sys.executable, "-m", "tffre.deploy.launch", "flower-superexec", "--insecure",
+         "--plugin-type", "serverapp"],
+        ["flwr-serverapp", "--insecure"]]
+    assert superlink.subprocess.PIPE == subprocess.PIPE

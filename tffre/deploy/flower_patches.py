@@ -171,25 +171,27 @@ def survive_refused_replies():
 
 class _LaunchedSuperExec:
     """``subprocess`` as flwr's SuperLink module sees it, but ``Popen`` of a
-    ``flower-superexec`` command starts it through :func:`tffre.deploy.launch.flower_command`."""
+    ``flower-superexec`` command starts ``launcher(*command)`` instead."""
 
-    def __init__(self, module):
+    def __init__(self, module, launcher):
         self._module = module
+        self._launcher = launcher
 
     def __getattr__(self, name):
         return getattr(self._module, name)
 
     def Popen(self, command, *args, **kwargs):   # noqa: N802 (subprocess's name)
         if isinstance(command, (list, tuple)) and command and command[0] == "flower-superexec":
-            from tffre.deploy.launch import flower_command
-            command = flower_command(*command)
+            command = self._launcher(*command)
         return self._module.Popen(command, *args, **kwargs)
 
 
-def superexec_without_tensorflow():
+def superexec_without_tensorflow(launcher):
     """The SuperLink starts its ServerApp executor (``flower-superexec``) through tffre's
-    launcher, which keeps TensorFlow out of it. Call in the ``flower-superlink`` process
-    before it starts; returns True when applied.
+    launcher, which keeps TensorFlow out of it: ``launcher(entry_point, *args)`` is the
+    command that runs a console script that way (:func:`tffre.deploy.launch.flower_command`,
+    which passes itself: this module does not import the launcher). Call in the
+    ``flower-superlink`` process before it starts; returns True when applied.
 
     flwr 1.23.0 ``server/app.py`` starts the executor with ``subprocess.Popen(["flower-superexec",
     ...])`` (line 426). The executor only starts ``flwr-serverapp`` processes (which import
@@ -200,7 +202,8 @@ def superexec_without_tensorflow():
         return False
     from flwr.server import app as superlink
     if not isinstance(superlink.subprocess, _LaunchedSuperExec):
-        superlink.subprocess = _LaunchedSuperExec(superlink.subprocess)   # read at call time
+        superlink.subprocess = _LaunchedSuperExec(superlink.subprocess,   # read at call time
+                                                  launcher)
     return True
 
 

@@ -60,7 +60,7 @@ def main(argv=None):
     if entry_point == "flower-superlink":
         flower_patches.register_objects_first()
         flower_patches.atomic_object_registration()
-        flower_patches.superexec_without_tensorflow()
+        flower_patches.superexec_without_tensorflow(flower_command)
     from importlib.metadata import entry_points
     found = [e for e in entry_points(group="console_scripts") if e.name == entry_point]
     if not found:

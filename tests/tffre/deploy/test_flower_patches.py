@@ -108,9 +108,10 @@ def test_the_superlinks_executor_starts_through_the_launcher(monkeypatch):
         @staticmethod
         def Popen(command, *args, **kwargs):   # noqa: N802
             started.append(command)
+    from tffre.deploy.launch import flower_command
     monkeypatch.setattr(superlink, "subprocess", Module())
-    assert flower_patches.superexec_without_tensorflow()
-    assert flower_patches.superexec_without_tensorflow()   # idempotent: wrapped once
+    assert flower_patches.superexec_without_tensorflow(flower_command)
+    assert flower_patches.superexec_without_tensorflow(flower_command)   # wrapped once
     superlink.subprocess.Popen(["flower-superexec", "--insecure", "--plugin-type", "serverapp"])
     superlink.subprocess.Popen(["flwr-serverapp", "--insecure"])
     assert started == [

@@ -82,13 +82,14 @@ def simulated_reference(dataset, folders, name, settings, rounds, out):
     return state, initial, arrays
 
 
-def sites_reference(out, nodes, rounds, task=None):
+def sites_reference(out, nodes, rounds, task=None, server_only=None):
     """The local executor over a deployed run's sites, each site's data and the model read by
     the task's own site code (``Sites.site_data``, ``Sites.model``) from the run's job
     (``out/deploy.json``): what the sites agreed on (document-level RE's row limits, fitted to
     every site's documents) is then the same on both sides, as a per-site simulation cannot
     make it. ``nodes``: {site: its node configuration}; ``task``: the sites' task object
-    (default the job's). Returns (final state, the initial weights, {site: its training
+    (default the job's); ``server_only``: hyperparameters the server keeps out of the job
+    (DP's noise seed). Returns (final state, the initial weights, {site: its training
     arrays})."""
     import json
 
@@ -100,6 +101,6 @@ def sites_reference(out, nodes, rounds, task=None):
     arrays = {s: task.site_data(job, nodes[s]).train for s in sites}
     state, initial, _ = local_rounds(
         job.algorithm, model.model_fn, model.loss, model.input_spec, task_context(job),
-        job.hparams, arrays, num_classes=len(job.labels), batch_size=job.batch_size,
-        seed=job.seed, rounds=rounds, load_pretrained=model.load_pretrained)
+        dict(job.hparams, **(server_only or {})), arrays, num_classes=len(job.labels),
+        batch_size=job.batch_size, seed=job.seed, rounds=rounds, load_pretrained=model.load_pretrained)
     return state, initial, arrays

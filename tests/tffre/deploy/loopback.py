@@ -52,12 +52,12 @@ def marked_environment():
                 os.environ[key] = value
 
 
-def command_lines(mark):
-    """The command lines of ``mark``'s live processes."""
+def command_lines(mark, words=None):
+    """The command lines of ``mark``'s live processes (their first ``words`` words)."""
     lines = []
     for proc in marked(mark):
         try:
-            lines.append(" ".join(proc.cmdline()))
+            lines.append(" ".join(proc.cmdline()[:words]))
         except psutil.Error:   # gone since
             pass
     return lines
@@ -69,7 +69,7 @@ def left_behind(mark, seconds=30):
     deadline = time.monotonic() + seconds
     while marked(mark) and time.monotonic() < deadline:
         time.sleep(0.5)
-    return [" ".join(p.cmdline()[:4]) for p in marked(mark)]
+    return command_lines(mark, 4)
 
 
 def start_federation(folder, data, task, daemons, registered=None, ports=False, flags=()):

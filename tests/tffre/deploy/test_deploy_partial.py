@@ -78,26 +78,15 @@ def deploy(tmp_path, world, tag, name="FedAvgT", encoders=None, **config):
     return grid, out
 
 
-def local_reference(out, world):
+def local_reference(out, world, server_only=None):
     """The local executor over the same sites (name order), seed, initial weights and
-    batches, from the deployed run's own job (``deploy.json``): (final state, model parts)."""
+    batches, from the deployed run's own job (``deploy.json``) and ``server_only``'s
+    hyperparameters: (final state, model parts)."""
     encoder, _, sites = world
     nodes = {s: {"site": s, "data": sites[s], "encoder": encoder} for s in SITES}
-    state, _, _ = sites_reference(out, nodes, ROUNDS, task=Task())
+    state, _, _ = sites_reference(out, nodes, ROUNDS, task=Task(), server_only=server_only)
     job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
     return state, Task().model(job, {"encoder": encoder})
-
-
-def state_structure(out, world, **server_only):
-    """The server state's structure of a deployed run (its own job: DP adds its state)."""
-    from tffre.deploy.round_factory import make_round
-    job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
-    model = Task().model(job, {"encoder": world[0]})
-    parts, _, _ = make_round("FedAvgT", model.model_fn, loss=model.loss,
-                             input_spec=model.input_spec, hparams=dict(job.hparams,
-                                                                       **server_only),
-                             context=task_context(job))
-    return parts.initialize()
 
 
 def check_equals_local(tmp_path, world, tag, out):
@@ -131,33 +120,32 @@ def test_deployed_top_layer_equals_the_local_executor(tmp_path, world):
 
 
 def test_deployed_lora_equals_local_and_is_summed_securely_and_privately(tmp_path, world):
-    """LoRA adapters on every layer: the deployed rounds equal the local executor's; SecAgg+
-    sums the uploads (adapters and head) and matches the plain sum within its quantization
-    bound; DP clips and noises the trainable adapters and head only, and the frozen base
-    weights stay the checkpoint's."""
+    """LoRA adapters on every layer: the deployed rounds equal the local executor's. With
+    SecAgg+ and DP in one deployment, the sites clip the trainable adapters and head only,
+    SecAgg+ sums those uploads and the server noises the sum: the rounds equal the local
+    executor's DP rounds (the same noise seed) within SecAgg+'s quantization bound, and the
+    frozen base weights stay the checkpoint's."""
     flags = {"lora-rank": 2, "lora-targets": "query,value"}
     _, plain = deploy(tmp_path, world, "plain", **flags)
     want = check_equals_local(tmp_path, world, "plain", plain)
     max_weight, clip = 16.0, 8.0
-    _, secure = deploy(tmp_path, world, "secure", secagg=True, **{
-        "secagg-max-weight": max_weight, "secagg-clip": clip}, **flags)
-    got, _ = Checkpoints(str(secure / "checkpoints" / "FedAvgT")).load_latest(want)
-    # As tests/tffre/deploy/test_deploy_secagg.py: each summed value is off by at most
-    # K W 2C / 2**22 (K = 3 sites), the mean delta by that over the summed weight (24
-    # examples), per round.
-    bound = 3 * max_weight * 2 * clip / 2 ** 22 / 24 * ROUNDS
-    for g, w in zip(got["model"].trainable, want["model"].trainable):
-        np.testing.assert_allclose(g, w, rtol=0, atol=bound)
-    _, private = deploy(tmp_path, world, "dp", **flags, **{
-        "dp-noise-multiplier": 0.5, "dp-clip": 0.1, "dp-seed": 3})
-    noised, done = Checkpoints(str(private / "checkpoints" / "FedAvgT")).load_latest(
-        state_structure(private, world, dp_seed=3))
+    _, private = deploy(tmp_path, world, "secure_dp", secagg=True, **{
+        "secagg-max-weight": max_weight, "secagg-clip": clip, "dp-noise-multiplier": 0.5,
+        "dp-clip": 0.1, "dp-seed": 3}, **flags)
+    reference, _ = local_reference(private, world, server_only={"dp_seed": 3})
+    noised, done = Checkpoints(str(private / "checkpoints" / "FedAvgT")).load_latest(reference)
     assert done == ROUNDS
+    # As tests/tffre/deploy/test_deploy_secagg.py: each summed value is off by at most
+    # K W 2C / 2**22 (K = 3 sites), the mean delta by that over DP-FedAvg's fixed
+    # denominator (the 3 expected sites), per round.
+    bound = 3 * max_weight * 2 * clip / 2 ** 22 / 3 * ROUNDS
+    for g, w in zip(noised["model"].trainable, reference["model"].trainable):
+        np.testing.assert_allclose(g, w, rtol=0, atol=bound)
     for value, base in zip(noised["model"].non_trainable, want["model"].non_trainable):
         np.testing.assert_array_equal(value, base)     # the frozen base: untouched
     moved = [np.abs(g - w).max() for g, w in zip(noised["model"].trainable,
                                                  want["model"].trainable)]
-    assert max(moved) > 0                              # clipped and noised: not the plain run
+    assert max(moved) > 100 * bound                    # clipped and noised: not the plain run
 
 
 def test_a_site_whose_prefix_differs_is_refused(tmp_path, world, capsys):

@@ -70,3 +70,21 @@ def test_saved_dictionary_of_a_plain_segmenter_is_empty(tmp_path):
     path = seg.save_dictionary(str(tmp_path / "d.txt"))
     assert open(path, encoding="utf-8").read() == ""
     assert MedicalSegmenter(dictionary=path).cut("孩子咳嗽三天了") == seg.cut("孩子咳嗽三天了")
+
+
+def test_segmenters_share_the_main_dictionary_read_but_not_their_words():
+    """jieba's main dictionary is read once per process (``fresh_tokenizer``): a segmenter
+    cuts as a tokenizer jieba initializes itself, with the same user dictionary, and the
+    words one segmenter adds stay its own."""
+    import jieba
+    from tffre.text.segment import default_dictionary_path
+    text = ("孩子咳嗽三天，医生说是支气管肺炎，大便干燥，不发热。"
+            "The patient was given aspirin; 喘憋性支气管问题明显，夜间加重。")
+    first = MedicalSegmenter()
+    first.add_terms(["喘憋性支气管"])
+    second = MedicalSegmenter()
+    reference = jieba.Tokenizer()
+    reference.initialize()    # reads jieba's main dictionary itself
+    reference.load_userdict(default_dictionary_path())
+    assert second.cut(text) == [t for t in reference.lcut(text) if t.strip()]
+    assert "喘憋性支气管" in first.cut(text) and "喘憋性支气管" not in second.cut(text)

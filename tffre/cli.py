@@ -118,16 +118,19 @@ def build_run_parser(prog=f"{PROG} run"):
     return parser
 
 
-def run_main(argv=None, *, preset=None, prog=f"{PROG} run"):
+def run_main(argv=None, *, preset=None, prog=f"{PROG} run", fixed=None):
     """``run``: checks every argument, then runs the experiment. Returns the exit code.
 
     Args:
       argv: the arguments after ``run``.
       preset: {option: value} defaults an example sets, below --config and the flags.
       prog: the program name shown in messages.
+      fixed: {option: value} that win over the flags too: what an example's extra run is
+        (an ablation's algorithms and alpha).
     """
     args = build_run_parser(prog).parse_args(argv)
     given = {k: v for k, v in vars(args).items() if k != "config"}
+    given.update(fixed or {})
     try:
         cfg = config_lib.resolve(given, preset=preset, config_path=args.config)
     except config_lib.ConfigError as err:

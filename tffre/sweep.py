@@ -177,8 +177,10 @@ def run_sweep(argv, *, preset, prog, doc, default_out, default_alphas="0.5,0.05"
     preset asks for it, only in the first: it does not depend on alpha); the table goes to
     ``--out``/table.csv and ``--out``/summary.json. ``extra_runs`` are (folder, title,
     overrides) runs after the sweep (e.g. an ablation), each into ``--out``/folder with
-    the same flags. The runs reuse each algorithm's process when its settings are the same
-    (:func:`tffre.runner.reuse_processes`). Returns the exit code.
+    the same flags but for the overrides, which win over them (an ablation's algorithms
+    stay its own when ``--algorithm`` narrows the sweep). The runs reuse each algorithm's
+    process when its settings are the same (:func:`tffre.runner.reuse_processes`). Returns
+    the exit code.
     """
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--alphas", default=default_alphas)
@@ -228,8 +230,8 @@ def run_sweep(argv, *, preset, prog, doc, default_out, default_alphas="0.5,0.05"
     print(f"wrote {ours.out}/table.csv, summary.json and alpha_*/")
     for folder, title, overrides in extra_runs:
         print(f"\n=== {title} ===")
-        code = cli.run_main(rest, preset=dict(preset, **overrides,
-                                               out=os.path.join(ours.out, folder)), prog=prog)
+        code = cli.run_main(rest, preset=dict(preset, out=os.path.join(ours.out, folder)),
+                            prog=prog, fixed=overrides)
         if code:
             return code
     return 0

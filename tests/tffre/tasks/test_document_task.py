@@ -174,8 +174,8 @@ def test_fedlcc_and_moon_train_the_top_on_cached_activations(tmp_path, data_dir,
     """FedLCC's context contrast (it reads the last layer's attention) and MOON on the top
     layer of a split encoder, on cached prefix activations: the run trains, and a client
     uploads the top and the head only, i.e. the saved whole model's weights less the
-    embeddings and the lower layer (counted from the encoder's config). The two-window
-    reading of a split model is tested in tests/tffre/models/test_partial.py."""
+    embeddings, the lower layer and the unused pooler (counted from the encoder's config).
+    The two-window reading of a split model is tested in tests/tffre/models/test_partial.py."""
     from tffre.bundle import load_bundle
     out = tmp_path / "top"
     proc = cli_here("run", "--dataset", "cdr", "--data", data_dir,

@@ -102,5 +102,6 @@ def sites_reference(out, nodes, rounds, task=None, server_only=None):
     state, initial, _ = local_rounds(
         job.algorithm, model.model_fn, model.loss, model.input_spec, task_context(job),
         dict(job.hparams, **(server_only or {})), arrays, num_classes=len(job.labels),
-        batch_size=job.batch_size, seed=job.seed, rounds=rounds, load_pretrained=model.load_pretrained)
+        batch_size=job.batch_size, seed=job.seed, rounds=rounds,
+        load_pretrained=model.load_pretrained)
     return state, initial, arrays

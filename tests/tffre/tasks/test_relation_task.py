@@ -197,25 +197,6 @@ def test_client_fraction_sets_clients_per_round(tmp_path):
     assert cfg.run.clients_per_round == 3    # 2.5 rounds half up
 
 
-def test_gad_sample_runs_with_binary_f1(tmp_path, encoder, cli_here):
-    """The embedded GAD-format sample (train/dev/test TSVs): binary F1 of the positive class."""
-    out = tmp_path / "gad"
-    proc = cli_here("run", "--dataset", "gad", "--encoder", encoder, "--algorithm", "fedavg",
-                   "--clients", "4", "--clients-per-round", "2", "--num-rounds", "1",
-                   "--num-iters", "3", "--max-len", "32", "--executor", "local",
-                   "--no-progress", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["labels"] == ["0", "1"] and summary["dev_split"] == "dev"
-    assert summary["train_examples"] == 400 and summary["test_examples"] == 100
-    table = pd.read_csv(out / "per_class" / "FedAvg.csv")
-    micro = table[table["label"] == "micro (positive classes)"].iloc[0]
-    row_1 = table[table["label"] == "1"].iloc[0]
-    assert micro["f1"] == pytest.approx(row_1["f1"])     # binary: micro = the positive class
-    metrics = pd.read_csv(out / "metrics.csv")
-    assert metrics["test_f1"].iloc[-1] == pytest.approx(row_1["f1"])
-
-
 def test_feded_run_holds_out_the_server_set(tmp_path, encoder, data_dir, cli_here):
     """--server-fraction moves a seeded 20% of train to D_v, for every algorithm; FedED's
     upload is its predictions on D_v (bytes from the types), its broadcast D_v's inputs."""
@@ -360,10 +341,11 @@ def test_label_skew_and_feature_algorithms_train_on_a_frozen_prefix(tmp_path, en
 
 
 def test_gad_sample_with_a_threshold_tuned_on_dev(tmp_path, encoder, cli_here):
-    """``--threshold dev`` on a binary set: metrics.csv's threshold column holds each round's
-    tuned threshold; the per-class table is the final model's at it, and so are the saved
-    model's decisions (sklearn's F1 of them is the last round's); resuming the finished run
-    writes the same table and decision, though no round is evaluated again."""
+    """The embedded GAD-format sample (train/dev/test TSVs) scores the positive class's F1.
+    ``--threshold dev`` on it: metrics.csv's threshold column holds each round's tuned
+    threshold; the per-class table is the final model's at it, and so are the saved model's
+    decisions (sklearn's F1 of them is the last round's); resuming the finished run writes the
+    same table and decision, though no round is evaluated again."""
     out = tmp_path / "gad"
     args = ["run", "--dataset", "gad", "--encoder", encoder, "--algorithm", "fedavg",
             "--clients", "4", "--clients-per-round", "2", "--num-rounds", "2",
@@ -376,9 +358,14 @@ def test_gad_sample_with_a_threshold_tuned_on_dev(tmp_path, encoder, cli_here):
     # The last round's threshold is not the argmax's (0.85 here): the checks below of the
     # saved decision and of the resumed run would otherwise pass at the default.
     assert metrics["test_f1"].iloc[-1] != metrics["test_f1_argmax"].iloc[-1]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["labels"] == ["0", "1"] and summary["dev_split"] == "dev"
+    assert summary["train_examples"] == 400 and summary["test_examples"] == 100
     table = pd.read_csv(out / "per_class" / "FedAvg.csv")
-    assert metrics["test_f1"].iloc[-1] == pytest.approx(
-        table[table["label"] == "1"].iloc[0]["f1"])
+    row_1 = table[table["label"] == "1"].iloc[0]
+    micro = table[table["label"] == "micro (positive classes)"].iloc[0]
+    assert micro["f1"] == pytest.approx(row_1["f1"])     # binary: micro = the positive class
+    assert metrics["test_f1"].iloc[-1] == pytest.approx(row_1["f1"])
     assert "\"threshold\": \"dev\"" in (out / "config.json").read_text()
 
     from tffre.bundle import load_bundle

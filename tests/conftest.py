@@ -9,6 +9,8 @@ os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 
 import pytest  # noqa: E402
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def pytest_configure(config):
     config.addinivalue_line(
@@ -43,6 +45,34 @@ def cli_here(capfd):
             code = exc.code
         out, err = capfd.readouterr()
         return subprocess.CompletedProcess(list(args), code, out, err)
+    return run
+
+
+@pytest.fixture
+def example_here(capfd):
+    """``python examples/NAME ARGS`` run in this process, as :func:`cli_here` runs the CLI:
+    the script's ``__main__`` block (``runpy``) with ``sys.argv`` set, without a process that
+    imports TensorFlow, TFF and transformers and converts tffre's functions with AutoGraph
+    again. The examples as processes are the tutorials' (``docs/tutorials/first-run.md`` runs
+    ``examples/imcs_lstm.py``). Returns a ``subprocess.CompletedProcess`` with the exit code
+    and what it printed."""
+    import runpy
+    import subprocess
+    import sys
+
+    def run(name, *args):
+        path = os.path.join(ROOT, "examples", name)
+        capfd.readouterr()
+        argv, sys.argv = sys.argv, [path, *args]
+        try:
+            runpy.run_path(path, run_name="__main__")
+            code = 0
+        except SystemExit as exc:   # the scripts' sys.exit(main(...)), argparse's errors
+            code = 0 if exc.code is None else exc.code
+        finally:
+            sys.argv = argv
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess([path, *args], code, out, err)
     return run
 
 

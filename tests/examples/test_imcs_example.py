@@ -1,26 +1,16 @@
 """examples/imcs_lstm.py on the embedded sample: a short run beats the majority class, and predicts."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
-
-def example(name, *args):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "examples", name), *args],
-                          capture_output=True, text=True, timeout=600, env=ENV)
-
-
-def test_short_federated_lstm_run_beats_majority_baseline_and_predicts(tmp_path):
+def test_short_federated_lstm_run_beats_majority_baseline_and_predicts(tmp_path, example_here,
+                                                                      cli_here):
     out = tmp_path / "imcs"
-    proc = example("imcs_lstm.py", "--algorithm", "fedavgs,fedpap", "--num-rounds", "4",
-                   "--clients", "8", "--clients-per-round", "4", "--lstm-units", "16",
-                   "--out", str(out), "--no-progress")
+    proc = example_here("imcs_lstm.py", "--algorithm", "fedavgs,fedpap", "--num-rounds", "4",
+                        "--clients", "8", "--clients-per-round", "4", "--lstm-units", "16",
+                        "--out", str(out), "--no-progress")
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     baseline = summary["majority_class_test_accuracy"]
@@ -36,9 +26,7 @@ def test_short_federated_lstm_run_beats_majority_baseline_and_predicts(tmp_path)
 
     # The saved model labels new text from the command line.
     model = out / "models" / "FedAvgS"
-    pred = subprocess.run([sys.executable, "-m", "tffre", "predict", "--model", str(model),
-                           "--text", "宝宝发烧两天了", "--text", "你好"], capture_output=True,
-                          text=True, timeout=300, env=ENV)
+    pred = cli_here("predict", "--model", str(model), "--text", "宝宝发烧两天了", "--text", "你好")
     assert pred.returncode == 0, pred.stderr[-2000:]
     lines = pred.stdout.strip().splitlines()
     assert len(lines) == 2
@@ -51,9 +39,9 @@ def test_short_federated_lstm_run_beats_majority_baseline_and_predicts(tmp_path)
     (["--learning-rate", "-0.1"], "--learning-rate: expected a finite number >= 0"),
     (["--clients", "0"], "--clients: expected a number >= 1"),
 ])
-def test_example_checks_arguments_before_any_work(tmp_path, args, message):
+def test_example_checks_arguments_before_any_work(tmp_path, args, message, example_here):
     out = tmp_path / "o"
-    proc = example("imcs_lstm.py", *args, "--out", str(out))
+    proc = example_here("imcs_lstm.py", *args, "--out", str(out))
     assert proc.returncode == 2 and message in proc.stderr
     assert not out.exists()    # no --out, partition.csv or partition.png left behind
 

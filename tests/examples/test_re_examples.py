@@ -7,7 +7,6 @@ prefix under a trained top), and traces half the layers in each client loop."""
 
 import json
 import os
-import subprocess
 import sys
 
 import pandas as pd
@@ -18,15 +17,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # put on the path yet when it collects tests/examples first.
 sys.path.insert(0, os.path.join(ROOT, "tests", "tffre"))
 from tiny_encoder import make_encoder_folder  # noqa: E402
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 SHORT = ["--num-rounds", "1", "--num-iters", "2", "--clients", "4", "--max-len", "40",
          "--executor", "local",   # the examples, not the executor, are under test here
          "--trainable-layers", "1", "--no-progress"]
-
-
-def example(name, *args):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "examples", name), *args],
-                          capture_output=True, text=True, timeout=900, env=ENV)
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +27,10 @@ def encoder(tmp_path_factory):
     return make_encoder_folder(str(tmp_path_factory.mktemp("enc")), weights="tf")[0]
 
 
-def test_re_sentence_sweeps_alpha_into_one_table(tmp_path, encoder):
+def test_re_sentence_sweeps_alpha_into_one_table(tmp_path, encoder, example_here):
     out = tmp_path / "sweep"
-    proc = example("re_sentence.py", *SHORT, "--clients-per-round", "2", "--encoder", encoder,
-                   "--alphas", "0.5,0.05", "--out", str(out))
+    proc = example_here("re_sentence.py", *SHORT, "--clients-per-round", "2",
+                        "--encoder", encoder, "--alphas", "0.5,0.05", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pd.read_csv(out / "table.csv", index_col="algorithm")
     assert list(table.index) == ["FedAvgT", "FedProxP", "FedAttS", "Centralised"]
@@ -52,14 +45,14 @@ def test_re_sentence_sweeps_alpha_into_one_table(tmp_path, encoder):
         (out / "alpha_0.05" / "summary.json").read_text())["algorithms"]
 
 
-def test_re_label_skew_runs_the_grid_and_the_ablation(tmp_path, encoder):
+def test_re_label_skew_runs_the_grid_and_the_ablation(tmp_path, encoder, example_here):
     """The grid narrowed to FedAvgT and FedCMC (MOON, FedRS and FedLC on the frozen prefix:
     tests/tffre/tasks/test_relation_task.py); the ablation keeps its own algorithms whatever
     ``--algorithm`` says."""
     out = tmp_path / "skew"
-    proc = example("re_label_skew.py", *SHORT, "--clients-per-round", "4", "--encoder", encoder,
-                   "--alphas", "0.5", "--algorithm", "fedavgt,fedcmc",
-                   f"--out={out}")    # the = form reaches every run too
+    proc = example_here("re_label_skew.py", *SHORT, "--clients-per-round", "4",
+                        "--encoder", encoder, "--alphas", "0.5", "--algorithm", "fedavgt,fedcmc",
+                        f"--out={out}")    # the = form reaches every run too
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pd.read_csv(out / "table.csv", index_col="algorithm")
     assert list(table.index) == ["FedAvgT", "FedCMC", "Centralised"]
@@ -74,12 +67,12 @@ def test_re_label_skew_runs_the_grid_and_the_ablation(tmp_path, encoder):
     assert up["FedCMC"] - up["FedAvgT"] == 4 * len(summary["labels"]) * 4
 
 
-def test_re_distillation_prints_the_feded_tables(tmp_path, encoder):
+def test_re_distillation_prints_the_feded_tables(tmp_path, encoder, example_here):
     out = tmp_path / "distil"
     # One setting of the grid: the tables over several (their rows) are
     # tests/tffre/experiments/test_distillation.py's, on hand-written runs.
-    proc = example("re_distillation.py", *SHORT, "--clients", "10", "--encoder", encoder,
-                   "--grid", "8x1", "--out", str(out))
+    proc = example_here("re_distillation.py", *SHORT, "--clients", "10", "--encoder", encoder,
+                        "--grid", "8x1", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     prf = pd.read_csv(out / "table_prf.csv", index_col="row")
     assert list(prf.index) == ["FedAvgT", "FedAttT", "FedED", "Centralised"]

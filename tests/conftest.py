@@ -27,6 +27,20 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def _in_process(capfd, args, main):
+    """``main()`` run as a process would run it: its exit code (``SystemExit``'s, as from
+    argparse or ``sys.exit``, None read as 0) and what it printed, as a
+    ``subprocess.CompletedProcess`` for ``args``."""
+    import subprocess
+    capfd.readouterr()
+    try:
+        code = main()
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(list(args), 0 if code is None else code, out, err)
+
+
 @pytest.fixture
 def cli_here(capfd):
     """``python -m tffre ARGS`` run in this process: :func:`tffre.cli.main`, the entry point
@@ -34,45 +48,28 @@ def cli_here(capfd):
     Returns a ``subprocess.CompletedProcess`` with the exit code and what it printed. Tests
     of the process itself (a kill, what it imports, the task's environment set before
     TensorFlow loads) start one instead."""
-    import subprocess
     from tffre import cli
-
-    def run(*args):
-        capfd.readouterr()
-        try:
-            code = cli.main(list(args))
-        except SystemExit as exc:   # argparse's usage errors
-            code = exc.code
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(list(args), code, out, err)
-    return run
+    return lambda *args: _in_process(capfd, args, lambda: cli.main(list(args)))
 
 
 @pytest.fixture
-def example_here(capfd):
+def example_here(capfd, monkeypatch):
     """``python examples/NAME ARGS`` run in this process, as :func:`cli_here` runs the CLI:
     the script's ``__main__`` block (``runpy``) with ``sys.argv`` set, without a process that
-    imports TensorFlow, TFF and transformers and converts tffre's functions with AutoGraph
-    again. The examples as processes are the tutorials' (``docs/tutorials/first-run.md`` runs
-    ``examples/imcs_lstm.py``). Returns a ``subprocess.CompletedProcess`` with the exit code
-    and what it printed."""
+    imports TensorFlow, TFF and transformers and converts tffre's and transformers' functions
+    with AutoGraph again. The examples as processes are the tutorials'
+    (``docs/tutorials/first-run.md`` runs ``examples/imcs_lstm.py``). Returns a
+    ``subprocess.CompletedProcess`` with the exit code and what it printed."""
     import runpy
-    import subprocess
     import sys
 
     def run(name, *args):
         path = os.path.join(ROOT, "examples", name)
-        capfd.readouterr()
-        argv, sys.argv = sys.argv, [path, *args]
-        try:
+        monkeypatch.setattr(sys, "argv", [path, *args])
+
+        def script():
             runpy.run_path(path, run_name="__main__")
-            code = 0
-        except SystemExit as exc:   # the scripts' sys.exit(main(...)), argparse's errors
-            code = 0 if exc.code is None else exc.code
-        finally:
-            sys.argv = argv
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess([path, *args], code, out, err)
+        return _in_process(capfd, sys.argv, script)
     return run
 
 

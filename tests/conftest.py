@@ -27,16 +27,30 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def _in_process(capfd, args, main):
+def _in_process(capfd, args, main, timeout=None):
     """``main()`` run as a process would run it: its exit code (``SystemExit``'s, as from
     argparse or ``sys.exit``, None read as 0) and what it printed, as a
-    ``subprocess.CompletedProcess`` for ``args``."""
+    ``subprocess.CompletedProcess`` for ``args``. ``timeout``: seconds after which the test
+    fails (SIGALRM), the bound ``subprocess.run(timeout=...)`` gives a process against a hang;
+    not a speed test."""
+    import signal
     import subprocess
+
+    def hung(*_):
+        pytest.fail(f"{' '.join(map(str, args))}: still running after {timeout} s",
+                    pytrace=False)
     capfd.readouterr()
+    if timeout:
+        previous = signal.signal(signal.SIGALRM, hung)
+        signal.alarm(timeout)
     try:
         code = main()
     except SystemExit as exc:
         code = exc.code
+    finally:
+        if timeout:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
     out, err = capfd.readouterr()
     return subprocess.CompletedProcess(list(args), 0 if code is None else code, out, err)
 
@@ -45,11 +59,13 @@ def _in_process(capfd, args, main):
 def cli_here(capfd):
     """``python -m tffre ARGS`` run in this process: :func:`tffre.cli.main`, the entry point
     ``python -m tffre`` calls, without a process and its TensorFlow imports per call.
-    Returns a ``subprocess.CompletedProcess`` with the exit code and what it printed. Tests
-    of the process itself (a kill, what it imports, the task's environment set before
+    Returns a ``subprocess.CompletedProcess`` with the exit code and what it printed; a
+    ``timeout=`` keyword bounds the call as :func:`_in_process` says. Tests of the process
+    itself (a kill, what it imports, the task's environment set before
     TensorFlow loads) start one instead."""
     from tffre import cli
-    return lambda *args: _in_process(capfd, args, lambda: cli.main(list(args)))
+    return lambda *args, timeout=None: _in_process(capfd, args, lambda: cli.main(list(args)),
+                                                   timeout)
 
 
 @pytest.fixture
@@ -59,17 +75,16 @@ def example_here(capfd, monkeypatch):
     imports TensorFlow, TFF and transformers and converts tffre's and transformers' functions
     with AutoGraph again. The examples as processes are the tutorials'
     (``docs/tutorials/first-run.md`` runs ``examples/imcs_lstm.py``). Returns a
-    ``subprocess.CompletedProcess`` with the exit code and what it printed."""
+    ``subprocess.CompletedProcess`` with the exit code and what it printed; a ``timeout=``
+    keyword bounds the call as :func:`_in_process` says."""
     import runpy
     import sys
 
-    def run(name, *args):
+    def run(name, *args, timeout=None):
         path = os.path.join(ROOT, "examples", name)
         monkeypatch.setattr(sys, "argv", [path, *args])
-
-        def script():
-            runpy.run_path(path, run_name="__main__")
-        return _in_process(capfd, sys.argv, script)
+        return _in_process(capfd, sys.argv, lambda: runpy.run_path(path, run_name="__main__"),
+                           timeout)
     return run
 
 

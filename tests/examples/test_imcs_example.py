@@ -4,13 +4,15 @@ import json
 
 import pytest
 
+BUDGET = 600   # seconds per run: a bound against a hang, not a speed test
+
 
 def test_short_federated_lstm_run_beats_majority_baseline_and_predicts(tmp_path, example_here,
                                                                       cli_here):
     out = tmp_path / "imcs"
     proc = example_here("imcs_lstm.py", "--algorithm", "fedavgs,fedpap", "--num-rounds", "4",
                         "--clients", "8", "--clients-per-round", "4", "--lstm-units", "16",
-                        "--out", str(out), "--no-progress")
+                        "--out", str(out), "--no-progress", timeout=BUDGET)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     baseline = summary["majority_class_test_accuracy"]
@@ -26,7 +28,8 @@ def test_short_federated_lstm_run_beats_majority_baseline_and_predicts(tmp_path,
 
     # The saved model labels new text from the command line.
     model = out / "models" / "FedAvgS"
-    pred = cli_here("predict", "--model", str(model), "--text", "宝宝发烧两天了", "--text", "你好")
+    pred = cli_here("predict", "--model", str(model), "--text", "宝宝发烧两天了", "--text", "你好",
+                    timeout=300)
     assert pred.returncode == 0, pred.stderr[-2000:]
     lines = pred.stdout.strip().splitlines()
     assert len(lines) == 2
@@ -41,7 +44,7 @@ def test_short_federated_lstm_run_beats_majority_baseline_and_predicts(tmp_path,
 ])
 def test_example_checks_arguments_before_any_work(tmp_path, args, message, example_here):
     out = tmp_path / "o"
-    proc = example_here("imcs_lstm.py", *args, "--out", str(out))
+    proc = example_here("imcs_lstm.py", *args, "--out", str(out), timeout=BUDGET)
     assert proc.returncode == 2 and message in proc.stderr
     assert not out.exists()    # no --out, partition.csv or partition.png left behind
 

@@ -17,6 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # put on the path yet when it collects tests/examples first.
 sys.path.insert(0, os.path.join(ROOT, "tests", "tffre"))
 from tiny_encoder import make_encoder_folder  # noqa: E402
+BUDGET = 900   # seconds per run: a bound against a hang, not a speed test
 SHORT = ["--num-rounds", "1", "--num-iters", "2", "--clients", "4", "--max-len", "40",
          "--executor", "local",   # the examples, not the executor, are under test here
          "--trainable-layers", "1", "--no-progress"]
@@ -30,7 +31,8 @@ def encoder(tmp_path_factory):
 def test_re_sentence_sweeps_alpha_into_one_table(tmp_path, encoder, example_here):
     out = tmp_path / "sweep"
     proc = example_here("re_sentence.py", *SHORT, "--clients-per-round", "2",
-                        "--encoder", encoder, "--alphas", "0.5,0.05", "--out", str(out))
+                        "--encoder", encoder, "--alphas", "0.5,0.05", "--out", str(out),
+                        timeout=BUDGET)
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pd.read_csv(out / "table.csv", index_col="algorithm")
     assert list(table.index) == ["FedAvgT", "FedProxP", "FedAttS", "Centralised"]
@@ -52,7 +54,7 @@ def test_re_label_skew_runs_the_grid_and_the_ablation(tmp_path, encoder, example
     out = tmp_path / "skew"
     proc = example_here("re_label_skew.py", *SHORT, "--clients-per-round", "4",
                         "--encoder", encoder, "--alphas", "0.5", "--algorithm", "fedavgt,fedcmc",
-                        f"--out={out}")    # the = form reaches every run too
+                        f"--out={out}", timeout=BUDGET)    # the = form reaches every run too
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pd.read_csv(out / "table.csv", index_col="algorithm")
     assert list(table.index) == ["FedAvgT", "FedCMC", "Centralised"]
@@ -72,7 +74,7 @@ def test_re_distillation_prints_the_feded_tables(tmp_path, encoder, example_here
     # One setting of the grid: the tables over several (their rows) are
     # tests/tffre/experiments/test_distillation.py's, on hand-written runs.
     proc = example_here("re_distillation.py", *SHORT, "--clients", "10", "--encoder", encoder,
-                        "--grid", "8x1", "--out", str(out))
+                        "--grid", "8x1", "--out", str(out), timeout=BUDGET)
     assert proc.returncode == 0, proc.stderr[-3000:]
     prf = pd.read_csv(out / "table_prf.csv", index_col="row")
     assert list(prf.index) == ["FedAvgT", "FedAttT", "FedED", "Centralised"]

@@ -101,7 +101,8 @@ def check(cfg):
     require_data(cfg)
     check_encoder(cfg)
     if cfg.options.threshold == "dev" and cfg.options.loss != "bce":
-        raise ValueError("--threshold dev applies to --loss bce (softmax predicts the argmax)")
+        raise ValueError("--threshold dev applies to --loss bce (softmax predicts the argmax): "
+                         "with --loss softmax give --threshold 0.5, which it leaves unused")
 
 
 def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):

@@ -119,6 +119,10 @@ def test_a_run_on_a_folder_with_only_a_training_file_holds_out_a_test_split(tmp_
      "does not apply to --dataset cdr"),
     (["--dataset", "gda"], "--data is required for --dataset gda"),
     (["--dataset", "i2b2", "--entropy-form", "authors"], "--entropy-form applies to"),
+    # examples/docre_cdr.py's preset tunes the threshold on dev: the fix is in the message.
+    (["--dataset", "cdr", "--loss", "softmax", "--threshold", "dev"],
+     "--threshold dev applies to --loss bce (softmax predicts the argmax): with --loss "
+     "softmax give --threshold 0.5"),
 ])
 def test_docre_option_errors(tmp_path, flags, message):
     import re

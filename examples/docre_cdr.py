@@ -99,13 +99,14 @@ def main(argv):
           "intra-/inter-sentence F1 (ours only), the paper's P / R / F1")
     print(table.to_string(index=False, na_rep="-"))
     table.to_csv(os.path.join(ours.out, "table.csv"), index=False)
+    from tffre.experiments import docre_guesses
     from tffre.jsonio import read_json_object
     # The process's peak so far: the last run's summary holds the peak of all of them.
     last = read_json_object(os.path.join(runs[-1][1], "summary.json"), ValueError)
-    # Every split holds the same test documents: one guess for the table.
-    if last.get("all_positive_test_f1") is not None:
-        print(f"guess: the relation for every candidate pair scores test F1 "
-              f"{100 * last['all_positive_test_f1']:.2f} (no relation: 0)")
+    # Every split holds the same test documents: one line of guesses for the table.
+    guesses = docre_guesses(last)
+    if guesses:
+        print(f"test pairs: {guesses}")
     rss = last.get("peak_rss_mib") or {}
     print(f"\npeak RSS {rss.get('python', 0):.0f} MiB (python) + "
           f"{rss.get('tff_worker', 0):.0f} MiB (TFF worker)")

@@ -126,6 +126,19 @@ def _resources(summary):
                     f"MiB (TFF worker)"]
 
 
+def docre_guesses(summary):
+    """What guessing scores on document-level RE's test pairs, in % as the reports word it
+    ("guessing no relation scores F1 0.00, the relation for every candidate pair 47.22"),
+    or "" where the summary holds no guesses."""
+    if summary.get("majority_class_test_f1") is None:
+        return ""
+    text = f"guessing no relation scores F1 {100 * summary['majority_class_test_f1']:.2f}"
+    if summary.get("all_positive_test_f1") is not None:
+        text += (f", the relation for every candidate pair "
+                 f"{100 * summary['all_positive_test_f1']:.2f}")
+    return text
+
+
 def format_docre_report(summary, reference=None, table=None):
     """The document-level RE table (FedLCC Tables 3-5's layout): test P/R/F1 at the round of
     best dev F1 (the authors' choice; the last round without a dev split), the intra- and
@@ -134,16 +147,10 @@ def format_docre_report(summary, reference=None, table=None):
     algos = summary["algorithms"]
     dev = any("test_f1_at_best_dev" in s for s in algos.values())
     ign = any("test_ign_f1_at_best_dev" in s or "final_test_ign_f1" in s for s in algos.values())
-    guesses = ""
-    if summary.get("majority_class_test_f1") is not None:
-        guesses = (f"; guessing no relation scores F1 "
-                   f"{100 * summary['majority_class_test_f1']:.2f}")
-        if summary.get("all_positive_test_f1") is not None:
-            guesses += (f", the relation for every candidate pair "
-                        f"{100 * summary['all_positive_test_f1']:.2f}")
+    guesses = docre_guesses(summary)
     lines = [f"{summary['dataset']}: relations over candidate pairs, % (test "
              + ("at the round of best dev F1" if dev else "at the last round") + ")"
-             + guesses,
+             + (f"; {guesses}" if guesses else ""),
              f"{'algorithm':<12} {'P':>6} {'R':>6} {'F1':>6} {'round':>5} {'intra':>6} "
              f"{'inter':>6}" + (f" {'Ign F1':>6}" if ign else "")
              + f" {'paper P':>7} {'paper R':>7} {'paper F1':>8} {'mean ms':>8} {'up B/round':>14}"]

@@ -1,6 +1,26 @@
-"""Small hand-made documents for the document-level RE tests."""
+"""Small hand-made documents for the document-level RE tests, and slices of the embedded
+CDR sample."""
+
+import os
 
 from tffre.data.document_schema import Document, Mention, Relation
+
+
+def sample_blocks(split):
+    """The embedded CDR sample's PubTator documents of ``split``, as text blocks."""
+    from tffre.data.document_sets import sample_path
+    with open(os.path.join(sample_path(), f"{split}.pubtator"), encoding="utf-8") as f:
+        return [b for b in f.read().split("\n\n") if b.strip()]
+
+
+def write_sample_slice(folder, sizes):
+    """A PubTator folder (``folder``, existing) of the first ``sizes[split]`` documents of
+    each split of the embedded sample; returns it as a string."""
+    for split, n in sizes.items():
+        text = "\n\n".join(sample_blocks(split)[:n])
+        with open(os.path.join(folder, f"{split}.pubtator"), "w", encoding="utf-8") as f:
+            f.write(text + "\n\n")
+    return str(folder)
 
 
 def document(pmid, text, mentions, relations):

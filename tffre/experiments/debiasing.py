@@ -35,7 +35,8 @@ def collect(runs):
 
 
 def _mean_std(values):
-    values = np.asarray([v for v in values if v is not None], float) * 100
+    # A run without the figure (None, or NaN once pandas holds it) is left out, not averaged.
+    values = np.asarray([v for v in values if pd.notna(v)], float) * 100
     if not len(values):
         return None, None
     # The sample standard deviation (n - 1), as "mean ± std over three trials" usually is.

@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tiny_documents import sample_blocks
 from tiny_encoder import VOCAB, make_encoder_folder
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy"))
 from deploy_fakes import FakeGrid, run_config  # noqa: E402
 
-from tffre.data.document_sets import sample_path
 from tffre.tasks.documents import DocumentSites
 
 SITES = ("a", "b")
@@ -30,11 +30,6 @@ SHARES = {"a": (slice(0, 6), slice(0, 2), slice(0, 3)),
 FLAGS = {"dataset": "cdr", "num-rounds": ROUNDS, "num-epochs": 1,
          "num-iters": 2, "batch-size": 2, "learning-rate": 0.01, "max-len": 64,
          "trainable-layers": 1, "round-timeout": 60.0}
-
-
-def blocks(path):
-    with open(path, encoding="utf-8") as f:
-        return [b for b in f.read().split("\n\n") if b.strip()]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +48,7 @@ def world(tmp_path_factory):
         folder = root / site
         folder.mkdir()
         for split, share in zip(("train", "dev", "test"), shares):
-            text = "\n\n".join(blocks(os.path.join(sample_path(), f"{split}.pubtator"))[share])
+            text = "\n\n".join(sample_blocks(split)[share])
             if site == "c":
                 text = text.replace("\tCID\t", "\tTREATS\t")
             (folder / f"{split}.pubtator").write_text(text + "\n\n", encoding="utf-8")

@@ -9,26 +9,16 @@ import pandas as pd
 import pytest
 
 from tffre import config as config_lib
-from tffre.data.document_sets import sample_path
+from tiny_documents import sample_blocks, write_sample_slice
 from tiny_encoder import VOCAB, make_encoder_folder
 
 SIZES = {"train": 24, "dev": 6, "test": 6}
 
 
-def blocks(path):
-    """The PubTator documents of a file, as text blocks."""
-    with open(path, encoding="utf-8") as f:
-        return [b for b in f.read().split("\n\n") if b.strip()]
-
-
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     """The first documents of each split of the embedded sample, as a PubTator folder."""
-    folder = tmp_path_factory.mktemp("cdr")
-    for split, n in SIZES.items():
-        docs = blocks(os.path.join(sample_path(), f"{split}.pubtator"))[:n]
-        (folder / f"{split}.pubtator").write_text("\n\n".join(docs) + "\n\n", encoding="utf-8")
-    return str(folder)
+    return write_sample_slice(tmp_path_factory.mktemp("cdr"), SIZES)
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +79,7 @@ def test_a_run_on_a_folder_with_only_a_training_file_holds_out_a_test_split(tmp_
     from tffre.tasks.documents import read_splits
     folder = tmp_path / "cdr"
     folder.mkdir()
-    docs = blocks(os.path.join(sample_path(), "train.pubtator"))[:30]
+    docs = sample_blocks("train")[:30]
     (folder / "CDR_TrainingSet.PubTator.txt").write_text("\n\n".join(docs) + "\n\n",
                                                          encoding="utf-8")
     splits, notes = read_splits("cdr", str(folder), seed=0)

@@ -30,7 +30,7 @@ def test_fedcb_images_prints_tables_2_and_4(tmp_path):
          "--betas", "0.05", "--seeds", "0", "--fractions", "0.5", "--algorithm", "fedcb",
          "--num-rounds", "2", "--clients", "4", "--clients-per-round", "2", "--num-epochs", "1",
          "--num-iters", "3", "--image-size", "16", "--resnet-width", "4", "--eval-every", "1",
-         "--concept-file", str(concepts), "--out", str(out)],
+         "--no-train-loss", "--concept-file", str(concepts), "--out", str(out)],
         capture_output=True, text=True, env=ENV, timeout=BUDGET, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     main_dir = out / "beta_0.05" / "seed_0"

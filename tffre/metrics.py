@@ -348,6 +348,20 @@ def rounds_to_target(f1_by_round, target):
     return None
 
 
+def mean_and_sd(values, scale=1.0):
+    """The mean and sample sd (n - 1) of one figure over seeds, as ``(mean, sd)``.
+
+    A run without the figure (None, or NaN once pandas or JSON holds it) is left out, not
+    averaged. One value has no spread: its sd is 0.0. No value gives ``(None, None)``.
+    ``scale`` multiplies each value first (100 for percentages).
+    """
+    kept = np.asarray([v for v in values if pd.notna(v)], float) * scale
+    if not len(kept):
+        return None, None
+    # The sample sd, as "mean ± sd over three seeds" usually is.
+    return float(kept.mean()), float(kept.std(ddof=1)) if len(kept) > 1 else 0.0
+
+
 def format_bytes(num_bytes):
     """A size as the papers print it: decimal units, three significant digits, no space.
 

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from tffre import cli
+from tffre import cli, metrics
 from tffre.jsonio import read_json_object, write_json
 
 
@@ -108,11 +108,10 @@ def seeds_rows(summaries):
     for name in first["algorithms"]:
         row = {"algorithm": name, "seeds": len(summaries)}
         for label, key in SEED_FIGURES:
-            values = [s["algorithms"].get(name, {}).get(key) for s in summaries.values()]
-            values = [v for v in values if v is not None]
-            if values:
-                row[label] = float(np.mean(values))
-                row[f"{label} sd"] = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+            mean, sd = metrics.mean_and_sd(s["algorithms"].get(name, {}).get(key)
+                                           for s in summaries.values())
+            if mean is not None:
+                row[label], row[f"{label} sd"] = mean, sd
         rows.append(row)
     guesses = {}
     for label, key in (("majority guess F1", "majority_class_test_f1"),

@@ -9,7 +9,8 @@ import pytest
 from sklearn.metrics import precision_recall_fscore_support
 
 from tffre.metrics import (MICRO_ROW, communication_table, docre_baselines, format_bytes,
-                           per_class_table, relation_f1, rounds_to_target, trivial_baselines)
+                           mean_and_sd, per_class_table, relation_f1, rounds_to_target,
+                           trivial_baselines)
 
 I2B2 = ["TrIP", "TrWP", "TrCP", "TrAP", "TrNAP", "TeRP", "TeCP", "PIP", "None"]
 
@@ -308,3 +309,14 @@ def test_docre_baselines_are_the_guesses_by_hand():
     assert out["all_positive_test_f1"] == pytest.approx(0.8 / 1.4)
     # Two relation types: no all-positive guess.
     assert "all_positive_test_f1" not in docre_baselines(np.zeros((1, 2, 2)), np.ones((1, 2)))
+
+
+def test_mean_and_sd_by_hand_leaves_out_missing_runs():
+    # 0.2 and 0.3: mean 0.25, sample sd sqrt(((-0.05)^2 + 0.05^2) / 1) = sqrt(0.005).
+    mean, sd = mean_and_sd([0.2, None, 0.3, float("nan")])
+    assert mean == pytest.approx(0.25) and sd == pytest.approx(0.005 ** 0.5)
+    mean, sd = mean_and_sd(np.array([0.2, np.nan, 0.3]), scale=100)
+    assert mean == pytest.approx(25.0) and sd == pytest.approx(7.0710678)
+    assert mean_and_sd([0.7]) == (0.7, 0.0)   # one seed has no spread
+    assert mean_and_sd([None, float("nan")]) == (None, None)
+    assert mean_and_sd([]) == (None, None)

@@ -7,10 +7,9 @@ personal models). Tables 2/3 put the methods in rows and β in columns, beside
 the paper's; Table 4 the fraction of prompts FedCB used.
 """
 
-import numpy as np
 import pandas as pd
 
-from tffre import paper_tables
+from tffre import metrics, paper_tables
 from tffre.jsonio import read_json_object
 
 METHODS = ("FedAvg", "FedDyn", "FedProx", "FedRep", "FedRoD", "FedETF", "FedCB", "FedCB-avg")
@@ -34,15 +33,6 @@ def collect(runs):
     return pd.DataFrame(rows)
 
 
-def _mean_std(values):
-    # A run without the figure (None, or NaN once pandas holds it) is left out, not averaged.
-    values = np.asarray([v for v in values if pd.notna(v)], float) * 100
-    if not len(values):
-        return None, None
-    # The sample standard deviation (n - 1), as "mean ± std over three trials" usually is.
-    return float(values.mean()), float(values.std(ddof=1)) if len(values) > 1 else 0.0
-
-
 def _cell(mean, std):
     return "-" if mean is None else f"{mean:.2f} ± {std:.2f}"
 
@@ -57,7 +47,7 @@ def method_table(frame, dataset):
             part = main[(main["algorithm"] == method) & (main["beta"] == beta)]
             _, paper = paper_tables.fedcb_reference(dataset, beta)
             for key, col in (("accuracy", 0), ("f1", 2)):
-                row[f"beta={beta} {key}"] = _cell(*_mean_std(part[key]))
+                row[f"beta={beta} {key}"] = _cell(*metrics.mean_and_sd(part[key], scale=100))
                 ref = paper.get(method)
                 row[f"beta={beta} paper {key}"] = "-" if ref is None else \
                     _cell(ref[col], ref[col + 1])
@@ -76,7 +66,7 @@ def prompt_table(frame):
             part = cb[(cb["prompt_fraction"] == fraction) & (cb["beta"] == beta)]
             ref = paper_tables.FEDCB_TABLE_4.get(beta, {}).get(fraction)
             for key, col in (("accuracy", 0), ("f1", 2)):
-                row[f"beta={beta} {key}"] = _cell(*_mean_std(part[key]))
+                row[f"beta={beta} {key}"] = _cell(*metrics.mean_and_sd(part[key], scale=100))
                 row[f"beta={beta} paper {key}"] = "-" if ref is None else \
                     _cell(ref[col], ref[col + 1])
         rows.append(row)

@@ -197,7 +197,8 @@ def superexec_without_tensorflow(launcher):
     ...])`` (line 426). The executor only starts ``flwr-serverapp`` processes (which import
     TensorFlow as the ServerApp needs), yet importing flwr's server package imports
     TensorFlow when it is installed (``server/utils/tensorboard.py``): measured, 7-8 CPU-s
-    and 540 MiB against 1 CPU-s and 72 MiB without, on the server's machine, for nothing."""
+    (3.3 on the faster machine kind) and 540 MiB against 0.5-1 CPU-s and 72 MiB without, on
+    the server's machine, for nothing."""
     if not _flower_matches():
         return False
     from flwr.server import app as superlink

@@ -3,7 +3,8 @@
 * ``python -m tffre.deploy.launch ENTRY_POINT ARGS...`` runs one of flwr's console
   scripts (``flower-superlink``, ``flower-supernode``, ``flwr``) with TensorFlow kept
   out: flwr imports it when it is installed (``flwr/server/utils/tensorboard.py``),
-  which costs a daemon ~10 s and ~300 MiB for nothing. With ``TFFRE_FLOWER_POLL``
+  which costs a daemon 3-8 CPU-s and about 540 MiB for nothing (0.5-1 CPU-s and 72 MiB
+  without; ``import flwr.server``, measured on both machine kinds). With ``TFFRE_FLOWER_POLL``
   set, a SuperNode's fixed waits are shortened; a SuperNode survives a refused reply and
   says in one line whether the SuperLink admitted it; a SuperLink gets its two races
   closed (:mod:`tffre.deploy.flower_patches`).

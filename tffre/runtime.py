@@ -119,10 +119,15 @@ def shutdown_workers(timeout=10.0):
     """Stops the TFF ``worker_binary`` processes started by this process.
 
     TFF restarts a worker on the next federated call, so this is safe to call
-    between experiments. Returns the pids that were stopped.
+    between experiments. SIGTERM, then SIGKILL after ``timeout`` seconds. Returns the pids
+    that were stopped.
     """
     workers = _workers()
-    for sig in (signal.SIGINT, signal.SIGKILL):
+    # SIGTERM, not TFF's own SIGINT: a worker started by a background job of a
+    # non-interactive shell (`python run.py &` in a script) inherits SIGINT ignored, and
+    # would then stop only at the SIGKILL, ``timeout`` seconds later. The worker catches
+    # neither signal: both end it at once.
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         for proc in workers:
             with contextlib.suppress(psutil.Error):
                 proc.send_signal(sig)

@@ -92,6 +92,30 @@ def test_shutdown_stops_the_worker():
     assert runtime.worker_pids() == []
 
 
+def test_shutdown_stops_a_worker_that_ignores_sigint():
+    # A background job of a non-interactive shell (`python run.py &` in a script, nohup)
+    # starts with SIGINT ignored, and the worker inherits that: TFF's own stop signal is
+    # lost on it. Shutdown must still stop it at once, not after its SIGKILL timeout.
+    @tff.tensorflow.computation(tff.TensorType(np.float32))
+    def add_one(x):
+        return x + 1.0
+
+    runtime.shutdown_workers()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        assert add_one(1.0) == 2.0   # the worker starts here, inheriting SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    (pid,) = runtime.worker_pids()
+    with open(f"/proc/{pid}/status") as f:
+        ignored = next(int(line.split()[1], 16) for line in f if line.startswith("SigIgn:"))
+    assert ignored >> (signal.SIGINT - 1) & 1, "the worker should ignore SIGINT here"
+    start = time.monotonic()
+    assert runtime.shutdown_workers(timeout=60) == [pid]
+    assert time.monotonic() - start < 30, "shutdown waited for the SIGKILL fallback"
+    assert runtime.worker_pids() == []
+
+
 # The README "Library" snippet, made tiny, WITHOUT federated_runtime().
 _LIBRARY_SCRIPT = """
 import tensorflow as tf

@@ -2,17 +2,11 @@
 into one FedLCC-table layout, with the guesses under it."""
 
 import json
-import os
-import sys
 
 import pandas as pd
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The tiny helpers live with the package tests (tests/tffre), which pytest has not put on the
-# path yet when it collects tests/examples first.
-sys.path.insert(0, os.path.join(ROOT, "tests", "tffre"))
-from tiny_documents import write_sample_slice  # noqa: E402
-from tiny_encoder import VOCAB, make_encoder_folder  # noqa: E402
+from tiny_documents import write_sample_slice
+from tiny_encoder import VOCAB, make_encoder_folder
 
 BUDGET = 600   # seconds: a bound against a hang, not a speed test
 

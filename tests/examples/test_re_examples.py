@@ -6,17 +6,12 @@ on the tiny encoder's 2 layers ``--trainable-layers 1`` keeps that path (a froze
 prefix under a trained top), and traces half the layers in each client loop."""
 
 import json
-import os
-import sys
 
 import pandas as pd
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# The tiny encoder helper lives with the package tests (tests/tffre), which pytest has not
-# put on the path yet when it collects tests/examples first.
-sys.path.insert(0, os.path.join(ROOT, "tests", "tffre"))
-from tiny_encoder import make_encoder_folder  # noqa: E402
+from tiny_encoder import make_encoder_folder
+
 BUDGET = 900   # seconds per run: a bound against a hang, not a speed test
 SHORT = ["--num-rounds", "1", "--num-iters", "2", "--clients", "4", "--max-len", "40",
          "--executor", "local",   # the examples, not the executor, are under test here

@@ -4,11 +4,11 @@ CDR sample."""
 import os
 
 from tffre.data.document_schema import Document, Mention, Relation
+from tffre.data.document_sets import sample_path
 
 
 def sample_blocks(split):
     """The embedded CDR sample's PubTator documents of ``split``, as text blocks."""
-    from tffre.data.document_sets import sample_path
     with open(os.path.join(sample_path(), f"{split}.pubtator"), encoding="utf-8") as f:
         return [b for b in f.read().split("\n\n") if b.strip()]
 

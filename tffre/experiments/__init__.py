@@ -50,7 +50,11 @@ def run(cfg):
             # A job without an input encoder has no bundle to save.
             save_model=save_model if job.encoder is not None else None,
             reference={n: reference[n] for n in names if n in reference}, config=cfg.values)
+    from tffre.provenance import provenance
+    from tffre.tasks import data_path
+    inputs = dict(cfg.values, data=data_path(cfg.dataset, cfg.values.get("data")))
     summary.update(job.info, config=cfg.values, paper_table=table,
+                   provenance=provenance(inputs),
                    wall_seconds=round(time.perf_counter() - start, 1),
                    f1_kind="macro" if job.macro_f1 else "docre" if job.evaluation == "docre"
                    else "relation")
@@ -75,6 +79,9 @@ def format_report(summary, reference=None, table=None):
     head = f"{summary['dataset']}: test accuracy, max over rounds (as the paper)"
     if baseline is not None:
         head += f"; majority-class baseline {baseline:.4f}"
+    lookup = summary.get("lookup_test_accuracy")
+    if lookup is not None:   # IMCS: what remembering the training sentences scores
+        head += f"; lookup baseline {lookup:.4f}"
     lines.append(head)
     cols = f"{'algorithm':<10} {'max acc':>8} {'round':>5}"
     if has_dev:

@@ -21,6 +21,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from tffre.jsonio import write_json
+from tffre.selection import best_dev_round
 
 METRIC_COLUMNS = ["algorithm", "round", "train_loss", "test_accuracy", "dev_accuracy",
                   "test_f1", "dev_f1", "round_seconds", "bytes_broadcast", "bytes_uploaded",
@@ -166,12 +167,14 @@ def _selected(evaluated, metric, round_suffix):
     for column in others:
         if pd.notna(rows[column].iloc[-1]):
             out[f"final_{column}"] = float(rows[column].iloc[-1])
-    chosen = rows.dropna(subset=[dev])
-    if not chosen.empty:
-        at = chosen.loc[chosen[dev].idxmax()]
-        out.update({f"best_dev_{metric}": float(at[dev]),
-                    f"round_of_best_dev{round_suffix}": int(at["round"]),
-                    f"test_{metric}_at_best_dev": float(at[test])})
+    # The reported figure: test at the round dev chose (tffre.selection; ties: the earliest).
+    chosen = None if dev not in rows else best_dev_round(
+        list(rows["round"]), list(rows[dev]), list(rows[test]))
+    if chosen is not None:
+        at = rows[rows["round"] == chosen["round"]].iloc[0]
+        out.update({f"best_dev_{metric}": chosen["dev"],
+                    f"round_of_best_dev{round_suffix}": chosen["round"],
+                    f"test_{metric}_at_best_dev": chosen["test"]})
         for column in others:
             if pd.notna(at[column]):
                 out[f"{column}_at_best_dev"] = float(at[column])

@@ -18,11 +18,11 @@ warnings (images of an odd size) and the problems. ``CheckReport.format()`` is t
 text; ``CheckReport.exit_code`` is 0 without problems, 1 with. The dialogue and image checks
 are in :mod:`tffre.data.check_dialogues` and :mod:`tffre.data.check_images`.
 
-Besides the loaders' problems (each naming file, line and field), the check reports
-documents that appear in two splits (same pmid) or twice in one, and relations naming an
-entity without a mention. Examples shared by two splits of a sentence-level set (same text
-and entity offsets) are noted, not counted as problems: published GAD and ChemProt hold a
-few.
+Besides the loaders' problems (each naming file, line and field; a document in two splits,
+same pmid, among them, with both files named, as a run refuses it), the check reports
+documents that appear twice in one split, and relations naming an entity without a
+mention. Examples shared by two splits of a sentence-level set (same text and entity
+offsets) are noted, not counted as problems: published GAD and ChemProt hold a few.
 
 Nothing here imports TensorFlow (images are read with Pillow); a tokenizer, if given, is an
 already-loaded Hugging Face tokenizer.
@@ -89,11 +89,12 @@ def _document_summary(name, docs, tokenizer, problems):
 
 
 def _shared_documents(splits, problems):
-    """Problems for documents (pmids) that appear twice in a split or in two splits."""
+    """Problems for documents (pmids) that appear twice in a split. Those in two splits the
+    loader reports, as a run refuses them
+    (:func:`tffre.data.document_sets.documents_in_two_splits`)."""
     for name, doc, other, _ in repeats(splits, lambda d: d.pmid):
-        problems.append(f"{name} pmid {doc.pmid}: " + (
-            "appears twice in this split" if other == name
-            else f"also in the {other} split: a document in two splits"))
+        if other == name:
+            problems.append(f"{name} pmid {doc.pmid}: appears twice in this split")
 
 
 def _shared_examples(splits, notes):

@@ -15,7 +15,8 @@ module each under :mod:`tffre.data.formats`:
 
 Here: :func:`load_documents` -- any of these from a file or a folder of train/dev/test splits
 (:func:`guess_format`, :func:`split_files`); :func:`load_document_splits` -- the train/dev/test
-documents a run uses, gaps filled by :func:`tffre.data.splits.complete_splits`;
+documents a run uses, gaps filled by :func:`tffre.data.splits.complete_splits`, a document in
+two splits refused (:func:`documents_in_two_splits`);
 :func:`sample_path`, :func:`load_sample` -- the embedded, invented CDR-style sample
 (``tffre/resources/docre_sample/``, written by ``data/docre_sample/generate.py``).
 
@@ -29,6 +30,7 @@ lenient and ``notes`` (a list) receives what a user should know about what was r
 import os
 
 from tffre import resources
+from tffre.data.check_report import repeats
 from tffre.data.document_schema import FILES, DocREFileNotFoundError, DocREFormatError
 from tffre.data.files import is_blank
 from tffre.data.formats.docred import load_docred
@@ -197,6 +199,44 @@ def load_documents(path, format=None, *, eog_variant=EOG_VARIANT, notes=None,  #
     return out
 
 
+def documents_in_two_splits(splits, sources):
+    """One line for each document of ``splits`` ({split: [Document]}) whose pmid an earlier
+    split holds, naming the split, the pmid, the other split and the two files (``sources``:
+    {split: the file its documents were read from}): "dev pmid 90000003: also in the train
+    split: a document in two splits (CDR_DevelopmentSet.PubTator.txt and
+    CDR_TrainingSet.PubTator.txt)". The records ``python -m tffre data check`` reports as read
+    twice (:func:`tffre.data.check_report.repeats`), less those repeated within one split."""
+    out = []
+    for name, doc, other, _ in repeats(splits, lambda d: d.pmid):
+        if other == name:
+            continue
+        here, there = (os.path.basename(str(sources[s])) for s in (name, other))
+        files = (f"both read from {here}, which holds it twice" if here == there
+                 else f"{here} and {there}")
+        out.append(f"{name} pmid {doc.pmid}: also in the {other} split: a document in two "
+                   f"splits ({files})")
+    return out
+
+
+def _refuse_two_splits(path, splits, sources, problems):
+    """Raises (``problems`` None) or records the documents in two splits
+    (:func:`documents_in_two_splits`): a run must not score or select on documents it
+    trained on."""
+    found = documents_in_two_splits(splits, sources)
+    if not found:
+        return
+    if problems is not None:
+        problems.extend(found)
+        return
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    hint = ""
+    if any(os.path.basename(str(f)).lower().startswith("cdr_") for f in sources.values()):
+        hint = ("; BioCreative V CDR's public copy repeats its development set in its training "
+                "file: python -m tffre data prepare cdr --from DIR --out DIR writes the "
+                "official split")
+    raise DocREFormatError(f"{path}: {found[0]}{more}; remove it from one of the files{hint}")
+
+
 def load_document_splits(path, *, seed, format=None, eog_variant=EOG_VARIANT,  # noqa: A002
                          dev_fraction=DEV_FRACTION, test_fraction=TEST_FRACTION,
                          dev_as_test=False, notes=None, problems=None):
@@ -213,6 +253,12 @@ def load_document_splits(path, *, seed, format=None, eog_variant=EOG_VARIANT,  #
     ``dev_fraction`` of what train is left (``dev_fraction=None`` leaves it out). What was
     done is appended to ``notes``. Data without training documents is refused with the files
     it holds named.
+
+    A document (pmid) in two of the splits returned -- two files that hold it, or a file
+    that holds it twice and a held-out split that took one copy -- is refused: a
+    :class:`~tffre.data.document_schema.DocREFormatError` naming the path, the pmid, the
+    splits and both files (:func:`documents_in_two_splits`); in lenient mode each is
+    appended to ``problems`` instead, as ``python -m tffre data check`` reports them.
     """
     loaded = load_documents(path, format, eog_variant=eog_variant, notes=notes,
                             problems=problems)
@@ -221,9 +267,12 @@ def load_document_splits(path, *, seed, format=None, eog_variant=EOG_VARIANT,  #
         # One behaviour for a single file across tasks: it is all the data (a user checking a
         # head of CDR's test file wants it read, not refused); its name only earns a note.
         splits = {"train": loaded}
+        sources = {"train": path}
         note_single_file(path, notes)
     else:
         splits = dict(loaded)
+        files = split_files(path, eog_variant=eog_variant)
+        sources = {split: files[split] for split in splits}
     if not splits.get("train"):
         raise ValueError(_no_training(path, single, eog_variant))
     if dev_as_test:
@@ -233,15 +282,20 @@ def load_document_splits(path, *, seed, format=None, eog_variant=EOG_VARIANT,  #
         if "test" in splits and notes is not None:
             notes.append(f"the test split ({len(splits['test'])} documents) is not used")
         splits["test"] = splits.pop("dev")
+        sources["test"] = sources.pop("dev")
         if notes is not None:
             notes.append("the dev split is scored as the test set (its test labels are not "
                          "public; FedLCC Table 7)")
     # One behaviour for a single file and a folder, in every task: a missing test split is
     # a seeded share of train, with a note (a folder's test file, when it has one, is used
     # as it is).
-    return complete_splits(splits, seed=seed, dev_fraction=dev_fraction,
-                           test_fraction=test_fraction, notes=notes, what="documents",
-                           source=path)
+    splits = complete_splits(splits, seed=seed, dev_fraction=dev_fraction,
+                             test_fraction=test_fraction, notes=notes, what="documents",
+                             source=path)
+    # A held-out split was read from the training file.
+    _refuse_two_splits(path, splits, {s: sources.get(s, sources["train"]) for s in splits},
+                       problems)
+    return splits
 
 
 # --------------------------------------------------------------------------- embedded sample

@@ -28,6 +28,7 @@ import os
 
 import pandas as pd
 
+from tffre.data.check_report import repeats
 from tffre.data.formats.blue import (BLUE_SPLIT_FILES, BLUE_TASKS, CHEMPROT_LABELS,
                                      load_blue_folder, load_blue_tsv)
 from tffre.data.formats.chemprot import CHEMPROT_RAW_LABELS, CHEMPROT_SPLIT_FILES, load_chemprot
@@ -41,6 +42,59 @@ from tffre.data.splits import (DEV_FRACTION, SPLITS, TEST_FRACTION, complete_spl
 from tffre.errors import collect
 
 DATASETS = ("i2b2", "gad", "euadr", "chemprot", "pgr", "jsonl")
+
+
+#: The sets whose examples carry ids that name the same record in any of their files, so that
+#: a record in two splits can be told: {dataset: (what a record is, its key of an example_id,
+#: its file in a split)}. JSON lines: the ``example_id`` (a file's default ids,
+#: "{file stem}:{line}", never meet another file's); i2b2: the document ("{document}:{line}:{k}").
+#: The other formats' ids are "{file stem}:{line or index}" (BLUE, SciBERT's ChemProt, PGR):
+#: they name no record beyond their file.
+RECORD_IDS = {
+    "jsonl": ("example_id", lambda eid: eid, lambda split, key: JSONL_SPLIT_FILES[split]),
+    "i2b2": ("document", lambda eid: eid.rsplit(":", 2)[0],
+             lambda split, key: os.path.join(split, "txt", f"{key}.txt")),
+}
+
+
+def records_in_two_splits(dataset, frames):
+    """``[(split, key, message)]``: each record of ``frames`` ({split: examples}, in
+    train/dev/test order) that an earlier split holds, for the sets of :data:`RECORD_IDS`
+    (none for the others), with the one line naming it, both splits and both files: "test
+    document 0001: also in the train split: a document in two splits (test/txt/0001.txt and
+    train/txt/0001.txt)". The records a data check reports as read twice
+    (:func:`tffre.data.check_report.repeats`)."""
+    if dataset not in RECORD_IDS:
+        return []
+    what, key_of, file_of = RECORD_IDS[dataset]
+    keys = {split: list(dict.fromkeys(key_of(eid) for eid in df["example_id"]))
+            for split, df in frames.items()}
+    kind = "a document" if what == "document" else "an example"
+    return [(name, key, f"{name} {what} {key}: also in the {other} split: {kind} in two splits "
+                        f"({file_of(name, key)} and {file_of(other, key)})")
+            for name, key, other, _ in repeats(keys, lambda k: k) if other != name]
+
+
+def _refuse_two_splits(dataset, frames, source, problems):
+    """``frames`` without a record in two splits (:func:`records_in_two_splits`): refused with
+    an REFormatError, or in lenient mode each one recorded in ``problems`` and its later
+    split's examples dropped (the duplicate ids :func:`check_examples` would report row by
+    row)."""
+    found = records_in_two_splits(dataset, frames)
+    if not found:
+        return frames
+    if problems is None:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise REFormatError(f"{source}: {found[0][2]}{more}; remove it from one of the splits")
+    problems.extend(message for _, _, message in found)
+    key_of = RECORD_IDS[dataset][1]
+    out = dict(frames)
+    for split in out:
+        drop = {key for name, key, _ in found if name == split}
+        if drop:
+            df = out[split]
+            out[split] = df[~df["example_id"].map(key_of).isin(drop)].reset_index(drop=True)
+    return out
 
 
 def _concat_splits(frames, labels, source, problems=None):
@@ -69,6 +123,10 @@ def load_re(dataset, path, *, notes=None, problems=None, **options):
     * "i2b2" takes a folder: one with ``txt/`` directly is a single split, "train"; one
       with ``train/``, ``dev/`` and/or ``test/`` sub-folders (each in the txt/concept/rel
       layout) gives those splits. Both carry the ``split`` column.
+    * A record in two split files -- an i2b2 document, a JSON-lines ``example_id``: the sets
+      whose ids name a record beyond its file (:data:`RECORD_IDS`) -- is refused with one
+      line naming it and both files (:func:`records_in_two_splits`); in lenient mode it is
+      a problem, and the later split's copy is dropped.
 
     For "jsonl" folders without given labels, the label list is inferred over all splits.
     ``notes`` and ``problems``: lists, see the module docstring.
@@ -92,6 +150,7 @@ def load_re(dataset, path, *, notes=None, problems=None, **options):
             if not frames and not problems:
                 raise REFileNotFoundError(f"{path}: neither txt/ nor train/, dev/ or test/ "
                                           "sub-folders")
+            frames = _refuse_two_splits(dataset, frames, path, problems)
         return _concat_splits(frames, list(I2B2_LABELS), path, problems), list(I2B2_LABELS)
     if dataset == "chemprot":
         if os.path.isfile(path):
@@ -121,6 +180,7 @@ def load_re(dataset, path, *, notes=None, problems=None, **options):
                          lambda p: frame(jsonl_rows(p, None if labels is None else
                                                     list(labels), problems)),
                          notes, problems)
+    frames = _refuse_two_splits(dataset, frames, path, problems)
     if labels is None:
         labels = infer_labels(label for df in frames.values() for label in df["label"])
     return _concat_splits(frames, list(labels), path, problems), list(labels)

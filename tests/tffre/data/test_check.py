@@ -102,8 +102,18 @@ def test_the_first_20_problems_are_shown(tmp_path):
 def test_a_document_in_two_splits_is_a_problem(tmp_path):
     train = read(CDR_FILES["train"]).rstrip("\n") + "\n\n" + read(CDR_FILES["dev"])
     report = check.check_dataset("documents", "cdr", cdr_folder(tmp_path, train=train))
+    # The loader's line (the one a run refuses with), both files named.
     assert report.problems == ["dev pmid 90000003: also in the train split: a document in two "
-                               "splits"]
+                               "splits (CDR_DevelopmentSet.PubTator.txt and "
+                               "CDR_TrainingSet.PubTator.txt)"]
+
+
+def test_a_document_twice_in_one_split_is_a_problem(tmp_path):
+    train = read(CDR_FILES["train"]).rstrip("\n") + "\n\n" + read(CDR_FILES["train"])
+    report = check.check_dataset("documents", "cdr", cdr_folder(tmp_path, train=train))
+    pmids = [block.split("|", 1)[0] for block in read(CDR_FILES["train"]).split("\n\n")
+             if block.strip()]
+    assert report.problems == [f"train pmid {p}: appears twice in this split" for p in pmids]
 
 
 def test_missing_data_is_one_problem(tmp_path):

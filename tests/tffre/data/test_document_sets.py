@@ -421,3 +421,60 @@ def test_document_modules_do_not_import_pandas_or_tensorflow():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _cdr_copy(folder, train_extra=""):
+    """The CDR fixture's three files in ``folder``, ``train_extra`` appended to the training
+    file (another file's abstracts)."""
+    folder.mkdir()
+    for name in ("CDR_TrainingSet.PubTator.txt", "CDR_DevelopmentSet.PubTator.txt",
+                 "CDR_TestSet.PubTator.txt"):
+        shutil.copy(os.path.join(CDR, name), folder / name)
+    if train_extra:
+        with open(folder / "CDR_TrainingSet.PubTator.txt", "a", encoding="utf-8") as f:
+            f.write("\n" + train_extra)
+    return folder
+
+
+def test_a_document_in_two_splits_is_refused_naming_its_pmid_and_both_files(tmp_path):
+    # CDR's public copy, in small: the development abstract (pmid 90000003) again at the end
+    # of the training file.
+    dev = Path(CDR, "CDR_DevelopmentSet.PubTator.txt").read_text(encoding="utf-8")
+    folder = _cdr_copy(tmp_path / "cdr", train_extra=dev)
+    with pytest.raises(DocREFormatError) as excinfo:
+        load_document_splits(str(folder), seed=0)
+    assert message(excinfo) == (
+        f"{folder}: dev pmid 90000003: also in the train split: a document in two splits "
+        "(CDR_DevelopmentSet.PubTator.txt and CDR_TrainingSet.PubTator.txt); remove it from "
+        "one of the files; BioCreative V CDR's public copy repeats its development set in its "
+        "training file: python -m tffre data prepare cdr --from DIR --out DIR writes the "
+        "official split")
+    # Leniently (the data check) it is a problem, and the splits are read as they are.
+    problems = []
+    splits = load_document_splits(str(folder), seed=0, problems=problems)
+    assert [len(splits[s]) for s in ("train", "dev", "test")] == [3, 1, 1]
+    assert problems == ["dev pmid 90000003: also in the train split: a document in two splits "
+                        "(CDR_DevelopmentSet.PubTator.txt and CDR_TrainingSet.PubTator.txt)"]
+    # DocRED's dev scored as test: the test split is the dev file's, and the training file's
+    # copy is in train or in the dev split held out of it, as the seed draws.
+    with pytest.raises(DocREFormatError, match="test pmid 90000003: also in the (train|dev) "
+                       r"split: a document in two splits \(CDR_DevelopmentSet.PubTator.txt and "
+                       r"CDR_TrainingSet.PubTator.txt\)"):
+        load_document_splits(str(folder), seed=0, dev_as_test=True)
+    # The fixture as published: no document in two splits, nothing refused.
+    assert load_document_splits(CDR, seed=0) == load_documents(CDR)
+
+
+def test_a_file_holding_a_document_twice_is_refused_when_a_held_out_split_takes_a_copy(
+        tmp_path):
+    # Three copies of one abstract in a single file: the held-out test split (round(3 * 0.2)
+    # = 1 document) takes one of them whatever the seed, train keeps the other two.
+    block = Path(CDR, "CDR_TestSet.PubTator.txt").read_text(encoding="utf-8").strip()
+    pmid = block.split("|", 1)[0]
+    path = tmp_path / "docs.pubtator"
+    path.write_text("\n\n".join([block] * 3) + "\n", encoding="utf-8")
+    with pytest.raises(DocREFormatError) as excinfo:
+        load_document_splits(str(path), seed=1)
+    assert message(excinfo) == (
+        f"{path}: test pmid {pmid}: also in the train split: a document in two splits (both "
+        "read from docs.pubtator, which holds it twice); remove it from one of the files")

@@ -179,3 +179,69 @@ def test_lenient_loading_collects_every_bad_line(tmp_path):
 
 
 GAD_FOLD_TEST_LINES = ["index\tsentence\tlabel", "0\t@GENE$ expression in @DISEASE$ .\t1"]
+
+
+def _i2b2_splits(root, stems):
+    """An i2b2 folder of split sub-folders: ``stems`` {split: the fixture's records}."""
+    for split, names in stems.items():
+        for sub, ext in (("txt", ".txt"), ("concept", ".con"), ("rel", ".rel")):
+            os.makedirs(root / split / sub)
+            for stem in names:
+                if os.path.exists(os.path.join(I2B2, sub, stem + ext)):
+                    shutil.copy(os.path.join(I2B2, sub, stem + ext), root / split / sub)
+    return str(root)
+
+
+def test_an_i2b2_document_in_two_splits_is_refused_naming_both_files(tmp_path):
+    folder = _i2b2_splits(tmp_path, {"train": ["record-1", "record-2"],
+                                     "test": ["record-2", "record-3"]})
+    with pytest.raises(REFormatError) as e:
+        load_relation_splits("i2b2", folder, seed=0)
+    assert one_line(e) == (
+        f"{folder}: test document record-2: also in the train split: a document in two splits "
+        "(test/txt/record-2.txt and train/txt/record-2.txt); remove it from one of the splits")
+    # Leniently (the data check): one problem, and the test split keeps record-3 alone.
+    problems = []
+    examples, _ = load_re("i2b2", folder, problems=problems)
+    assert problems == [
+        "test document record-2: also in the train split: a document in two splits "
+        "(test/txt/record-2.txt and train/txt/record-2.txt)"]
+    rows = {split: [r for r in I2B2_ROWS if r[0].split(":")[0] in stems]
+            for split, stems in (("train", ("record-1", "record-2")), ("test", ("record-3",)))}
+    assert list(examples.example_id) == [r[0] for r in rows["train"] + rows["test"]]
+    assert list(examples.split) == ["train"] * len(rows["train"]) + ["test"] * len(rows["test"])
+
+
+def test_a_json_lines_example_id_in_two_splits_is_refused_naming_both_files(tmp_path):
+    write(tmp_path / "train.jsonl", [json.dumps({"example_id": "s1", **RECORD}),
+                                     json.dumps({"example_id": "s2", **RECORD})])
+    write(tmp_path / "test.jsonl", [json.dumps({"example_id": "s2", **RECORD})])
+    with pytest.raises(REFormatError) as e:
+        load_relation_splits("jsonl", str(tmp_path), seed=0)
+    assert one_line(e) == (
+        f"{tmp_path}: test example_id s2: also in the train split: an example in two splits "
+        "(test.jsonl and train.jsonl); remove it from one of the splits")
+    problems = []
+    examples, _ = load_re("jsonl", str(tmp_path), problems=problems)
+    assert problems == ["test example_id s2: also in the train split: an example in two "
+                        "splits (test.jsonl and train.jsonl)"]
+    assert list(examples.example_id) == ["s1", "s2"] and list(examples.split) == ["train"] * 2
+    # Without ids of their own, the same sentence in both files is two examples (as published
+    # GAD and ChemProt hold a few: the data check notes them).
+    write(tmp_path / "test.jsonl", [json.dumps(RECORD)])
+    splits, _ = load_relation_splits("jsonl", str(tmp_path), seed=0)
+    assert list(splits["test"].example_id) == ["test:1"]
+
+
+def test_a_run_refuses_a_record_in_two_splits_before_building_a_model(tmp_path, cli_here):
+    write(tmp_path / "train.jsonl", [json.dumps({"example_id": f"s{k}", **RECORD})
+                                     for k in range(4)])
+    write(tmp_path / "test.jsonl", [json.dumps({"example_id": "s3", **RECORD})])
+    out = tmp_path / "out"
+    proc = cli_here("run", "--dataset", "jsonl", "--data", str(tmp_path), "--out", str(out))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"python -m tffre run: error: {tmp_path}: test example_id s3: also in the train split: "
+        "an example in two splits (test.jsonl and train.jsonl); remove it from one of the "
+        "splits"]
+    assert not out.exists()

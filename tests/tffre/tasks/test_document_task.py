@@ -247,3 +247,23 @@ def test_a_document_run_saves_a_model_that_predicts_as_it_scored(tmp_path, data_
     resumed = cli_here(*args, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert load_bundle(str(folder)).decision == bundle.decision
+
+
+def test_a_run_refuses_a_document_in_two_splits_before_building_a_model(tmp_path, cli_here):
+    # A sample slice whose test file repeats the second training document.
+    folder = tmp_path / "cdr"
+    folder.mkdir()
+    write_sample_slice(folder, {"train": 6, "dev": 2, "test": 2})
+    again = sample_blocks("train")[1]
+    pmid = again.split("|", 1)[0]
+    with open(folder / "test.pubtator", "a", encoding="utf-8") as f:
+        f.write(again + "\n\n")
+    out = tmp_path / "out"
+    proc = cli_here("run", "--dataset", "cdr", "--data", str(folder), "--algorithm", "fedavg",
+                    "--out", str(out))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"python -m tffre run: error: {folder}: test pmid {pmid}: also in the train split: a "
+        "document in two splits (test.pubtator and train.pubtator); remove it from one of the "
+        "files"]
+    assert not out.exists() and "documents /" not in proc.stdout   # refused before featurizing

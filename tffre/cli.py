@@ -46,14 +46,20 @@ def build_parser(prog=PROG):
     sub.add_parser("predict", help="label new texts with a saved model (see predict --help)",
                    add_help=False)
     data = sub.add_parser("data", help="data check: what a run would load, and every problem "
-                          "(see data check --help)", description="Read and check a data set.")
-    # Its one action: main() dispatches `data check` to data_check_main's own parser, so this
-    # entry only answers `data --help` and a missing or misspelt action.
-    data.add_subparsers(dest="action", required=True, parser_class=OneLineParser).add_parser(
+                          "(see data check --help); data prepare: a published split from a "
+                          "public copy", description="Read and check a data set.")
+    # main() dispatches `data check` and `data prepare` to their own parsers, so these
+    # entries only answer `data --help` and a missing or misspelt action.
+    actions = data.add_subparsers(dest="action", required=True, parser_class=OneLineParser)
+    actions.add_parser(
         "check", add_help=False, help="what a run of --dataset would load, and every problem "
         "(see data check --help)")
+    actions.add_parser("prepare", add_help=False, help="write a corpus's published split from "
+                       "a public copy (see data prepare --help)")
     sub.add_parser("deploy", help="run across sites with Flower (see deploy --help)",
                    add_help=False)
+    sub.add_parser("report", help="the tables and curves of records and run folders (see "
+                   "report --help)", add_help=False)
     return parser
 
 
@@ -108,6 +114,33 @@ def data_check_main(argv=None, *, prog=f"{PROG} data check"):
         return 2
     print(report.format())
     return report.exit_code
+
+
+def data_prepare_main(argv=None, *, prog=f"{PROG} data prepare"):
+    """``data prepare cdr --from DIR --out DIR``: writes BioCreative V CDR's official
+    500/500/500 split from a public copy whose training file also holds the development
+    abstracts (:func:`tffre.data.prepare_cdr.prepare_cdr`), and prints what it read, dropped
+    and wrote. Returns 0 when written, 1 for bad input or a refused --out, 2 for bad
+    arguments."""
+    parser = OneLineParser(prog=prog, description=data_prepare_main.__doc__.split("\n\n")[0])
+    parser.add_argument("corpus", choices=("cdr",), help="the corpus: cdr (BioCreative V CDR "
+                        "in PubTator)")
+    parser.add_argument("--from", dest="source", required=True, metavar="DIR",
+                        help="the public copy: a folder with the training, development and "
+                        "test files (CDR_TrainingSet.PubTator.txt, ...)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="the folder to write the "
+                        "split to, under the names --dataset cdr --data DIR reads")
+    parser.add_argument("--overwrite", action="store_true", help="replace the files of a "
+                        "non-empty --out")
+    args = parser.parse_args(argv)
+    from tffre.data.prepare_cdr import prepare_cdr
+    try:
+        prepared = prepare_cdr(args.source, args.out, overwrite=args.overwrite)
+    except (ValueError, OSError) as err:   # DocREFormatError, PrepareError: one line each
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 1
+    print(prepared.format())
+    return 0
 
 
 def build_run_parser(prog=f"{PROG} run"):
@@ -175,6 +208,11 @@ def main(argv=None, *, prog=PROG):
         return run_main(argv[1:], prog=f"{prog} run")
     if argv[:2] == ["data", "check"]:
         return data_check_main(argv[2:], prog=f"{prog} data check")
+    if argv[:2] == ["data", "prepare"]:
+        return data_prepare_main(argv[2:], prog=f"{prog} data prepare")
+    if argv[:1] == ["report"]:
+        from tffre import report
+        return report.main(argv[1:], prog=f"{prog} report")
     if argv[:1] == ["deploy"]:
         # tffre.deploy sits in this (the CLI) layer and never imports tffre.cli back.
         from tffre.deploy import cli as deploy_cli

@@ -19,9 +19,9 @@ HOOK = os.path.join(ROOT, "docs", "hooks", "reference.py")
 BUILD_BUDGET = 300   # seconds: a bound against a hang (the build takes about 20 s)
 
 # Every command of python -m tffre, as its words and the words that print its --help.
-COMMANDS = [("run",), ("predict",), ("data", "check"), ("deploy", "certs"), ("deploy", "app"),
-            ("deploy", "superlink"), ("deploy", "register"), ("deploy", "supernode"),
-            ("deploy", "run")]
+COMMANDS = [("run",), ("predict",), ("data", "check"), ("data", "prepare"), ("deploy", "certs"),
+            ("deploy", "app"), ("deploy", "superlink"), ("deploy", "register"),
+            ("deploy", "supernode"), ("deploy", "run")]
 
 
 def load_hook():

@@ -58,6 +58,8 @@ def build_parser(prog=PROG):
                        "a public copy (see data prepare --help)")
     sub.add_parser("deploy", help="run across sites with Flower (see deploy --help)",
                    add_help=False)
+    sub.add_parser("report", help="the tables and curves of records and run folders (see "
+                   "report --help)", add_help=False)
     return parser
 
 
@@ -208,6 +210,9 @@ def main(argv=None, *, prog=PROG):
         return data_check_main(argv[2:], prog=f"{prog} data check")
     if argv[:2] == ["data", "prepare"]:
         return data_prepare_main(argv[2:], prog=f"{prog} data prepare")
+    if argv[:1] == ["report"]:
+        from tffre import report
+        return report.main(argv[1:], prog=f"{prog} report")
     if argv[:1] == ["deploy"]:
         # tffre.deploy sits in this (the CLI) layer and never imports tffre.cli back.
         from tffre.deploy import cli as deploy_cli

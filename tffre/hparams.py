@@ -96,6 +96,16 @@ def positive_float(value):
     return out
 
 
+def positive_floats(value):
+    """A comma-separated list (or a sequence) of distinct finite numbers > 0: a tuple."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    items = [i for i in items if str(i).strip()]
+    out = tuple(positive_float(i) for i in items)
+    if not out or len(set(out)) != len(out):
+        raise ValueError(f"expected distinct comma-separated numbers > 0, got {value!r}")
+    return out
+
+
 def _within(value, low_open, high_open):
     """A finite number in the interval between 0 and 1, each end open or closed."""
     out = _float(value)

@@ -281,6 +281,32 @@ def test_resume_adds_the_centralised_bound_to_a_finished_run(tmp_path, finished,
     assert "Centralised" in strict_json(out / "summary.json")["algorithms"]
 
 
+def test_the_centralised_grid_trains_one_run_per_rate(finished, cli_here):
+    """--centralised-learning-rates adds one centralised run per rate to a finished run, each
+    named by its rate; the rate of the plain bound gives the plain bound's rows."""
+    args = FINISHED + ["--num-rounds", "3"]   # FedAvg's rate on the synthetic set: 0.01
+    plain, grid = finished(), finished()
+    assert cli_here(*args, "--centralised", "--resume", "--out", str(plain)).returncode == 0
+    proc = cli_here(*args, "--centralised", "--centralised-learning-rates", "0.01,0.2",
+                    "--resume", "--out", str(grid))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = pd.read_csv(grid / "metrics.csv").drop(columns=["round_seconds"])
+    want = pd.read_csv(plain / "metrics.csv").drop(columns=["round_seconds"])
+    assert set(got.algorithm) == {"FedAvg", "Centralised lr 0.01", "Centralised lr 0.2"}
+    same = got[got.algorithm == "Centralised lr 0.01"].assign(algorithm="Centralised")
+    pd.testing.assert_frame_equal(same.reset_index(drop=True),
+                                  want[want.algorithm == "Centralised"].reset_index(drop=True),
+                                  check_exact=False, rtol=0, atol=1e-6)
+    fast = got[got.algorithm == "Centralised lr 0.2"]
+    assert not np.allclose(fast["test_accuracy"], same["test_accuracy"])
+    entries = strict_json(grid / "summary.json")["algorithms"]
+    assert entries["Centralised lr 0.2"]["learning_rate"] == 0.2
+    refused = cli_here(*args, "--centralised-learning-rates", "0.01", "--out",
+                       str(grid.parent / "other"))
+    assert refused.returncode == 2
+    assert "--centralised-learning-rates needs --centralised" in refused.stderr
+
+
 def test_a_copied_run_resumes_in_its_new_folder_to_more_rounds(tmp_path, finished, cli_here):
     """A finished run copied to another --out and resumed there with more rounds gives the
     rows of a run that had those rounds from the start (the benchmark's longer settings)."""

@@ -1,5 +1,8 @@
-"""The centralised upper bound: the same model trained on the union of the clients' data."""
+"""The centralised reference: the same model trained on the union of the clients' data for the
+federated run's example passes ("centralised (same budget)": at one learning rate it need not
+bound the federated rows; :func:`centralised_runs` tries several)."""
 
+import dataclasses
 import os
 import time
 
@@ -21,12 +24,26 @@ def epochs_of(name, hparams, settings):
                             * settings.clients_per_round / settings.clients)))
 
 
-def run_centralised(job, name, hparams, settings, *, log, bar, save_model=None):
-    """Trains ``job``'s model on the pooled training data with algorithm ``name``'s local
-    optimizer and learning rate; each epoch is a metrics row of algorithm "Centralised".
+def centralised_runs(hparams, settings):
+    """[(row name, hyperparameters)] of the centralised runs: one named "Centralised" with
+    the first algorithm's ``hparams``; with ``--centralised-learning-rates``, one per rate,
+    named "Centralised lr <rate>" (the report keeps the rate of best mean dev score, as a
+    federated setting is chosen: :mod:`tffre.report`)."""
+    rates = settings.centralised_learning_rates
+    if not rates:
+        return [(CENTRALISED, hparams)]
+    return [(f"{CENTRALISED} lr {lr:g}", dataclasses.replace(hparams, learning_rate=lr))
+            for lr in rates]
 
-    Plain Keras steps over the pooled data, shuffled per epoch from the seed, evaluated
-    after every epoch.
+
+def run_centralised(job, name, hparams, settings, *, log, bar, save_model=None,
+                    label=CENTRALISED):
+    """Trains ``job``'s model on the pooled training data with algorithm ``name``'s local
+    optimizer and ``hparams``' learning rate; each epoch is a metrics row of algorithm
+    ``label``.
+
+    Plain Keras steps over the pooled data, shuffled per epoch from the seed (each rate of a
+    grid starts from the same initial model and order), evaluated after every epoch.
     """
     data, seed = job.data, settings.seed
     epochs = epochs_of(name, hparams, settings)
@@ -54,12 +71,12 @@ def run_centralised(job, name, hparams, settings, *, log, bar, save_model=None):
     x, y = data.pooled("train")
     batch_size = settings.batch_size
     for epoch in range(1, epochs + 1):
-        bar.set_description(f"{CENTRALISED} epoch {epoch}/{epochs}")
+        bar.set_description(f"{label} epoch {epoch}/{epochs}")
         start = time.perf_counter()
         order = np.random.RandomState([seed, epoch]).permutation(len(y))
         losses = [float(step(take_rows(x, order[i:i + batch_size]), y[order[i:i + batch_size]]))
                   for i in range(0, len(y), batch_size)]
-        row = {"algorithm": CENTRALISED, "round": epoch,
+        row = {"algorithm": label, "round": epoch,
                "round_seconds": time.perf_counter() - start, "bytes_broadcast": 0,
                "bytes_uploaded": 0, "local_train_loss": float(np.mean(losses)),
                "num_examples": int(len(y)), "num_excluded_clients": 0, "clients": "all"}
@@ -68,9 +85,9 @@ def run_centralised(job, name, hparams, settings, *, log, bar, save_model=None):
         log.write(row)
         bar.update(1)
     if job.negative_label is not None:
-        write_per_class(evaluator, data, log.out_dir, CENTRALISED, job.label_names)
+        write_per_class(evaluator, data, log.out_dir, label, job.label_names)
     if save_model is not None:
         decision = evaluator.decision()
-        save_model(os.path.join(log.out_dir, "models", CENTRALISED), job.saved_model(model),
-                   CENTRALISED, epochs, {} if decision is None else {"decision": decision})
+        save_model(os.path.join(log.out_dir, "models", label), job.saved_model(model),
+                   label, epochs, {} if decision is None else {"decision": decision})
     return epochs

@@ -24,7 +24,7 @@ from tffre.definition import TaskContext
 from tffre.evaluation import EVALUATORS, evaluate_state, make_evaluator
 from tffre.jsonio import write_json
 from tffre.runner import privacy, processes
-from tffre.runner.centralised import CENTRALISED, epochs_of, run_centralised
+from tffre.runner.centralised import centralised_runs, epochs_of, run_centralised
 from tffre.runner.checkpoints import restore_state, saved_state
 from tffre.runner.outputs import postfix, prepare_out_dir, write_per_class
 from tffre.runner.rounds import (AlgorithmRounds, ClientRounds, RoundOutput, RunRecord,
@@ -115,10 +115,11 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
         resume=settings.resume, save_model=save_model, started=started)
     centralised = epochs_of(names[0], hparams[names[0]], settings) \
         if settings.centralised else 0
-    # The centralised run (after the federated ones) is redone on resume unless it finished.
-    done_centralised = centralised and centralised == max(
-        (r for a, r, _ in record.old_rows if a == CENTRALISED), default=0)
-    bar = tqdm(total=settings.num_rounds * len(names) + centralised,
+    central_runs = centralised_runs(hparams[names[0]], settings) if centralised else []
+    # Each centralised run (after the federated ones) is redone on resume unless it finished.
+    done_centralised = {label for label, _ in central_runs if centralised == max(
+        (r for a, r, _ in record.old_rows if a == label), default=0)}
+    bar = tqdm(total=settings.num_rounds * len(names) + centralised * len(central_runs),
                disable=not settings.progress, unit="round", dynamic_ncols=True)
     try:
         algorithms = [_start(name, hparams[name], job, context, settings, bar, private[name])
@@ -129,7 +130,7 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
                                  private=any(p is not None for p in private.values()))
         # Rows kept on resume: up to each algorithm's checkpoint, and a finished centralised run.
         kept = record.open(columns, lambda a, r: any(x.keeps(a, r) for x in algorithms)
-                           or (a == CENTRALISED and done_centralised))
+                           or a in done_centralised)
         for algorithm in algorithms:
             # The clients that already received the broadcast's constant part (bytes).
             algorithm.where.process.served.update(
@@ -137,14 +138,16 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
                 for c in str(raw.get("clients") or "").split())
         for algorithm in algorithms:
             record.run(algorithm, hparams[algorithm.name])
-        if centralised:
-            entry = record.summary["algorithms"][CENTRALISED] = {"epochs": centralised}
-            if done_centralised:
+        for label, central_hparams in central_runs:
+            entry = record.summary["algorithms"][label] = {"epochs": centralised}
+            if settings.centralised_learning_rates:
+                entry["learning_rate"] = central_hparams.learning_rate
+            if label in done_centralised:
                 bar.update(centralised)
             else:
                 begun = time.perf_counter()
-                run_centralised(job, names[0], hparams[names[0]], settings, log=record.log,
-                                bar=bar, save_model=save_model)
+                run_centralised(job, names[0], central_hparams, settings, log=record.log,
+                                bar=bar, save_model=save_model, label=label)
                 entry["wall_seconds"] = round(time.perf_counter() - begun, 1)
     finally:
         bar.close()

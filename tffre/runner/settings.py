@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any, Callable, Optional
 
 from tffre.hparams import (Params, boolean, choice, non_negative_int, optional, param,
-                           positive_int, seed, text, unit_interval)
+                           positive_floats, positive_int, seed, text, unit_interval)
 
 EXECUTORS = ("auto", "tff", "local")
 CLIENT_WORKERS = ("threads", "processes")
@@ -53,6 +53,11 @@ class RunSettings(Params):
     # rounds it kept compute the same).
     centralised: bool = param(False, boolean, "also train the same model on the union of the "
                               "clients' data (the upper bound)", flag=True, resumable=True)
+    # Resumable as --centralised is: adding rates to a finished run trains only those.
+    centralised_learning_rates: Optional[tuple] = param(
+        None, optional(positive_floats), "the centralised run: train it once per learning "
+        "rate (comma-separated, e.g. 1e-5,3e-5,1e-4,3e-4); the report keeps the rate of best "
+        "dev score (default: the first algorithm's rate, one run)", resumable=True)
     executor: str = param("auto", choice(*EXECUTORS), "tff: TFF's runtime (CPU only); local: "
                           "this process, GPU when present; auto: local when a GPU is visible",
                           resumable=True)
@@ -69,6 +74,8 @@ class RunSettings(Params):
         if self.clients_per_round > self.clients:
             raise ValueError(f"--clients-per-round {self.clients_per_round} is larger than "
                              f"--clients {self.clients}")
+        if self.centralised_learning_rates and not self.centralised:
+            raise ValueError("--centralised-learning-rates needs --centralised")
         if self.resume and self.overwrite:
             raise ValueError("give --resume or --overwrite, not both")
 

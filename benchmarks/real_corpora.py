@@ -1,230 +1,167 @@
-"""The seeds' comparisons on real corpora, at a scale a 2-core CPU runs (issues 23 and 29).
+"""The papers' comparisons on real corpora under one protocol, each kept as a committed record.
 
-    python benchmarks/real_corpora.py --root /work/corpora --only fedcmc-gad [--seeds 0,1,2]
+    python benchmarks/real_corpora.py --root ROOT --only iid-gad        # one comparison
+    python benchmarks/real_corpora.py --root ROOT --max-hours 6        # what fits in 6 hours
 
-``--root`` holds the public copies, as docs/real-corpora.md says where to get them:
+``ROOT`` holds the public copies (docs/real-corpora.md says where to get each):
 
-* ``biobert_RE/GAD/1`` and ``biobert_RE/euadr/1``: BioBERT's fold 1 (BioMedBERT/biomedbert at
-  commit 93fd69d, ``datasets/RE/``);
+* ``biobert_RE/GAD/1``: BioBERT's fold 1 of GAD (BioMedBERT/biomedbert at 93fd69d,
+  ``datasets/RE/``);
 * ``scibert_chemprot``: SciBERT's ChemProt JSON lines (allenai/scibert,
   ``data/text_classification/chemprot/``);
-* ``cdr_pubtator``: BioCreative V CDR in PubTator (train, development and test files).
+* ``cdr_pubtator``: BioCreative V CDR's official split, written by
+  ``python -m tffre data prepare cdr --from COPY --out ROOT/cdr_pubtator``.
 
-Every comparison trains the top of all-MiniLM-L6-v2 on each client's cached activations of
-the frozen lower layers (``--trainable-layers``, :mod:`tffre.models.partial`), runs every
-seed of ``--seeds`` (each re-draws the split, the initial head and the client order) and
-the centralised upper bound at the same budget (once per model: beside the first of the
-settings that differ only in the split, which it does not depend on), and reports each F1 as
-the mean ± sd over the seeds beside the guesses (the majority class, and for a binary set a
-relation for every pair) and the paper's figure. A seed that finished before is read back,
-not run again.
+**The protocol.** Every run reports the test score at its round of best dev score. A
+comparison's choices (GAD's trainable layers; CDR's decision threshold) are made by the
+baseline's mean dev score over the seeds, and only the chosen setting's test scores are
+shown. The centralised reference trains the pooled data for the federated run's example
+passes at each learning rate of :data:`CENTRAL_RATES` and keeps the rate of best mean dev
+score ("centralised (same budget)"). Each algorithm is set against its baseline (FedAvgT or
+FedAvg) by the paired difference over seeds with a 95% interval. Five seeds where a paper's
+effect is at stake (FedCMC, FedED and FedLCC against their baselines), three elsewhere.
 
-Comparisons (``--only`` picks some):
+**Records.** Each comparison's record, ``--records``/<comparison>.json (default
+``benchmarks/results/``, committed), gains a run as soon as it finishes, with its per-round
+dev and test scores, every flag, the data files' SHA-256, tffre's commit, the packages, the
+machine, its time, memory and bytes (:mod:`tffre.records`). A run the record already holds
+with the same flags and data is not run again, so a comparison continues where the last call
+(on any machine) stopped. The run folders go to ``--out``/<comparison>/<setting>/seed_<s>/.
+``python -m tffre report benchmarks/results/<comparison>.json`` renders a record's tables.
 
-* ``iid-gad``: FedAvgT on an IID split of GAD, the top 2 layers, the top 3 and the top 4
-  (and the top 2 with the local rate decayed 0.95 a round: ``--settings "top 2 lr decay"``;
-  the top 4 for 15 rounds, within 15 minutes a seed: ``--settings "top 4 15 rounds"``;
-  the top 2 at 96 word pieces for 15 rounds: ``--settings "top 2 96 pieces"``; the top 2 at
-  Adam 1e-4, scored with the decision threshold tuned on dev and at the argmax:
-  ``--settings "top 2 lr 1e-4"``; "top 2" scored so: ``--settings "top 2 threshold dev"``;
-  the top 2 with FedED's [CLS] and entities representation for 20 rounds:
-  ``--settings "top 2 cls entities"``);
-* ``fedcmc-gad``, ``fedcmc-euadr``, ``fedcmc-chemprot``: FedCMC Table 2 style: FedAvgT,
-  MOON, FedRS, FedLC and FedCMC (ChemProt: FedAvgT, FedLC and FedCMC) at label-Dirichlet
-  alpha 0.5 and 0.05, 10 clients, all every round (GAD also FedAvgT and MOON at alpha 0.5
-  with the top 4 layers, 20 rounds: ``--settings "alpha 0.5 top 4"``; FedAvgT and FedCMC at
-  alpha 0.05 likewise: ``--settings "alpha 0.05 top 4"``);
-* ``feded-gad``: FedED against FedAvgT (100 clients, 10% per round, 20% of train as the
-  server's set D_v, IID, as FedED's setting; also with the top 4 layers:
-  ``--settings "iid top 4"``, and those runs trained on to 60 rounds:
-  ``--settings "iid top 4 60 rounds"``; FedED's own clients, K = 50, B = 4, E = 2:
-  ``--settings "paper clients top 4"``; FedED without its teacher, ``--kl-weight 0``:
-  ``--settings "iid top 4 kl 0"``);
-* ``fedcb-gad``: FedCB against FedAvg (both with Adam), alpha 0.5 (also with the top 4
-  layers, 20 rounds: ``--settings "alpha 0.5 top 4"``);
-* ``fedlcc-cdr``: FedLCC against FedAvg and FedAtt on CDR, structural-entropy and IID splits.
-
-Writes ``<out>/<comparison>.csv`` (one row per setting and algorithm), every run's folder
-(``<out>/<comparison>/<setting>/seed_<s>/``: metrics.csv, summary.json, models) and
-``<out>/summary.json`` (each comparison's rows, the scale of each setting, seeds, time and
-peak memory; a call with ``--settings`` keeps the rows of the settings it does not run).
+Every comparison trains the top layers of all-MiniLM-L6-v2 on each client's cached
+activations of the frozen layers below (``--trainable-layers``, :mod:`tffre.models.partial`).
 """
 
 import argparse
+import dataclasses
 import os
-import shutil
 import sys
 import time
+from typing import Optional, Tuple
 
-# Sentence-level RE: the top 2 of MiniLM's 6 layers on cached activations of the 4 below,
-# 64 word pieces (GAD's p95 is 71), batch 8, Adam 3e-4 (the task's defaults), one local
-# epoch a round. Batch 8 rather than 16: twice the local steps for the same round time here.
-SENTENCE = {"trainable_layers": 2, "max_len": 64, "batch_size": 8, "learning_rate": 3e-4,
-            "num_epochs": 1, "num_iters": 0, "executor": "local", "checkpoint_every": 5,
-            "no_progress": True, "no_train_loss": True, "centralised": True}
-# Document-level RE: 512 word pieces (one window: CDR's median abstract has 340, its p95 610),
-# the top 2 layers, batch 4, Adam 3e-4, and the decision threshold tuned on dev at each
-# evaluation (DocRED's baseline's theta): at a fixed 0.5 the undertrained BCE model predicted
-# almost no relation (test F1 0.03-0.07 in rounds 1-3, guess 0.329); tuned, the centralised
-# model's first epoch scored 0.428 (threshold 0.34).
+HERE = os.path.dirname(os.path.abspath(__file__))
+RECORDS = os.path.join(HERE, "results")
+#: The centralised reference's learning rates (the federated rows use 3e-4).
+CENTRAL_RATES = (3e-5, 1e-4, 3e-4)
+# Sentence-level RE: 64 word pieces (GAD's p95 is 71), batch 8, Adam 3e-4 (the task's
+# defaults), one local epoch a round, 10 clients all every round.
+SENTENCE = {"max_len": 64, "batch_size": 8, "learning_rate": 3e-4, "num_epochs": 1,
+            "num_iters": 0, "clients": 10, "clients_per_round": 10, "executor": "local",
+            "checkpoint_every": 5, "no_progress": True, "no_train_loss": True}
+# Document-level RE: 512 word pieces (one window: CDR's median abstract has 340), the top 2
+# layers, batch 4, Adam 3e-4, 6 rounds, 10 clients all every round.
 DOCUMENT = {"trainable_layers": 2, "max_len": 512, "batch_size": 4, "learning_rate": 3e-4,
-            "threshold": "dev",
             "local_optimizer": "adam", "num_epochs": 1, "num_iters": 0, "clients": 10,
             "clients_per_round": 10, "executor": "local", "checkpoint_every": 5,
-            "no_progress": True, "no_train_loss": True, "centralised": True}
-LABEL_SKEW = "fedavgt,moon,fedrs,fedlc,fedcmc"
-# What "the scale" of a comparison is, printed with its table and written to summary.json.
-SCALE_KEYS = ("trainable_layers", "lora_rank", "max_len", "clients", "clients_per_round",
-              "client_fraction", "num_rounds", "num_epochs", "num_iters", "batch_size",
-              "learning_rate", "no_train_loss")
-DEFAULT_SEEDS = "0,1,2"
-# {(comparison, setting): the setting it trains further}. A seed of the longer setting that has
-# not started begins as a copy of the shorter one's finished run and resumes from its last
-# round: the same rounds as a run from round 1 (round r draws its clients and batches from
-# (seed, r); docs/how-to/resume.md), without training them twice.
-EXTENDS = {("feded-gad", "iid top 4 60 rounds"): "iid top 4"}
+            "no_progress": True, "no_train_loss": True, "num_rounds": 6}
+#: Options that name where a run reads or writes, compared by content (SHA-256) instead.
+PATH_OPTIONS = ("data", "w2v", "server_data", "user_dict", "encoder", "out", "prefix_cache")
 
 
-def comparisons(root, cache=None):
-    """{comparison: [(setting label, preset)]}: the runs of each comparison (one per seed).
-    ``cache``: a folder where the clients' prefix activations are kept between runs (the
-    same prefix and data: another setting, or a seed that draws the same prefix)."""
-    gad = os.path.join(root, "biobert_RE", "GAD", "1")
-    euadr = os.path.join(root, "biobert_RE", "euadr", "1")
-    chemprot = os.path.join(root, "scibert_chemprot")
-    cdr = os.path.join(root, "cdr_pubtator")
-    skew = {"algorithm": LABEL_SKEW, "clients": 10, "clients_per_round": 10, **SENTENCE}
-    iid = {"dataset": "gad", "data": gad, "algorithm": "fedavgt", "partition": "iid",
-           "clients": 10, "clients_per_round": 10, **SENTENCE}
-    # FedED's setting: 100 IID clients, 10% a round, 20% of train held out as D_v.
-    dv = {"dataset": "gad", "data": gad, "algorithm": "fedavgt,feded", "clients": 100,
-          "client_fraction": 0.1, "partition": "iid", "server_fraction": 0.2,
-          "representation": "cls_entities", **SENTENCE}
-    comparisons = {
-        # Each top has its own centralised bound (the trained part differs). Where settings
-        # differ only in the split, the bound runs once, beside the first one.
-        "iid-gad": [(f"top {k}", dict(iid, trainable_layers=k, num_rounds=rounds,
-                                      centralised=True))
-                    # The top 3 for 18 rounds: a deeper top within the issue's 15 minutes a
-                    # seed here (about 41 s a round), where the top 4's 20 rounds take 26-43 min.
-                    for k, rounds in ((2, 30), (3, 18), (4, 20))]
-        # "top 2 lr decay": the top 2 with the local rate times 0.95 each round (--lr-decay;
-        # FedCB and the FedLCC authors decay by 0.99), since at a constant 3e-4 the top 2's
-        # test F1 swings from round to round and ends below its max; the bound is "top 2"'s.
-        + [("top 2 lr decay", dict(iid, num_rounds=30, lr_decay=0.95, centralised=False)),
-           # "top 4 15 rounds": the top 4 cut to what 15 minutes a seed hold here (rounds of
-           # about 50 s); its bound is "top 4"'s, whose best dev falls in its first 8 epochs.
-           ("top 4 15 rounds", dict(iid, trainable_layers=4, num_rounds=15,
-                                    centralised=False)),
-           # "top 2 96 pieces": the top 2 at 96 word pieces, where 64 cut 9.5% of GAD's
-           # training sentences (and an entity from about 3%). A round costs about twice as much
-           # (40.5-40.9 s against 23.5 s), so 15 rounds fill the 15 minutes a seed; "top 2"'s
-           # curves level off by rounds 10-15. No bound: it would need its own 96-piece run.
-           ("top 2 96 pieces", dict(iid, max_len=96, num_rounds=15, centralised=False)),
-           # "top 2 lr 1e-4": the top 2 at a third of the rate, since at 3e-4 both the top 2's
-           # final F1 and its bound's fall after their best epochs (overfitting); the same
-           # compute a round as "top 2", whose bound it shares. Scored with the decision
-           # threshold of the best dev F1 at each round (--threshold dev); metrics.csv's
-           # test_f1_argmax and dev_f1_argmax give the same models' argmax scores, so one run
-           # measures both changes.
-           ("top 2 lr 1e-4", dict(iid, learning_rate=1e-4, threshold="dev", num_rounds=30,
-                                  centralised=False)),
-           # "top 2 threshold dev": "top 2" itself (the same training, rate 3e-4) scored with
-           # the threshold tuned on dev, and at the argmax in the same run.
-           ("top 2 threshold dev", dict(iid, threshold="dev", num_rounds=30,
-                                        centralised=False)),
-           # "top 2 cls entities": the top 2 with FedED's representation (Eq. 1: h_[CLS] and
-           # the two entities' sums, 3H) for FedCMC's (the sums, 2H). GAD's entities are
-           # placeholders (@GENE$, @DISEASE$), so their sums carry context only; [CLS] adds
-           # the whole sentence's, and the issue's probe of a [CLS] head reached 0.750 in
-           # one epoch. 20 rounds (17 minutes a seed on the slower machine, where "top 2"'s
-           # 30 took 26 alone): "top 2"'s first 20 rounds, which hold every seed's best dev, are
-           # its paired comparison. Scored at the argmax and tuned on dev.
-           ("top 2 cls entities", dict(iid, representation="cls_entities", threshold="dev",
-                                       num_rounds=20, centralised=False))],
-        # "alpha 0.5 top 4": iid-gad's chosen setting (the top 4, 20 rounds) under label skew,
-        # for the two rows that did best at the top 2; its centralised bound is iid-gad's
-        # "top 4" (the same union of examples, top and budget), so it does not run again.
-        "fedcmc-gad": [(f"alpha {a}", {"dataset": "gad", "data": gad, "alpha": a,
-                                       **dict(skew, num_rounds=7, centralised=a == 0.5)})
-                       for a in (0.5, 0.05)]
-        + [("alpha 0.5 top 4", {"dataset": "gad", "data": gad, "alpha": 0.5,
-                                **dict(skew, algorithm="fedavgt,moon", trainable_layers=4,
-                                       num_rounds=20, centralised=False)}),
-           # "alpha 0.05 top 4": FedCMC's claim (above FedAvgT at alpha 0.05) at that top; the
-           # bound is again iid-gad's "top 4".
-           ("alpha 0.05 top 4", {"dataset": "gad", "data": gad, "alpha": 0.05,
-                                 **dict(skew, algorithm="fedavgt,fedcmc", trainable_layers=4,
-                                        num_rounds=20, centralised=False)})],
-        "fedcmc-euadr": [(f"alpha {a}", {"dataset": "euadr", "data": euadr, "alpha": a,
-                                         **dict(skew, num_rounds=20, centralised=a == 0.5)})
-                         for a in (0.5, 0.05)],
-        # ChemProt: 4,169 training sentences of median 58 word pieces (p95 110-125): 96 word
-        # pieces, and three of the five rows, to stay near two hours for three seeds.
-        "fedcmc-chemprot": [(f"alpha {a}", {"dataset": "chemprot", "data": chemprot, "alpha": a,
-                                            **dict(skew, algorithm="fedavgt,fedlc,fedcmc",
-                                                   max_len=96, num_rounds=6,
-                                                   centralised=a == 0.5)})
-                            for a in (0.5, 0.05)],
-        # "iid top 4": the same with the top 4 layers (iid-gad's chosen top), for FedED's
-        # teacher, which the top 2 left weak; 30 rounds as before, its own centralised bound.
-        # "iid top 4 60 rounds": twice the rounds (six passes over each sentence, and a bound
-        # of 6 epochs), since 30 left FedAvgT still rising; it goes on from "iid top 4" (EXTENDS).
-        "feded-gad": [(label, dict(dv, trainable_layers=k, num_rounds=rounds))
-                      for label, k, rounds in (("iid", 2, 30), ("iid top 4", 4, 30),
-                                               ("iid top 4 60 rounds", 4, 60))]
-        # "paper clients top 4": FedED's own GAD setting (K = 50, C = 0.1, B = 4, E = 2), to
-        # test our reading that its teacher is weak because each client trains ~4 steps a
-        # round here; 30 rounds are the 60-round setting's example passes (six a sentence), whose
-        # centralised bound serves (it does not run again).
-        + [("paper clients top 4", dict(dv, clients=50, trainable_layers=4, num_rounds=30,
-                                        batch_size=4, num_epochs=2, centralised=False)),
-           # "iid top 4 kl 0": FedED of "iid top 4" with --kl-weight 0, so the student learns
-           # from D_v's labels alone (Eq. 6 without the teacher): whether FedED's F1 (0.70-0.72
-           # in every setting above) is bounded by D_v's 767 sentences rather than the teacher.
-           ("iid top 4 kl 0", dict(dv, algorithm="feded", kl_weight=0.0, trainable_layers=4,
-                                   num_rounds=30, centralised=False))],
-        # "alpha 0.5 top 4": the same with iid-gad's chosen top (the top 4, 20 rounds), since
-        # both rows still improved at round 10 of the top 2; its centralised bound is iid-gad's
-        # "top 4" (the same union, top and budget), so it does not run again.
-        "fedcb-gad": [(label, {"dataset": "gad", "data": gad, "algorithm": "fedavg,fedcb",
-                               "alpha": 0.5, "clients": 10, "clients_per_round": 10,
-                               "local_optimizer": "adam",
-                               **dict(SENTENCE, trainable_layers=k, num_rounds=rounds,
-                                      centralised=k == 2)})
-                      for label, k, rounds in (("alpha 0.5", 2, 10), ("alpha 0.5 top 4", 4, 20))],
-        "fedlcc-cdr": [(part, {"dataset": "cdr", "data": cdr, "partition": part,
-                               "algorithm": "fedavg,fedatt,fedlcc",
-                               **dict(DOCUMENT, num_rounds=6,
-                                      centralised=part == "structural-entropy")})
-                       for part in ("structural-entropy", "iid")],
-    }
-    if cache:
-        for runs in comparisons.values():
-            for _, preset in runs:
-                preset["prefix_cache"] = cache
-    return comparisons
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One setting of a comparison: its flags and seeds.
+
+    Attributes:
+      label: its name in the record and the tables.
+      preset: the ``python -m tffre run`` flags of its runs (``data`` relative to ROOT).
+      seeds: the seeds of ``preset``'s algorithms.
+      more_seeds: further seeds, run with ``more_algorithms`` only (the pair a paper's
+        effect is about, to five seeds).
+      more_algorithms: the algorithms of ``more_seeds``.
+      inherit: (comparison, choice, keys): the flags ``keys`` are taken from the candidate
+        that choice chose (GAD's trainable layers and rounds); the setting waits until it has.
+      centralised: the setting also trains the centralised reference (once chosen, where it
+        is a candidate).
+      note: one line the tables print under its heading.
+    """
+    label: str
+    preset: dict
+    seeds: Tuple[int, ...] = (0, 1, 2)
+    more_seeds: Tuple[int, ...] = ()
+    more_algorithms: Optional[str] = None
+    inherit: Optional[tuple] = None
+    centralised: bool = False
+    note: str = ""
 
 
-def rows_of(comparison, label, summaries):
-    """The table rows of one setting: each algorithm's F1 (mean ± sd over the seeds) beside
-    the guesses and the paper's figure."""
-    from tffre import paper_tables
-    from tffre.sweep import seeds_rows
-    config = next(iter(summaries.values()))["config"]
-    _, paper = paper_tables.reference(config["dataset"], config["model"],
-                                      alpha=config.get("alpha"),
-                                      algorithms=list(next(iter(summaries.values()))["algorithms"]),
-                                      partition=config.get("partition"))
-    rows = []
-    for row in seeds_rows(summaries):
-        name = row["algorithm"]
-        ms = [s["algorithms"][name]["mean_round_ms"] for s in summaries.values()
-              if s["algorithms"].get(name, {}).get("mean_round_ms") is not None]
-        rows.append({"comparison": comparison, "setting": label, **row,
-                     "paper F1": paper.get(name, {}).get("test_f1"),
-                     "mean round ms": sum(ms) / len(ms) if ms else None})
-    return rows
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """A comparison: its settings in run order, its baseline and its choices
+    ({"what", "candidates", "algorithm"}, made by :func:`tffre.report.choice_outcomes`)."""
+    name: str
+    title: str
+    baseline: str
+    settings: Tuple[Setting, ...]
+    choices: Tuple[dict, ...] = ()
+
+
+def comparisons():
+    """{name: :class:`Comparison`}, in the order ``--only`` runs them by default."""
+    gad = {"dataset": "gad", "data": "biobert_RE/GAD/1"}
+    iid = dict(gad, algorithm="fedavgt", partition="iid", **SENTENCE)
+    layers = ("iid-gad", "trainable layers", ("trainable_layers", "num_rounds"))
+    skew = "fedavgt,moon,fedrs,fedlc,fedcmc"
+    threshold = ("fedlcc-cdr", "decision threshold", ("threshold",))
+    cdr = {"dataset": "cdr", "data": "cdr_pubtator", "partition": "structural-entropy",
+           **DOCUMENT}
+    out = [
+        # The top 2 for 30 rounds and the top 4 for 15 cost about the same a seed; dev picks.
+        Comparison("iid-gad", "GAD fold 1, IID, 10 clients: FedAvgT", "FedAvgT", (
+            Setting("top 2 30 rounds", dict(iid, trainable_layers=2, num_rounds=30),
+                    centralised=True),
+            Setting("top 4 15 rounds", dict(iid, trainable_layers=4, num_rounds=15),
+                    centralised=True)),
+            ({"what": "trainable layers", "candidates": ("top 2 30 rounds",
+                                                         "top 4 15 rounds")},)),
+        # FedCMC Table 2's comparison at iid-gad's chosen top and rounds (so iid-gad's
+        # centralised reference is at the same union, top and budget).
+        Comparison("fedcmc-gad", "GAD fold 1, label skew, 10 clients: FedCMC and its baselines",
+                   "FedAvgT", tuple(
+                       Setting(f"alpha {a}", dict(gad, algorithm=skew, alpha=a, **SENTENCE),
+                               more_seeds=(3, 4), more_algorithms="fedavgt,fedcmc",
+                               inherit=layers,
+                               note=f"label-Dirichlet alpha {a}; the centralised reference "
+                                    "is iid-gad's (the same union, top and budget)")
+                       for a in (0.5, 0.05))),
+        # ChemProt: 96 word pieces (its p95 is 110-125), the top 2, 6 rounds, three rows.
+        Comparison("fedcmc-chemprot", "ChemProt, label skew, 10 clients: FedCMC", "FedAvgT",
+                   tuple(Setting(f"alpha {a}", {"dataset": "chemprot",
+                                                "data": "scibert_chemprot", "alpha": a,
+                                                "algorithm": "fedavgt,fedlc,fedcmc",
+                                                **dict(SENTENCE, max_len=96),
+                                                "trainable_layers": 2, "num_rounds": 6},
+                                 more_seeds=(3, 4), more_algorithms="fedavgt,fedcmc",
+                                 centralised=a == 0.5)
+                         for a in (0.5, 0.05))),
+        Comparison("fedcb-gad", "GAD fold 1, alpha 0.5, 10 clients: FedCB's frozen classifier",
+                   "FedAvg", (Setting("alpha 0.5", dict(gad, algorithm="fedavg,fedcb",
+                                                        alpha=0.5, local_optimizer="adam",
+                                                        **SENTENCE), inherit=layers,
+                                      note="both with Adam; the centralised reference is "
+                                           "iid-gad's"),)),
+        # FedED's setting: 100 IID clients, 10% a round, 20% of train as the server's D_v.
+        Comparison("feded-gad", "GAD fold 1, 100 clients, 10 a round: FedED's predictions-only "
+                   "upload", "FedAvgT", (Setting("100 clients", dict(
+                       gad, algorithm="fedavgt,feded", partition="iid", server_fraction=0.2,
+                       representation="cls_entities",
+                       **dict(SENTENCE, clients=100, clients_per_round=10), num_rounds=30),
+                       seeds=(0, 1, 2, 3, 4), inherit=("iid-gad", "trainable layers",
+                                                       ("trainable_layers",)),
+                       centralised=True),)),
+        # CDR: the decision threshold (0.5, the authors', or tuned on dev at each evaluation)
+        # is chosen by FedAvg's mean dev F1; then FedLCC and its baselines at that threshold.
+        Comparison("fedlcc-cdr", "CDR, structural-entropy split, 10 clients: FedLCC", "FedAvg", (
+            Setting("threshold 0.5", dict(cdr, algorithm="fedavg", threshold=0.5)),
+            Setting("threshold dev", dict(cdr, algorithm="fedavg", threshold="dev")),
+            Setting("structural entropy", dict(cdr, algorithm="fedavg,fedatt,fedlcc"),
+                    more_seeds=(3, 4), more_algorithms="fedavg,fedlcc", inherit=threshold,
+                    centralised=True)),
+            ({"what": "decision threshold", "candidates": ("threshold 0.5", "threshold dev"),
+              "algorithm": "FedAvg"},)),
+    ]
+    return {c.name: c for c in out}
 
 
 def setting_folder(out, comparison, label):
@@ -232,123 +169,161 @@ def setting_folder(out, comparison, label):
     return os.path.join(out, comparison, label.replace(" ", "_"))
 
 
-def start_from_shorter(out, comparison, label, seed):
-    """Copies the finished run of the setting that ``label`` extends (:data:`EXTENDS`) into
-    ``label``'s folder for ``seed`` when that folder does not exist yet; the sweep then
-    resumes it to the longer setting's rounds. True when it copied."""
-    shorter = EXTENDS.get((comparison, label))
-    target = os.path.join(setting_folder(out, comparison, label), f"seed_{seed}")
-    source = shorter and os.path.join(setting_folder(out, comparison, shorter), f"seed_{seed}")
-    if not source or os.path.exists(target) \
-            or not os.path.exists(os.path.join(source, "summary.json")):
+def record_path(records, name):
+    """The record file of comparison ``name``."""
+    return os.path.join(records, f"{name}.json")
+
+
+def read_or_new(records, comparison):
+    """The comparison's record, or a new one holding its declarations."""
+    from tffre.records import new_record, read_record
+    path = record_path(records, comparison.name)
+    settings = {s.label: {"note": s.note} if s.note else {} for s in comparison.settings}
+    declared = dict(title=comparison.title, baseline=comparison.baseline,
+                    choices=[dict(c, candidates=list(c["candidates"]))
+                             for c in comparison.choices], settings=settings)
+    if os.path.exists(path):
+        return dict(read_record(path), **declared)
+    return new_record(comparison.name, **declared)
+
+
+def chosen(records, name, what):
+    """The candidate that choice ``what`` of comparison ``name`` chose, or None while its
+    candidates' seeds are not all in its record."""
+    from tffre import report
+    from tffre.records import has_run, read_record
+    path = record_path(records, name)
+    declared = comparisons()[name]
+    if not os.path.exists(path):
+        return None
+    record = read_record(path)
+    for choice in declared.choices:
+        if choice["what"] != what:
+            continue
+        complete = all(has_run(record, c, s) for c in choice["candidates"]
+                       for s in next(x for x in declared.settings if x.label == c).seeds)
+        if not complete:
+            return None
+        record = dict(record, choices=[dict(choice, candidates=list(choice["candidates"]))])
+        return report.choice_outcomes(record)[0]["chosen"]
+    raise KeyError(f"{name} declares no choice {what!r}")
+
+
+def presets(comparison, setting, root, records, cache):
+    """[(seed, preset)] of ``setting``'s runs, or a string saying why it waits (a choice not
+    made yet)."""
+    preset = dict(setting.preset, data=os.path.join(root, setting.preset["data"]))
+    if cache:
+        preset["prefix_cache"] = cache
+    if setting.inherit:
+        source, what, keys = setting.inherit
+        label = chosen(records, source, what)
+        if label is None:
+            return f"waits for {source}'s choice of {what}"
+        parent = next(s for s in comparisons()[source].settings if s.label == label)
+        preset.update({k: parent.preset[k] for k in keys})
+    central = setting.centralised
+    candidate = [c for c in comparison.choices if setting.label in c["candidates"]]
+    if central and candidate:   # a candidate trains the reference once dev has chosen it
+        central = chosen(records, comparison.name, candidate[0]["what"]) == setting.label
+    if central:
+        preset.update(centralised=True, centralised_learning_rates=CENTRAL_RATES)
+    runs = [(s, preset) for s in setting.seeds]
+    runs += [(s, dict(preset, algorithm=setting.more_algorithms, centralised=False,
+                      centralised_learning_rates=None)) for s in setting.more_seeds]
+    return [(s, dict(p, seed=s)) for s, p in runs]
+
+
+def same_run(run, preset, out):
+    """True when the record's ``run`` was made with ``preset``'s flags (paths aside) on the
+    same data files (by SHA-256)."""
+    from tffre import config
+    from tffre.provenance import data_files, input_paths
+    from tffre.tasks import data_path
+    # Resolved as a run into a folder that does not exist: only the flags matter here.
+    cfg = config.resolve({"out": os.path.join(out, "flags-check")}, preset=preset)
+    skip = lambda name: name in config.OPERATIONAL or name in PATH_OPTIONS  # noqa: E731
+    if config.differences(run["flags"], cfg, skip=skip):
         return False
-    print(f"note: {target} starts from {source} (its rounds are kept; the rest are trained)")
-    shutil.copytree(source, target)
-    return True
+    values = dict(cfg.values, data=data_path(cfg.dataset, cfg.values.get("data")))
+    now = sorted((f["option"], f["file"], f["sha256"]) for f in data_files(input_paths(values)))
+    before = sorted((f["option"], f["file"], f["sha256"])
+                    for f in (run.get("provenance") or {}).get("data_files", []))
+    return now == before
 
 
-def read_summary(path):
-    """The comparisons in ``summary.json`` at ``path``; none when it does not exist yet."""
-    from tffre.jsonio import read_json_object
-    return read_json_object(path).get("comparisons", {}) if os.path.exists(path) else {}
+def run_comparison(comparison, args, deadline):
+    """Runs what ``comparison``'s record lacks, adding each finished run to it; returns the
+    record."""
+    from tffre.records import run_entry, with_run, write_record
+    from tffre.sweep import run_preset
+    record = read_or_new(args.records, comparison)
+    path = record_path(args.records, comparison.name)
+    cache = os.path.join(args.out, "activations")
+    for setting in comparison.settings:
+        if args.settings and setting.label not in args.settings:
+            continue
+        runs = presets(comparison, setting, args.root, args.records, cache)
+        if isinstance(runs, str):
+            print(f"{comparison.name}, {setting.label}: {runs}")
+            continue
+        for seed, preset in runs:
+            folder = os.path.join(setting_folder(args.out, comparison.name, setting.label),
+                                  f"seed_{seed}")
+            held = [r for r in record["runs"] if (r["setting"], r["seed"]) == (setting.label,
+                                                                               seed)]
+            if held and same_run(held[0], preset, folder):
+                continue
+            if time.time() > deadline:
+                print(f"{comparison.name}, {setting.label}, seed {seed}: not started "
+                      f"(--max-hours reached)")
+                return record
+            print(f"\n=== {comparison.name}: {setting.label}, seed {seed} ===", flush=True)
+            started = time.perf_counter()
+            run_preset(preset, folder, prog="benchmarks/real_corpora.py")
+            record = with_run(record, run_entry(folder, setting=setting.label))
+            write_record(path, record)
+            print(f"{comparison.name}, {setting.label}, seed {seed}: "
+                  f"{time.perf_counter() - started:.0f} s; {path} updated", flush=True)
+    return record
 
 
-def main(argv):
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="the folder of the public copies")
     parser.add_argument("--only", default=None, help="comma-separated comparisons")
-    parser.add_argument("--seeds", default=DEFAULT_SEEDS,
-                        help=f"comma-separated seeds (default {DEFAULT_SEEDS})")
     parser.add_argument("--settings", default=None,
-                        help="comma-separated settings to run, e.g. 'top 2' or 'alpha 0.5' "
-                             "(default: every setting of each comparison)")
-    parser.add_argument("--out", default="results/real_corpora")
+                        help="comma-separated settings to run (default: every one)")
+    parser.add_argument("--out", default="results/real_corpora", help="the run folders")
+    parser.add_argument("--records", default=RECORDS, help="the records' folder")
+    parser.add_argument("--max-hours", type=float, default=None,
+                        help="start no run after this many hours")
     args = parser.parse_args(argv)
-    import pandas as pd
-    from tffre.jsonio import write_json
-    from tffre.sweep import mean_sd, parse_seeds, run_seeds, SEED_FIGURES
-    try:
-        seeds = parse_seeds(args.seeds)
-    except ValueError as err:
-        parser.error(str(err))
-    chosen = comparisons(args.root, cache=os.path.join(args.out, "activations"))
-    names = args.only.split(",") if args.only else list(chosen)
-    unknown = [n for n in names if n not in chosen]
+    declared = comparisons()
+    names = args.only.split(",") if args.only else list(declared)
+    unknown = [n for n in names if n not in declared]
     if unknown:
-        parser.error(f"unknown comparison(s) {', '.join(unknown)}; valid: {', '.join(chosen)}")
-    wanted = [w.strip() for w in args.settings.split(",")] if args.settings else None
-    if wanted:
-        known = {label for n in names for label, _ in chosen[n]}
-        missing = [w for w in wanted if w not in known]
+        parser.error(f"unknown comparison(s) {', '.join(unknown)}; valid: "
+                     f"{', '.join(declared)}")
+    args.settings = [s.strip() for s in args.settings.split(",")] if args.settings else None
+    if args.settings:
+        known = {s.label for n in names for s in declared[n].settings}
+        missing = [s for s in args.settings if s not in known]
         if missing:
             parser.error(f"unknown setting(s) {', '.join(missing)}; valid: "
                          f"{', '.join(sorted(known))}")
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "summary.json")
-    report = {"comparisons": read_summary(path)}
+    deadline = float("inf") if args.max_hours is None else time.time() + 3600 * args.max_hours
+    from tffre import report
     for name in names:
-        start, rows, peaks, walls, scales = time.perf_counter(), [], [], [], {}
-        ran = [(label, preset) for label, preset in chosen[name]
-               if not wanted or label in wanted]
-        failed = {}
-        for label, preset in ran:
-            folder = setting_folder(args.out, name, label)
-            print(f"\n=== {name}: {label} ===")
-            summaries = {}
-            for seed in seeds:
-                start_from_shorter(args.out, name, label, seed)
-                # A seed that cannot run (EU-ADR at alpha 0.05: no split gives every client a
-                # sentence) is named in the report; the other seeds and settings go on.
-                try:
-                    summaries.update(run_seeds(preset, folder, [seed],
-                                               prog="benchmarks/real_corpora.py"))
-                except SystemExit as err:
-                    failed.setdefault(label, {})[str(seed)] = str(err)
-                    print(f"note: {name}, {label}, seed {seed} did not run: {err}")
-            if not summaries:
-                continue
-            rows += rows_of(name, label, summaries)
-            peaks += [s.get("peak_rss_mib", {}).get("python", 0) for s in summaries.values()]
-            walls += [s.get("wall_seconds", 0) for s in summaries.values()]
-            scales[label] = {k: preset[k] for k in SCALE_KEYS if k in preset}
-        seconds = round(time.perf_counter() - start)
-        # A call that runs some settings keeps the rows of the others from the last call.
-        order = [label for label, _ in chosen[name]]
-        kept = [r for r in report["comparisons"].get(name, {}).get("rows", [])
-                if r["setting"] not in scales and r["setting"] in order]
-        rows = sorted(kept + rows, key=lambda r: order.index(r["setting"]))
-        table = pd.DataFrame(rows)
-        table.to_csv(os.path.join(args.out, f"{name}.csv"), index=False)
-        previous = report["comparisons"].get(name, {}).get("scale_by_setting", {})
-        report["comparisons"][name] = {
-            "seconds_this_call": seconds, "run_seconds": walls,
-            "peak_rss_mib": max(peaks, default=None),
-            "seeds": seeds, "settings_this_call": list(scales),
-            "scale_by_setting": {**{k: v for k, v in previous.items() if k in order}, **scales},
-            "failed_seeds": failed, "rows": rows}
-        print(f"\n{name}: test F1 over {len(seeds)} seed(s), mean ± sd (relation F1: positive "
-              f"class for binary sets, micro over the relation classes otherwise)")
-        for label, scale in scales.items():
-            print(f"scale of {label}: " + ", ".join(f"{k} {v}" for k, v in scale.items()))
-        for label, why in failed.items():
-            print(f"{label}: seed(s) {', '.join(why)} did not run (summary.json's failed_seeds)")
-        if walls:
-            print(f"runs took {min(walls):.0f}-{max(walls):.0f} s each; peak RSS "
-                  f"{max(peaks):.0f} MiB")
-        shown = pd.DataFrame([{
-            "setting": r["setting"], "algorithm": r["algorithm"],
-            **{label: mean_sd(r, label) for label, _ in SEED_FIGURES},
-            "majority guess": r.get("majority guess F1"), "all-positive": r.get("all-positive F1"),
-            "paper": r.get("paper F1")} for r in rows])
-        print(shown.to_string(index=False, na_rep="-",
-                              float_format=lambda v: f"{v:.3f}"))
-        # Comparisons run one at a time (--only), even by calls that overlap, add to the
-        # summary as it is now rather than replace it with the one read at the start.
-        write_json(path, {"comparisons": {**read_summary(path),
-                                          name: report["comparisons"][name]}})
-    print(f"\nwrote {args.out}/: " + ", ".join(f"{n}.csv" for n in names) + ", summary.json")
+        comparison = declared[name]
+        # Twice: a choice made by the first pass's runs lets the chosen candidate add its
+        # centralised reference and the settings that inherit it start in the second.
+        for _ in range(2):
+            record = run_comparison(comparison, args, deadline)
+        if record["runs"]:
+            print(f"\n## {comparison.title}\n\n{report.markdown(record)}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -1,6 +1,9 @@
-"""The benchmarks' presets are valid runs: each resolves as `python -m tffre run` would take it
-(no TensorFlow, no data read), so a broken preset fails here and not an hour into a benchmark."""
+"""The benchmarks' presets are valid runs, and the real-corpora benchmark keeps its records:
+each preset resolves as `python -m tffre run` would take it (no TensorFlow, no data read), so a
+broken preset fails here and not an hour into a benchmark; the protocol (choices on dev, the
+centralised reference on the chosen setting, records that resume) runs on invented runs."""
 
+import json
 import math
 import os
 import sys
@@ -34,124 +37,104 @@ def test_privacy_presets_resolve(tmp_path, workload, epsilon):
         assert (hparams.dp_clip == "adaptive") == (epsilon >= privacy_utility.ADAPTIVE_FROM)
 
 
-def test_real_corpora_presets_resolve(tmp_path):
+def fake_root(tmp_path):
     root = tmp_path / "corpora"
-    for folder in ("biobert_RE/GAD/1", "biobert_RE/euadr/1", "scibert_chemprot",
-                   "cdr_pubtator"):
+    for folder in ("biobert_RE/GAD/1", "scibert_chemprot", "cdr_pubtator"):
         (root / folder).mkdir(parents=True)      # resolve checks that --data exists
-    comparisons = real_corpora.comparisons(str(root))
-    assert set(comparisons) == {"iid-gad", "fedcmc-gad", "fedcmc-euadr", "fedcmc-chemprot",
-                                "feded-gad", "fedcb-gad", "fedlcc-cdr"}
-    for name, runs in comparisons.items():
-        for label, preset in runs:
-            cfg = config.resolve(dict(preset, out=str(tmp_path / name / label)))
-            assert cfg.dataset == preset["dataset"]
+        (root / folder / "train.txt").write_text(folder)
+    return root
 
 
-def test_real_corpora_settings_run_apart_keep_each_others_rows(tmp_path, monkeypatch):
-    """Running "top 2" and then "top 4" of iid-gad (as --settings does) leaves both settings'
-    rows in iid-gad.csv and summary.json, each with its own scale (trainable layers, rounds)."""
-    import pandas as pd
+# {setting label: FedAvgT's dev F1 per round}: the top 4 wins on dev (0.80 > 0.78)
+DEV = {"top 2 30 rounds": [0.70, 0.78, 0.75], "top 4 15 rounds": [0.72, 0.80, 0.79]}
+
+
+def fake_run_preset(calls):
+    """A run_preset that writes a finished run's folder from the preset, as a run would."""
+    from tffre.provenance import provenance
+    from tffre.tasks import data_path
+
+    def run_preset(preset, out, *, prog):
+        cfg = config.resolve(dict(preset, out=out, overwrite=True))
+        calls.append((os.path.basename(os.path.dirname(out)), preset["seed"],
+                      bool(preset.get("centralised"))))
+        os.makedirs(out, exist_ok=True)
+        label = os.path.basename(os.path.dirname(out)).replace("_", " ")
+        dev = DEV.get(label, [0.5, 0.6, 0.55])
+        names = [n for n in cfg.algorithms]
+        names = [{"fedavgt": "FedAvgT"}.get(n.lower(), n) for n in names]
+        if cfg.run.centralised:
+            names += [f"Centralised lr {lr:g}" for lr in cfg.run.centralised_learning_rates]
+        lines = ["algorithm,round,test_f1,dev_f1,round_seconds"]
+        for name in names:
+            for rnd, d in enumerate(dev, start=1):
+                lines.append(f"{name},{rnd},{d - 0.1 + preset['seed'] / 100},{d},1.0")
+        with open(os.path.join(out, "metrics.csv"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        summary = {"seed": preset["seed"], "config": cfg.values, "wall_seconds": 1.0,
+                   "provenance": provenance(dict(cfg.values, data=data_path(
+                       cfg.dataset, cfg.values["data"]))),
+                   "algorithms": {n: {"max_test_f1": 1.0} for n in names},
+                   "majority_class_test_f1": 0.69}
+        with open(os.path.join(out, "summary.json"), "w") as f:
+            json.dump(summary, f)
+        return summary
+    return run_preset
+
+
+def test_real_corpora_presets_resolve(tmp_path):
+    root = fake_root(tmp_path)
+    declared = real_corpora.comparisons()
+    assert set(declared) == {"iid-gad", "fedcmc-gad", "fedcmc-chemprot", "fedcb-gad",
+                             "feded-gad", "fedlcc-cdr"}
+    for name, comparison in declared.items():
+        for setting in comparison.settings:
+            runs = real_corpora.presets(comparison, setting, str(root), str(tmp_path / "r"),
+                                        None)
+            if setting.inherit:     # no record yet: it waits for the choice
+                assert runs.startswith("waits for")
+                continue
+            for seed, preset in runs:
+                cfg = config.resolve(dict(preset, out=str(tmp_path / name / setting.label)))
+                assert cfg.dataset == preset["dataset"] and cfg.run.seed == seed
+    # The pairs a paper's effect is about run five seeds.
+    fedcmc = declared["fedcmc-gad"].settings[0]
+    assert fedcmc.seeds + fedcmc.more_seeds == (0, 1, 2, 3, 4)
+    assert fedcmc.more_algorithms == "fedavgt,fedcmc"
+
+
+def test_the_protocol_chooses_on_dev_then_adds_the_reference_and_resumes(tmp_path,
+                                                                         monkeypatch):
     from tffre import sweep
-    from tffre.jsonio import read_json_object
+    from tffre.records import read_record
+    calls = []
+    monkeypatch.setattr(sweep, "run_preset", fake_run_preset(calls))
+    root, records = fake_root(tmp_path), tmp_path / "records"
+    argv = ["--root", str(root), "--out", str(tmp_path / "out"), "--records", str(records),
+            "--only", "iid-gad,fedcb-gad"]
+    assert real_corpora.main(argv) == 0
+    # Both candidates' three seeds; then the chosen top 4's again with the centralised grid;
+    # then fedcb-gad at the chosen top.
+    assert calls[:6] == [(f"top_{k}_{r}_rounds", s, False) for k, r in ((2, 30), (4, 15))
+                         for s in (0, 1, 2)]
+    assert calls[6:9] == [("top_4_15_rounds", s, True) for s in (0, 1, 2)]
+    assert calls[9:] == [("alpha_0.5", s, False) for s in (0, 1, 2)]
+    record = read_record(str(records / "iid-gad.json"))
+    top4 = [r for r in record["runs"] if r["setting"] == "top 4 15 rounds"]
+    assert all("Centralised lr 0.0001" in r["algorithms"] for r in top4)
+    assert all(r["provenance"]["data_files"][0]["file"] == "train.txt" for r in top4)
+    fedcb = read_record(str(records / "fedcb-gad.json"))
+    assert {r["flags"]["trainable_layers"] for r in fedcb["runs"]} == {4}
+    assert {r["flags"]["num_rounds"] for r in fedcb["runs"]} == {15}   # and its rounds
 
-    def fake_rows(name, label, summaries):
-        return [{"comparison": name, "setting": label, "algorithm": "FedAvgT",
-                 "F1 at best dev": len(label)}]
-
-    monkeypatch.setattr(real_corpora, "rows_of", fake_rows)
-    monkeypatch.setattr(sweep, "run_seeds", lambda preset, folder, seeds, prog: {
-        s: {"peak_rss_mib": {"python": 1.0}, "wall_seconds": 2.0} for s in seeds})
-    root, out = tmp_path / "corpora", tmp_path / "out"
-    for setting in ("top 4", "top 2"):
-        assert real_corpora.main(["--root", str(root), "--out", str(out), "--only", "iid-gad",
-                                  "--settings", setting, "--seeds", "0"]) == 0
-    table = pd.read_csv(out / "iid-gad.csv")
-    assert list(table["setting"]) == ["top 2", "top 4"]
-    entry = read_json_object(str(out / "summary.json"))["comparisons"]["iid-gad"]
-    assert [r["setting"] for r in entry["rows"]] == ["top 2", "top 4"]
-    assert entry["settings_this_call"] == ["top 2"]
-    scales = entry["scale_by_setting"]
-    assert (scales["top 2"]["trainable_layers"], scales["top 2"]["num_rounds"]) == (2, 30)
-    assert (scales["top 4"]["trainable_layers"], scales["top 4"]["num_rounds"]) == (4, 20)
-
-
-def test_real_corpora_a_seed_that_cannot_run_is_named_and_the_rest_go_on(tmp_path, monkeypatch):
-    """A seed whose run stops (as EU-ADR's at alpha 0.05, which no split can serve) is named in
-    summary.json's failed_seeds; the other seeds make the rows, and the call succeeds."""
-    from tffre import sweep
-    from tffre.jsonio import read_json_object
-
-    def fake_run_seeds(preset, folder, seeds, prog):
-        (seed,) = seeds
-        if (preset["trainable_layers"], preset["num_rounds"], seed) == (4, 20, 1):
-            raise SystemExit(f"{folder}/seed_1: the run failed (exit code 1)")
-        return {seed: {"peak_rss_mib": {"python": 1.0}, "wall_seconds": 2.0}}
-
-    monkeypatch.setattr(real_corpora, "rows_of", lambda name, label, summaries: [
-        {"comparison": name, "setting": label, "algorithm": "FedAvgT",
-         "seeds": sorted(summaries)}])
-    monkeypatch.setattr(sweep, "run_seeds", fake_run_seeds)
-    out = tmp_path / "out"
-    assert real_corpora.main(["--root", str(tmp_path), "--out", str(out), "--only", "iid-gad",
-                              "--seeds", "0,1,2"]) == 0
-    entry = read_json_object(str(out / "summary.json"))["comparisons"]["iid-gad"]
-    assert [(r["setting"], r["seeds"]) for r in entry["rows"]] == [
-        ("top 2", [0, 1, 2]), ("top 3", [0, 1, 2]), ("top 4", [0, 2]),
-        ("top 2 lr decay", [0, 1, 2]), ("top 4 15 rounds", [0, 1, 2]),
-        ("top 2 96 pieces", [0, 1, 2]), ("top 2 lr 1e-4", [0, 1, 2]),
-        ("top 2 threshold dev", [0, 1, 2]), ("top 2 cls entities", [0, 1, 2])]
-    assert list(entry["failed_seeds"]) == ["top 4"]
-    assert "seed_1: the run failed" in entry["failed_seeds"]["top 4"]["1"]
-
-
-def test_real_corpora_overlapping_calls_keep_each_others_comparisons(tmp_path, monkeypatch):
-    """A call that runs while another writes its comparison (two --only jobs side by side)
-    leaves both comparisons in summary.json: each call adds its own to the file as it is at
-    the end, not to the copy it read at the start."""
-    from tffre import sweep
-    from tffre.jsonio import read_json_object, write_json
-
-    out = tmp_path / "out"
-    out.mkdir()
-    write_json(str(out / "summary.json"), {"comparisons": {"fedcb-gad": {"rows": []}}})
-
-    def run_seeds_while_another_call_writes(preset, folder, seeds, prog):
-        summary = read_json_object(str(out / "summary.json"))
-        summary["comparisons"]["feded-gad"] = {"rows": []}       # the other call's write
-        write_json(str(out / "summary.json"), summary)
-        return {s: {"peak_rss_mib": {"python": 1.0}, "wall_seconds": 2.0} for s in seeds}
-
-    monkeypatch.setattr(real_corpora, "rows_of", lambda name, label, summaries: [
-        {"comparison": name, "setting": label, "algorithm": "FedAvgT"}])
-    monkeypatch.setattr(sweep, "run_seeds", run_seeds_while_another_call_writes)
-    assert real_corpora.main(["--root", str(tmp_path), "--out", str(out), "--only", "iid-gad",
-                              "--settings", "top 2", "--seeds", "0"]) == 0
-    comparisons = read_json_object(str(out / "summary.json"))["comparisons"]
-    assert set(comparisons) == {"fedcb-gad", "feded-gad", "iid-gad"}
-
-
-def test_real_corpora_a_longer_setting_starts_from_the_shorter_finished_run(tmp_path):
-    """A seed of "iid top 4 60 rounds" begins as a copy of "iid top 4"'s finished run (to be
-    resumed); an unfinished shorter run, or a longer seed already begun, is left alone."""
-    out = tmp_path / "out"
-    shorter = out / "feded-gad" / "iid_top_4"
-    (shorter / "seed_0").mkdir(parents=True)
-    (shorter / "seed_0" / "summary.json").write_text('{"rounds": 30}')
-    (shorter / "seed_1").mkdir()                       # cut short: no summary.json
-    (shorter / "seed_1" / "metrics.csv").write_text("x")
-    longer = out / "feded-gad" / "iid_top_4_60_rounds"
-    (longer / "seed_2").mkdir(parents=True)
-    (shorter / "seed_2").mkdir()
-    (shorter / "seed_2" / "summary.json").write_text('{"rounds": 30}')
-    label = "iid top 4 60 rounds"
-    assert real_corpora.EXTENDS[("feded-gad", label)] == "iid top 4"
-    assert real_corpora.start_from_shorter(str(out), "feded-gad", label, 0)
-    assert (longer / "seed_0" / "summary.json").read_text() == '{"rounds": 30}'
-    assert not real_corpora.start_from_shorter(str(out), "feded-gad", label, 1)
-    assert not (longer / "seed_1").exists()
-    assert not real_corpora.start_from_shorter(str(out), "feded-gad", label, 2)
-    assert not any((longer / "seed_2").iterdir())
-    assert not real_corpora.start_from_shorter(str(out), "feded-gad", "iid top 4", 0)
-    # A finished longer run stays as it is: the copy happens once.
-    assert not real_corpora.start_from_shorter(str(out), "feded-gad", label, 0)
+    # A second call finds every run in the records: it runs nothing.
+    calls.clear()
+    assert real_corpora.main(argv) == 0
+    assert calls == []
+    # Changed data (another SHA-256) reruns the runs that read it.
+    (root / "biobert_RE/GAD/1/train.txt").write_text("changed")
+    assert real_corpora.main(argv + ["--max-hours", "0"]) == 0
+    assert calls == []      # --max-hours 0: none is started
+    assert real_corpora.main(argv[:-2] + ["--only", "iid-gad", "--settings",
+                                          "top 2 30 rounds"]) == 0
+    assert calls == [("top_2_30_rounds", s, False) for s in (0, 1, 2)]

@@ -14,8 +14,9 @@
   a given one or the one with the best dev F1;
 * for document-level RE (:class:`DocREEvaluator`, the evaluation kind "docre"):
   P/R/F1 of the predicted relations over the valid candidate pairs, micro over
-  the relation types, the intra-/inter-sentence F1 and DocRED's Ign F1 where
-  the data carries the annotations they need (:func:`tffre.metrics.docre_scores`).
+  the relation types, every gold relation no candidate pair holds counted as a
+  miss, the intra-/inter-sentence F1 and DocRED's Ign F1 where the data carries
+  the annotations they need (:func:`tffre.metrics.docre_scores`).
 
 :data:`EVALUATORS` names the kinds; :func:`make_evaluator` builds one. A kind's
 ``columns`` are the metrics.csv columns it adds to the runner's.
@@ -243,6 +244,14 @@ class DocREEvaluator(GlobalModelEvaluator):
     annotated ``_intra_f1``, ``_inter_f1``, ``_ign_f1``; ``train_loss`` is
     the loss averaged over all training pairs (each batch's mean weighted by
     its valid pairs, so the pooled mean is per pair, as ``docre_loss``).
+
+    Every gold relation counts, as BioCreative V's CID evaluation counts every gold
+    (chemical, disease) pair: one no candidate pair holds (the ``unscored_gold``
+    annotation, per document; :class:`tffre.text.document_features.DocREFeaturizer`)
+    is a false negative (:func:`with_unscored_gold`), in the recall and F1, in the
+    intra- or inter-sentence F1 by ``unscored_gold_intra``, in Ign F1 through its
+    recall, and in the dev F1 a tuned threshold maximises. :attr:`unscored` holds
+    each held-out split's count. ``_accuracy`` stays over the candidate pairs.
     """
 
     columns = tuple(f"{split}_{name}" for split in ("test", "dev")
@@ -272,6 +281,9 @@ class DocREEvaluator(GlobalModelEvaluator):
         self.batch_size = batch_size
         self._splits = pooled_splits(data, train_loss)
         self._annotations = {split: data.pooled_annotations(split) for split in self._splits}
+        #: {held-out split: its gold relations no candidate pair holds}, counted as misses.
+        self.unscored = {split: int(np.sum(notes.get("unscored_gold", 0)))
+                         for split, notes in self._annotations.items() if split != "train"}
         self._batch = tf.function(self._batch_impl, reduce_retracing=True)
 
     def _batch_impl(self, x, y):
@@ -321,6 +333,7 @@ class DocREEvaluator(GlobalModelEvaluator):
             # over the pooled split: the scores are a function of their sums.
             counts = docre_counts(y[..., :-1], preds, y[..., -1], intra=notes.get("pair_intra"),
                                   in_train=notes.get("pair_in_train"))
+            counts = with_unscored_gold(counts, notes)
             out.update({f"{split}_{name}": value
                         for name, value in docre_columns(counts).items()})
         return out
@@ -358,14 +371,37 @@ def docre_batch(model, x, y, kind, threshold=DOCRE_THRESHOLD, probabilities=Fals
             tf.sigmoid(logits) if probabilities else predict_relations(logits, kind, threshold))
 
 
-def best_threshold(gold, prob, pair_mask, grid=None):
+def with_unscored_gold(counts, notes):
+    """:func:`tffre.metrics.docre_counts` ``counts`` with the gold relations no candidate
+    pair holds added as false negatives: the sum of ``notes["unscored_gold"]`` (per
+    document) to ``fn`` and, where intra/inter counts are there, the sum of
+    ``notes["unscored_gold_intra"]`` to ``fn_intra`` and the rest to ``fn_inter``. Without
+    the annotation, ``counts`` as they are. BioCreative V's CID evaluation counts every gold
+    pair, so a pair the model cannot score is a miss."""
+    missed = notes.get("unscored_gold")
+    if missed is None:
+        return counts
+    out = dict(counts)
+    total = int(np.sum(missed))
+    out["fn"] += total
+    if "fn_intra" in out:
+        intra = int(np.sum(notes.get("unscored_gold_intra", 0)))
+        out["fn_intra"] += intra
+        out["fn_inter"] += total - intra
+    return out
+
+
+def best_threshold(gold, prob, pair_mask, grid=None, missed=0):
     """The threshold of ``grid`` (default :data:`DOCRE_GRID`) whose predictions ``prob >
-    t`` score the best micro F1 (:func:`docre_columns`) over the valid pairs; among equal
-    F1s, the one nearest :data:`DOCRE_THRESHOLD`."""
+    t`` score the best micro F1 (:func:`docre_columns`) over the valid pairs, ``missed``
+    more gold relations counted as false negatives (those no candidate pair holds); among
+    equal F1s, the one nearest :data:`DOCRE_THRESHOLD`."""
     grid = DOCRE_GRID if grid is None else grid
     best, key = DOCRE_THRESHOLD, None
     for t in grid:
-        f1 = docre_columns(docre_counts(gold, np.asarray(prob) > t, pair_mask))["f1"]
+        counts = docre_counts(gold, np.asarray(prob) > t, pair_mask)
+        counts["fn"] += int(missed)
+        f1 = docre_columns(counts)["f1"]
         candidate = (f1, -abs(t - DOCRE_THRESHOLD))
         if key is None or candidate > key:
             best, key = float(t), candidate
@@ -382,7 +418,10 @@ def tuned_threshold(evaluator, results):
         return evaluator.threshold
     if "dev" not in results:
         raise ValueError("a threshold tuned on dev needs a dev split")
-    return best_threshold(*evaluator._grid_inputs(results["dev"]))
+    # The dev F1 as the evaluation scores it: a document evaluator's unscorable gold
+    # relations are misses at every threshold.
+    return best_threshold(*evaluator._grid_inputs(results["dev"]),
+                          missed=getattr(evaluator, "unscored", {}).get("dev", 0))
 
 
 def pooled_splits(data, train_loss=True):

@@ -211,3 +211,93 @@ def test_a_given_binary_threshold_and_its_limits():
     with pytest.raises(ValueError, match="needs a dev split"):
         make_evaluator("binary", binary_echo_model, no_dev, SCCE, negative_label=0,
                        threshold="dev").evaluate_model()
+
+
+def pair_echo_model(pairs, relations=1):
+    """:func:`echo_model` for ``pairs`` pair rows."""
+    scores = tf.keras.Input((pairs, relations), name="scores")
+    logits = tf.keras.layers.Activation("linear", name="logits")(scores)
+    return tf.keras.Model({"scores": scores}, {"logits": logits})
+
+
+def test_a_gold_pair_no_candidate_pair_holds_is_a_miss(tmp_path):
+    """BioCreative V's CID evaluation counts every gold pair. A document with 3 gold pairs,
+    one of them (rash -> aspirin, Disease -> Chemical) no candidate pair, and a model that
+    predicts the other 2 right: TP 2, FP 0, FN 1 (the unscorable one). By hand: P = 2/2,
+    R = 2/3, F1 = 2TP / (2TP + FP + FN) = 4/5; intra-sentence (aspirin -> headache and the
+    unscorable pair, both in the first sentence) TP 1, FN 1: F1 2/3; inter (aspirin ->
+    cough) TP 1: F1 1; DocRED's Ign F1, aspirin -> headache seen in training: P (2 - 1) /
+    (2 - 1) = 1 with the same R 2/3: 4/5. Before (the unscorable pair left out) R was 1."""
+    from tffre.data.document_schema import Document, Mention, Relation
+    from tffre.tasks.documents import encode_splits
+    from tffre.text.document_features import DocREFeaturizer
+    from tiny_encoder import VOCAB, make_encoder_folder
+    folder = make_encoder_folder(str(tmp_path / "tok"), vocab=VOCAB + ["*"])[0]
+    text = "aspirin was given for headache . the patient improved after morphine with a " \
+           "severe cough ."
+    cut = text.index("the")   # sentence 1 starts here
+
+    def mention(word, kind, eid):
+        start = text.index(word)
+        return Mention(start, start + len(word), word, kind, (eid,), int(start >= cut))
+    doc = Document("d1", text, [mention("aspirin", "Chemical", "C1"),
+                                mention("headache", "Disease", "D1"),
+                                mention("morphine", "Chemical", "C2"),
+                                mention("cough", "Disease", "D2")],
+                   [Relation("CID", "C1", "D1"), Relation("CID", "C1", "D2"),
+                    Relation("CID", "D1", "C1")], [(0, cut - 1), (cut, len(text))])
+    featurizer = DocREFeaturizer(folder, ["CID"], max_length=40, max_mentions=4,
+                                 max_entities=4, max_mentions_per_entity=1, max_pairs=4,
+                                 pair_types=[("Chemical", "Disease")])
+    assert featurizer.pair_ids(doc) == [("C1", "D1"), ("C1", "D2"), ("C2", "D1"), ("C2", "D2")]
+    arrays, _ = encode_splits(featurizer, {name: [doc] for name in ("train", "test", "dev")})
+    clients, notes = {"c0": {}}, {"c0": {}}
+    for name, (_, y, annotations) in arrays.items():
+        gold = y[..., :-1]
+        assert gold[0, :, 0].tolist() == [1, 1, 0, 0]
+        assert annotations["unscored_gold"].tolist() == [1]
+        assert annotations["unscored_gold_intra"].tolist() == [1]
+        # The model's scores: +10 on the two gold candidate pairs, -10 elsewhere.
+        clients["c0"][name] = ({"scores": np.where(gold > 0, 10.0, -10.0).astype(np.float32)},
+                               y)
+        notes["c0"][name] = {**annotations,
+                             "pair_in_train": np.array([[[1], [0], [0], [0]]], np.int8)}
+    data = FederatedData(clients, num_classes=1, annotations=notes)
+    evaluator = make_evaluator("docre", lambda: pair_echo_model(4), data, DocRELoss("bce"))
+    assert evaluator.unscored == {"test": 1, "dev": 1}
+    got = evaluator.evaluate_model()
+    for name in ("test", "dev"):
+        assert got[f"{name}_precision"] == pytest.approx(1.0)
+        assert got[f"{name}_recall"] == pytest.approx(2 / 3)
+        assert got[f"{name}_f1"] == pytest.approx(4 / 5)
+        assert got[f"{name}_intra_f1"] == pytest.approx(2 / 3)
+        assert got[f"{name}_inter_f1"] == pytest.approx(1.0)
+        assert got[f"{name}_ign_f1"] == pytest.approx(4 / 5)
+        assert got[f"{name}_accuracy"] == pytest.approx(1.0)   # over the candidate pairs
+
+
+def test_a_threshold_tuned_on_dev_counts_dev_s_unscorable_gold_pairs():
+    """One document, 4 candidate pairs, gold [1, 1, 0, 0], probabilities [0.9, 0.2, 0.3, 0.25].
+    By hand, ``prob > t`` at the grid's t: t <= 0.19 predicts all 4 (TP 2, FP 2, FN 0), 0.30
+    <= t <= 0.89 the first (TP 1, FP 0, FN 1); 0.20-0.29 score less. With U more gold pairs
+    missed, F1 = 2TP / (2TP + FP + FN + U): U = 0 gives 4/6 and 2/3, a tie that goes to the
+    threshold nearest 0.5, 0.5; U = 2 gives 4/8 against 2/5, so t = 0.19 (nearest 0.5 of
+    t <= 0.19)."""
+    from tffre.evaluation import best_threshold
+    gold = np.array([[[1], [1], [0], [0]]])
+    prob = np.array([[[0.9], [0.2], [0.3], [0.25]]])
+    mask = np.ones((1, 4), np.int32)
+    assert best_threshold(gold, prob, mask) == 0.5
+    assert best_threshold(gold, prob, mask, missed=2) == pytest.approx(0.19)
+    # Through the evaluator: dev's annotation says 2 gold pairs no candidate holds.
+    logits = np.log(prob / (1 - prob)).astype(np.float32)
+    y = pack_targets(gold, mask)
+    clients = {"c0": {name: ({"scores": logits}, y) for name in ("train", "test", "dev")}}
+    notes = {"c0": {name: {"unscored_gold": np.array([2 if name == "dev" else 0])}
+                    for name in ("train", "test", "dev")}}
+    data = FederatedData(clients, num_classes=1, annotations=notes)
+    got = make_evaluator("docre", lambda: pair_echo_model(4), data, DocRELoss("bce"),
+                         threshold="dev").evaluate_model()
+    assert got["threshold"] == pytest.approx(0.19)
+    assert got["dev_f1"] == pytest.approx(4 / 8)     # TP 2, FP 2, FN 0 + 2
+    assert got["test_f1"] == pytest.approx(4 / 6)    # the same predictions, no unscorable

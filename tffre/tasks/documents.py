@@ -34,6 +34,14 @@ Choices where the data leaves one open:
   data, so nothing but tokens beyond ``--max-len`` is cut; the cuts are
   counted (``summary.json`` -> ``featurizer``). Across sites
   (:class:`DocumentSites`) they are the largest of the sites' fitted limits.
+* **Every gold relation counts**, as BioCreative V's CID evaluation counts every
+  gold (chemical, disease) pair: one whose pair is no candidate pair (an entity
+  without a mention, a pair of other types, a row beyond the limits) is a miss
+  in recall and F1 (intra/inter as its entities' sentences say; Ign F1's recall
+  too). Their count is ``summary.json`` -> ``splits`` -> ``unscorable_gold_pairs``
+  and is printed with the splits.
+* **A document in two splits** (same pmid) is refused before anything is built
+  (:func:`tffre.data.document_sets.load_document_splits`).
 * **Empty clients**: an entropy interval without documents leaves its client
   empty; it is dropped (printed), the others keep their interval's index.
 
@@ -190,14 +198,17 @@ def featurizer_for(encoder_dir, relation_types, pair_types, max_len, documents=N
 def encode_splits(featurizer, splits, facts=None):
     """({split: (model inputs, packed targets, annotations)}, {split: featurizer cut counts})
     of ``splits`` ({split: [Document]}). The annotations are what the evaluation reads beside
-    the model's inputs: ``pair_intra`` (intra-/inter-sentence F1) and, with ``facts`` (the
-    training set's :func:`tffre.data.formats.docred.fact_keys`), ``pair_in_train`` (Ign F1)."""
+    the model's inputs: ``pair_intra`` (intra-/inter-sentence F1), ``unscored_gold`` and
+    ``unscored_gold_intra`` (each document's gold relations no candidate pair holds, counted
+    as misses) and, with ``facts`` (the training set's
+    :func:`tffre.data.formats.docred.fact_keys`), ``pair_in_train`` (Ign F1)."""
     from tffre.models.documents import model_inputs, pack_targets
     arrays, stats = {}, {}
     for name, docs in splits.items():
         encoded = featurizer.encode(docs)
         stats[name] = dict(featurizer.last_stats)
-        notes_of = {"pair_intra": encoded["pair_intra"]}
+        notes_of = {key: encoded[key] for key in ("pair_intra", "unscored_gold",
+                                                  "unscored_gold_intra")}
         if facts is not None:
             notes_of["pair_in_train"] = facts_seen_in_training(featurizer, docs, facts)
         arrays[name] = (model_inputs(encoded), pack_targets(encoded["labels"],
@@ -294,7 +305,9 @@ def prepare(cfg):
     count = {name: {"documents": len(docs),
                     "pairs": int(arrays[name][1][..., -1].sum()),
                     "positive_pairs": int((arrays[name][1][..., :-1].max(-1)
-                                           * arrays[name][1][..., -1]).sum())}
+                                           * arrays[name][1][..., -1]).sum()),
+                    # Gold relations no candidate pair holds: misses in the split's scores.
+                    "unscorable_gold_pairs": int(arrays[name][2]["unscored_gold"].sum())}
              for name, docs in splits.items()}
     info = {"labels": relation_types, "pair_types": pair_types, "encoder": encoder_dir,
             "max_len": featurizer.max_length, "loss": cfg.options.loss,
@@ -311,7 +324,8 @@ def prepare(cfg):
            for name, s in stats.items()}
     print(f"\n{data.name}: " + ", ".join(
         f"{name} {c['documents']} documents / {c['pairs']} pairs ({c['positive_pairs']} "
-        f"positive)" for name, c in count.items())
+        f"positive; {c['unscorable_gold_pairs']} unscorable gold, counted as misses)"
+        for name, c in count.items())
         + f"; relations {relation_types}; candidate pairs "
         + ("all" if pair_types is None else ", ".join(f"{s}->{o}" for s, o in pair_types))
         + f"; featurizer cuts {cut}")

@@ -16,11 +16,19 @@ slices and ``.batch`` batches::
     pair_intra       [n, max_pairs]        1 where the pair's entities share a sentence
                                            (some mention of each in one sentence, as EoG's
                                            NON-CROSS), 0 across sentences and on padding
+    unscored_gold    [n]                   gold relations (distinct type, id1, id2) whose
+                                           pair is no row of ``pairs``: the model cannot
+                                           score them
+    unscored_gold_intra [n]                those of them whose entities share a sentence
 
 ``pair_intra`` is for the evaluation only (CDR's and GDA's intra-/inter-sentence
 F1, :func:`tffre.metrics.docre_scores`), never a model input; it reads the
 mentions' ``sentence`` indices, so a mention without one (-1) shares no
-sentence.
+sentence. So are ``unscored_gold`` and ``unscored_gold_intra``: the evaluation
+counts every gold relation, as BioCreative V's CID evaluation counts every gold
+(chemical, disease) pair, so one the pairs do not hold is a miss, a false
+negative (:class:`tffre.evaluation.DocREEvaluator`); an entity without a
+mention shares no sentence.
 
 :meth:`DocREFeaturizer.limits` gives the row limits a set of documents needs,
 so that nothing is cut; :meth:`DocREFeaturizer.for_documents` builds a
@@ -71,9 +79,13 @@ call) hold
 * ``overflow_entities``, ``overflow_mentions``, ``overflow_entity_mentions``,
   ``overflow_pairs``: rows beyond ``max_entities``, ``max_mentions``,
   ``max_mentions_per_entity``, ``max_pairs``;
-* ``unmatched_relations``: gold relations whose (id1, id2) pair is not among
-  the encoded pairs (an entity without mentions or cut by ``max_entities``, a
-  pair excluded by ``pair_types`` or cut by ``max_pairs``): their label is lost.
+* ``unmatched_relations``: gold relations (distinct type, id1, id2) whose
+  (id1, id2) pair is not among the encoded pairs (an entity without mentions or
+  cut by ``max_entities``, a pair excluded by ``pair_types`` or cut by
+  ``max_pairs``): no pair row carries their label, and the evaluation counts
+  each as a miss (``unscored_gold``). A pair whose entity lost every mention to
+  the ``max_length`` cut keeps its row (the entity's embedding is zero): it is
+  scored, as in ATLOP.
 
 and each ``encode`` call that cut anything logs one warning saying what.
 
@@ -93,7 +105,7 @@ from tffre.text.relation_tokenizer import FORMAT_VERSION, check_encoder_folder, 
 
 MARKER = "*"
 FEATURE_KEYS = ("input_ids", "attention_mask", "mention_pos", "entity_mentions", "pairs",
-                "labels", "pair_mask", "pair_intra")
+                "labels", "pair_mask", "pair_intra", "unscored_gold", "unscored_gold_intra")
 LIMIT_KEYS = ("max_mentions", "max_entities", "max_mentions_per_entity", "max_pairs")
 STAT_KEYS = ("documents", "truncated_documents", "truncated_mentions", "unaligned_mentions",
              "overflow_entities", "overflow_mentions", "overflow_entity_mentions",
@@ -217,7 +229,8 @@ class DocREFeaturizer:
                 "mention_pos": (self.max_mentions,),
                 "entity_mentions": (self.max_entities, self.max_mentions_per_entity),
                 "pairs": (self.max_pairs, 2), "labels": (self.max_pairs, self.num_relations),
-                "pair_mask": (self.max_pairs,), "pair_intra": (self.max_pairs,)}
+                "pair_mask": (self.max_pairs,), "pair_intra": (self.max_pairs,),
+                "unscored_gold": (), "unscored_gold_intra": ()}
 
     def reset_stats(self):
         """Zeroes :attr:`stats` and :attr:`last_stats`."""
@@ -422,9 +435,15 @@ class DocREFeaturizer:
         for p, (s, o) in enumerate(pairs):
             out["pair_intra"][row, p] = int(bool(sentences[s] & sentences[o]))
         pair_row = {(kept[s], kept[o]): p for p, (s, o) in enumerate(pairs)}
-        for r in doc.relations:
+        # Every gold fact once (a relation line given twice is one fact): a pair row's label,
+        # or one the model cannot score, which the evaluation counts as a miss.
+        for r in dict.fromkeys(doc.relations):
             p = pair_row.get((r.id1, r.id2))
-            if p is None:
-                counts["unmatched_relations"] += 1
-            else:
+            if p is not None:
                 out["labels"][row, p, self._relation_index[r.type]] = 1
+                continue
+            counts["unmatched_relations"] += 1
+            out["unscored_gold"][row] += 1
+            shared = ({doc.mentions[m].sentence for m in entities.get(r.id1, ())}
+                      & {doc.mentions[m].sentence for m in entities.get(r.id2, ())}) - {-1}
+            out["unscored_gold_intra"][row] += bool(shared)

@@ -79,7 +79,10 @@ def test_a_run_on_a_folder_with_only_a_training_file_holds_out_a_test_split(tmp_
     from tffre.tasks.documents import read_splits
     folder = tmp_path / "cdr"
     folder.mkdir()
-    docs = sample_blocks("train")[:30]
+    # Each document also gets a gold relation of an entity without a mention, which no
+    # candidate pair holds: one unscorable gold pair per document, counted per split.
+    docs = [block + f"\n{block.split('|', 1)[0]}\tCID\tC0000000\tD0000000"
+            for block in sample_blocks("train")[:30]]
     (folder / "CDR_TrainingSet.PubTator.txt").write_text("\n\n".join(docs) + "\n\n",
                                                          encoding="utf-8")
     splits, notes = read_splits("cdr", str(folder), seed=0)
@@ -101,6 +104,11 @@ def test_a_run_on_a_folder_with_only_a_training_file_holds_out_a_test_split(tmp_
         assert f"note: {note}" in proc.stdout.splitlines()
     summary = json.loads((out / "summary.json").read_text())
     assert {k: v["documents"] for k, v in summary["splits"].items()} == sizes
+    assert {k: v["unscorable_gold_pairs"] for k, v in summary["splits"].items()} == sizes
+    line = next(x for x in proc.stdout.splitlines() if "documents /" in x)
+    for split, n in sizes.items():
+        assert f"{split} {n} documents / " in line
+        assert f"; {n} unscorable gold, counted as misses)" in line
     assert summary["data_notes"] == notes
 
 
@@ -229,7 +237,7 @@ def test_a_document_run_saves_a_model_that_predicts_as_it_scored(tmp_path, data_
     relations = bundle.relations(documents)
     predicted = {(doc.pmid, s, r, o) for doc, facts in zip(documents, relations)
                  for s, r, o, _ in facts}
-    gold = relation_facts(documents, bundle.encoder.fitted(documents))
+    gold = relation_facts(documents)
     assert predicted and gold
     assert fact_f1(predicted, gold) == pytest.approx(last["test_f1"], abs=1e-6)
     assert all(p > last["threshold"] for facts in relations for *_, p in facts)

@@ -118,6 +118,25 @@ def test_pair_intra_marks_entities_sharing_a_sentence_and_limits_fit_the_data(fo
     assert fitted.encode([doc])["pair_intra"][0].tolist() == [1, 1, 1]
 
 
+def test_gold_relations_no_pair_holds_are_counted_per_document(folder):
+    import dataclasses
+    # Sentences: 0 = [0, 42) "aspirin ... fever .", 1 = the rest. Gold: C1 -> D1 (a candidate
+    # pair), D1 -> C1 (Disease -> Chemical: no candidate; both in sentence 0: intra), C1 -> D9
+    # (D9 has no mention: no entity row; it shares no sentence: inter); D1 -> C1 given twice
+    # is one fact.
+    doc = document([("CID", "C1", "D1"), ("CID", "D1", "C1"), ("CID", "C1", "D9"),
+                    ("CID", "D1", "C1")])
+    doc.mentions = [dataclasses.replace(m, sentence=0 if m.start < 42 else 1)
+                    for m in doc.mentions]
+    feat = featurizer(folder, pair_types=[("Chemical", "Disease")])
+    out = feat.encode([doc, document(())])
+    assert feat.pair_ids(doc) == [("C1", "D1"), ("C1", "D2")]
+    assert out["labels"][0, :2, 0].tolist() == [1, 0]
+    assert out["unscored_gold"].tolist() == [2, 0]
+    assert out["unscored_gold_intra"].tolist() == [1, 0]
+    assert feat.last_stats["unmatched_relations"] == 2
+
+
 def test_a_composite_mention_belongs_to_each_of_its_entities(folder):
     text = "aspirin was given for chest pain ."
     doc = Document("c", text, [mention(text, "aspirin", "Chemical", "C1"),

@@ -40,6 +40,7 @@ Tables: :func:`per_class_table` is FedED Table 6 (class-wise scores),
 round).
 """
 
+import collections
 import math
 from collections.abc import Mapping
 
@@ -144,6 +145,33 @@ def trivial_baselines(y_train, y_test, num_labels, negative_label=None):
             out["all_positive_test_f1"] = relation_f1(
                 y_test, np.full_like(y_test, 1 - negative_label),
                 negative_label=negative_label)["f1"]
+    return out
+
+
+def lookup_baselines(train_texts, y_train, splits, num_labels):
+    """What remembering the training set scores: ``{"lookup_<split>_accuracy": accuracy}``
+    for each ``split`` of ``splits`` (``{name: (texts, labels)}``).
+
+    Each text is looked up among ``train_texts``: a text found there (the same string,
+    verbatim) gets the training label it carries; a text the training set holds with
+    several labels gets the most common of them, a tie going to the smaller label id; a
+    text not found gets the training majority class (the smaller id on a tie, as in
+    :func:`trivial_baselines`). A model that only memorised its training sentences scores
+    this, so a score near it says nothing about generalisation."""
+    y_train = np.asarray(y_train)
+    if len(train_texts) != len(y_train):
+        raise ValueError(f"{len(train_texts)} training texts but {len(y_train)} labels")
+    majority = int(np.bincount(y_train, minlength=num_labels).argmax())
+    counts = collections.defaultdict(lambda: np.zeros(num_labels, dtype=np.int64))
+    for text, label in zip(train_texts, y_train):
+        counts[text][int(label)] += 1
+    # argmax takes the first maximum: the smaller label id on a tie.
+    known = {text: int(c.argmax()) for text, c in counts.items()}
+    out = {}
+    for name, (texts, labels) in splits.items():
+        labels = np.asarray(labels)
+        guess = np.array([known.get(text, majority) for text in texts], dtype=np.int64)
+        out[f"lookup_{name}_accuracy"] = float(np.mean(guess == labels)) if len(labels) else None
     return out
 
 

@@ -9,8 +9,8 @@ import pytest
 from sklearn.metrics import precision_recall_fscore_support
 
 from tffre.metrics import (MICRO_ROW, communication_table, docre_baselines, format_bytes,
-                           mean_and_sd, per_class_table, relation_f1, rounds_to_target,
-                           trivial_baselines)
+                           lookup_baselines, mean_and_sd, per_class_table, relation_f1,
+                           rounds_to_target, trivial_baselines)
 
 I2B2 = ["TrIP", "TrWP", "TrCP", "TrAP", "TrNAP", "TeRP", "TeCP", "PIP", "None"]
 
@@ -297,6 +297,25 @@ def test_trivial_baselines_are_what_guessing_scores():
     assert multi == {"majority_class_test_accuracy": 0.5, "majority_class_test_f1": 0.0}
     # Without a negative label (IMCS, images): the majority's accuracy only.
     assert trivial_baselines([2, 2, 1], [2, 0, 2, 2], 3) == {"majority_class_test_accuracy": 0.75}
+
+
+def test_lookup_baseline_is_the_training_label_of_the_same_text_by_hand():
+    """Training: "a" 1, "a" 1, "a" 0 (most common: 1); "b" 0, "b" 2 (a tie: the smaller id,
+    0); "c" 2; "d" 0, 0. Majority over the 8 training labels: 0 (four 0s, two 1s, two 2s).
+    Test: "a" gold 1 -> 1 hit; "b" gold 2 -> 0 miss; "c" gold 2 -> 2 hit; "x" (unseen) gold 0
+    -> majority 0 hit; "a " (a trailing space: not the same text) gold 1 -> 0 miss: 3 of 5.
+    Dev: "d" gold 1 -> 0 miss; "y" gold 0 -> 0 hit: 1 of 2. An empty split has no figure."""
+    train = ["a", "b", "a", "c", "b", "a", "d", "d"]
+    y_train = [1, 0, 1, 2, 2, 0, 0, 0]
+    splits = {"test": (["a", "b", "c", "x", "a "], [1, 2, 2, 0, 1]),
+              "dev": (["d", "y"], np.array([1, 0])), "none": ([], [])}
+    assert lookup_baselines(train, y_train, splits, 3) == {
+        "lookup_test_accuracy": 3 / 5, "lookup_dev_accuracy": 1 / 2, "lookup_none_accuracy": None}
+    # A tie of the majority class goes to the smaller id too: 2 and 1 twice each -> 1.
+    assert lookup_baselines(["p", "q", "r", "s"], [2, 1, 2, 1], {"t": (["z"], [1])}, 3) == {
+        "lookup_t_accuracy": 1.0}
+    with pytest.raises(ValueError, match="2 training texts but 3 labels"):
+        lookup_baselines(["a", "b"], [0, 1, 1], {}, 2)
 
 
 def test_docre_baselines_are_the_guesses_by_hand():

@@ -174,7 +174,7 @@ def prepare(cfg):
     from tffre.data import imcs
     from tffre.data.concepts import concepts_for
     from tffre.data.imcs_federated import build_imcs_federated
-    from tffre.metrics import trivial_baselines
+    from tffre.metrics import lookup_baselines, trivial_baselines
     from tffre.plots import plot_partition
     from tffre.text import TextEncoder, Vocabulary
 
@@ -193,12 +193,20 @@ def prepare(cfg):
         partition=o.partition, num_clients=cfg.run.clients, alpha=o.alpha, seed=cfg.run.seed,
         eval_split=eval_split)
     y_train, y_test = data.pooled("train")[1], data.pooled("test")[1]
+    # What remembering the training texts scores, on the raw texts of the roles scored.
+    roles = {"train": "train", "test": eval_split, **({"dev": "dev"} if data.has_split("dev")
+                                                      else {})}
+    raw = {role: imcs.to_examples(splits[split], o.task) for role, split in roles.items()}
     sample_tokens = segmenter.cut_all(imcs.to_examples(splits["train"][:50], o.task)["text"])
     info = {"task": o.task, "vectors": source, "vocab_size": len(vocab),
             "vector_dim": kv.vector_size, "oov_rate_sample": round(vocab.oov_rate(sample_tokens), 4),
             "eval_split": eval_split, "dev_split": "dev" if data.has_split("dev") else None,
             "data_notes": notes,
             **trivial_baselines(y_train, y_test, data.num_classes),
+            **lookup_baselines(list(raw["train"]["text"]), raw["train"]["label"].to_numpy(),
+                               {role: (list(ex["text"]), ex["label"].to_numpy())
+                                for role, ex in raw.items() if role != "train"},
+                               data.num_classes),
             "train_examples": int(len(y_train)), "test_examples": int(len(y_test))}
     print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
           f"examples; vocabulary {info['vocab_size']} x {info['vector_dim']} from {source}")

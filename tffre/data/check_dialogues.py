@@ -9,8 +9,10 @@ dialogues and sentences, the label distribution of ``--task`` (the examples a ru
 with how many a run would cut at ``max_len``.
 
 Besides the loader's problems it reports a dialogue (example_id) found in two split files
-and, for ``--task diagnosis``, a diagnosis outside IMCS's ten (a run refuses it). No
-TensorFlow is imported.
+and, for ``--task diagnosis``, a diagnosis outside IMCS's ten (a run refuses it). Whatever the
+task, it prints the verbatim overlap of each other split's sentences (utterances) with the
+training split's (:func:`verbatim_overlap`): a score on sentences a model saw in training
+measures memory, not generalisation. No TensorFlow is imported.
 """
 
 import collections
@@ -31,6 +33,37 @@ def _shared_dialogues(splits, problems):
                         f"{os.path.basename(first.source)}, " + (
                             f"the same ({name}) split" if other == name
                             else f"the {other} split: a dialogue in two splits"))
+
+
+OVERLAP_TITLE = ("sentences found verbatim in train (the same text; a model may answer "
+                 "these from memory)")
+OVERLAP_HEAD = ["split", "sentences", "in train", "share", "distinct", "distinct in train"]
+
+
+def verbatim_overlap(splits):
+    """``{split: (sentences, in train, distinct, distinct in train)}`` for each split of
+    ``splits`` ({split: [Dialogue]}) but "train": its sentences (turns), how many have the
+    very text (the same string, whitespace included) of a training turn, and the same two
+    counts over its distinct texts. Empty without a training split."""
+    train = {t["sentence"] for d in splits.get("train", ()) for t in d.turns}
+    if not train:
+        return {}
+    out = {}
+    for name, dialogues in splits.items():
+        if name == "train":
+            continue
+        texts = [t["sentence"] for d in dialogues for t in d.turns]
+        distinct = set(texts)
+        out[name] = (len(texts), sum(t in train for t in texts), len(distinct),
+                     len(distinct & train))
+    return out
+
+
+def _overlap_table(splits):
+    """The report's table of :func:`verbatim_overlap` (none without a training split)."""
+    rows = [[name, n, shared, f"{shared / n:.1%}" if n else "-", distinct, distinct_shared]
+            for name, (n, shared, distinct, distinct_shared) in verbatim_overlap(splits).items()]
+    return [(OVERLAP_TITLE, OVERLAP_HEAD, rows)] if rows else []
 
 
 def _known_diagnoses(splits, problems):
@@ -73,6 +106,7 @@ def check_dialogues(dataset, path, *, task, max_len, segmenter_for, seed=0):
     except (ValueError, OSError) as e:  # a missing folder, no training dialogues
         problems.append(str(e))
     _shared_dialogues(splits, problems)
+    tables = _overlap_table(splits)   # of every dialogue read, before a task leaves any out
     if task == "diagnosis":
         splits = _known_diagnoses(splits, problems)
     # With --dict-from-clients the run adds the training norms: none when unreadable.
@@ -91,4 +125,4 @@ def check_dialogues(dataset, path, *, task, max_len, segmenter_for, seed=0):
     return CheckReport("dialogues", dataset, str(path), summaries, names, notes, problems,
                        max_len, f"{text}, segmented by the run's jieba", "jieba tokens",
                        about=f"--task {task}: {EXAMPLE_OF[task]}",
-                       label_title=f"label (--task {task})")
+                       label_title=f"label (--task {task})", tables=tables)

@@ -59,6 +59,9 @@ class CheckReport:
     about: str = ""
     label_title: str = ""
     warnings: List[str] = dataclasses.field(default_factory=list)
+    # Tables a kind adds after the lengths, each (title, head, rows): IMCS's sentences that
+    # dev and test share with train.
+    tables: List[Tuple[str, List[str], List[list]]] = dataclasses.field(default_factory=list)
 
     @property
     def exit_code(self):
@@ -66,7 +69,8 @@ class CheckReport:
         return 1 if self.problems else 0
 
     def format(self):
-        """The report as text: splits, labels, type pairs, lengths, notes, warnings, problems."""
+        """The report as text: splits, labels, type pairs, lengths, the kind's own tables,
+        notes, warnings, problems."""
         unit, label_title, pair_title = LAYOUT[self.kind]
         out = [f"{self.dataset} ({self.kind}) from {self.path}"]
         if self.about:
@@ -99,6 +103,8 @@ class CheckReport:
                         row.append(sum(n > self.max_len for n in s.lengths or ()))
                     rows.append(row)
                 out += _table(head, rows)
+        for title, head, rows in self.tables:
+            out += ["", title, *_table(head, rows)]
         if self.notes:
             out += ["", "notes:"] + [f"  {note}" for note in self.notes]
         if self.warnings:

@@ -202,3 +202,50 @@ def test_missing_data_is_one_problem(tmp_path):
     report = check_imcs(str(tmp_path / "nope"), task="symptom", max_len=16)
     assert report.problems == [f"{tmp_path / 'nope'}: no such IMCS file or folder"]
     assert report.splits == [] and report.exit_code == 1
+
+
+def write_dialogues(folder, split, dialogues):
+    """An IMCS split file of ``dialogues`` ({example_id: [sentence, ...]}), every turn a
+    doctor's "Other" without symptoms (the overlap reads the sentences only)."""
+    records = {eid: {"diagnosis": "小儿发热", "self_report": "发烧", "dialogue": [
+        {"sentence_id": str(i), "speaker": "医生", "sentence": text, "dialogue_act": "Other",
+         "symptom_norm": [], "symptom_type": []} for i, text in enumerate(texts, 1)]}
+        for eid, texts in dialogues.items()}
+    with open(os.path.join(folder, FILES[split]), "w", encoding="utf-8") as f:
+        json.dump(records, f, ensure_ascii=False)
+
+
+def test_the_verbatim_overlap_with_train_by_hand(tmp_path, cli_here):
+    write_dialogues(tmp_path, "train", {"1": ["你好", "宝宝发烧了", "好的"], "2": ["你好", "咳嗽吗？"]})
+    # Test, 7 sentences: 你好 (twice), 宝宝发烧了 and 好的 are training texts: 4 of 7, 57.1%;
+    # "宝宝发烧了 " (a trailing space), 发烧吗？ and 谢谢 are not. Distinct: 6 texts, 3 in train.
+    write_dialogues(tmp_path, "test", {"3": ["你好", "宝宝发烧了", "宝宝发烧了 ", "发烧吗？"],
+                                       "4": ["好的", "谢谢", "你好"]})
+    # Dev, 2 sentences: 咳嗽吗？ is a training text, 不咳嗽 is not: 1 of 2, 50.0%.
+    write_dialogues(tmp_path, "dev", {"5": ["咳嗽吗？", "不咳嗽"]})
+    report = check_imcs(str(tmp_path), task="symptom", max_len=16)
+    assert report.problems == []
+    assert report.tables == [(
+        "sentences found verbatim in train (the same text; a model may answer these from "
+        "memory)", ["split", "sentences", "in train", "share", "distinct", "distinct in train"],
+        [["dev", 2, 1, "50.0%", 2, 1], ["test", 7, 4, "57.1%", 6, 3]])]
+    # The diagnosis task (one example per dialogue) counts the same sentences.
+    assert check_imcs(str(tmp_path), task="diagnosis", max_len=16).tables == report.tables
+    # ``python -m tffre data check --dataset imcs`` prints it, after the lengths.
+    out = cli_here("data", "check", "--dataset", "imcs", "--data", str(tmp_path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = words(out.stdout)
+    at = lines.index("sentences found verbatim in train (the same text; a model may answer "
+                     "these from memory)".split())
+    assert lines[at + 1:at + 4] == [["split", "sentences", "in", "train", "share", "distinct",
+                                     "distinct", "in", "train"],
+                                    ["dev", "2", "1", "50.0%", "2", "1"],
+                                    ["test", "7", "4", "57.1%", "6", "3"]]
+    assert lines.index(["split", "min", "p50", "p95", "max", ">", "16"]) < at
+
+
+def test_no_overlap_table_without_a_training_split(tmp_path):
+    write_dialogues(tmp_path, "dev", {"5": ["咳嗽吗？"]})
+    report = check_imcs(str(tmp_path), task="symptom", max_len=16)
+    assert report.problems and report.tables == []
+    assert "found verbatim" not in report.format()

@@ -231,6 +231,48 @@ def markdown(record, heading_level=3):
     return "\n\n".join(parts)
 
 
+def headline_rows(record):
+    """One row per shown setting: the best algorithm by dev with its test score, the
+    baseline's, the centralised reference's and the best guess (the README's table)."""
+    out = []
+    for setting in shown_settings(record):
+        rows = setting_rows(record, setting)
+        best = next((r for r in rows if r["best_by_dev"]), None)
+        base = next((r for r in rows if r["algorithm"] == (best or {}).get("baseline")), None)
+        central = next((r for r in rows if r.get("centralised")), None)
+        found = guesses(runs_of(record, setting))
+        guess = max((v for k, v in found.items() if k in ("majority", "all_positive",
+                                                            "majority_accuracy")), default=None)
+        out.append({"comparison": record.get("title") or record["comparison"],
+                    "setting": setting, "best": best, "baseline": base, "central": central,
+                    "guess": guess, "lookup": found.get("lookup_accuracy")})
+    return out
+
+
+def headline_markdown(records):
+    """The README's table: one line per comparison and shown setting (see
+    :func:`headline_rows`); "no difference shown" where the best row's interval against its
+    baseline holds 0."""
+    body = []
+    for record in records:
+        for h in headline_rows(record):
+            best, base = h["best"], h["baseline"]
+            if best is None:
+                continue
+            versus = "baseline" if base is best or base is None else \
+                f"{base['algorithm']} {cell(base['test'].values())}; " \
+                f"{describe(best['difference'])}"
+            body.append([h["comparison"] if h["setting"] == h["comparison"]
+                         else f"{h['comparison']}: {h['setting']}",
+                         f"{best['algorithm']} {cell(best['test'].values())}", versus,
+                         "-" if h["central"] is None else cell(h["central"]["test"].values()),
+                         "-" if h["guess"] is None else f"{h['guess']:.3f}",
+                         len(best["seeds"])])
+    return _markdown_table(["comparison", "best by dev (test at best dev)",
+                            "against the baseline (paired)", "centralised (same budget)",
+                            "guess", "seeds"], body)
+
+
 def csv_rows(record):
     """One row per setting, algorithm and seed: the selected round, dev and test scores."""
     out = []
@@ -304,12 +346,30 @@ def main(argv=None, *, prog="python -m tffre report"):
                         help="a record (.json), a run's folder, or a folder of run folders")
     parser.add_argument("--out", default=None,
                         help="write report.md, report.csv and the curves here")
+    parser.add_argument("--save-record", default=None, metavar="FILE",
+                        help="also save what PATH holds as one record (a run folder, or a "
+                        "folder of run folders: a record to commit)")
+    parser.add_argument("--name", default=None,
+                        help="with --save-record: the record's comparison name (default: "
+                        "the folder's name)")
     args = parser.parse_args(argv)
     try:
         records = [load(p) for p in args.paths]
     except RecordError as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 1
+    if args.save_record:
+        from tffre.records import new_record, write_record
+        if len(records) != 1:
+            parser.error("--save-record takes one PATH")
+        name = args.name or records[0]["comparison"]
+        saved = new_record(name, title=records[0].get("title") if not args.name else name,
+                           baseline=records[0].get("baseline"),
+                           choices=records[0].get("choices", ()),
+                           settings=records[0].get("settings"), runs=records[0]["runs"])
+        write_record(args.save_record, saved)
+        records = [saved]
+        print(f"saved {args.save_record}", file=sys.stderr)
     text = "\n\n".join(f"## {r.get('title') or r['comparison']}\n\n" + markdown(r)
                        for r in records)
     print(text)

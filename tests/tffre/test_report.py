@@ -82,3 +82,22 @@ def test_the_command_writes_its_files_and_names_a_bad_path(tmp_path, capsys):
     assert report.main([str(tmp_path / "nothing")]) == 1
     assert "no such record file or run folder" in capsys.readouterr().err
     assert json.loads((tmp_path / "demo.json").read_text())["comparison"] == "demo"
+
+
+def test_the_headline_row_of_a_setting():
+    text = report.headline_markdown([record()])
+    # the shown setting is "small"; FedCMC is best by dev; the interval holds 0
+    assert "| Demo: small | FedCMC 0.720 ± 0.010 | FedAvgT 0.700 ± 0.000; +0.020 ± 0.010 " \
+           "[-0.005, +0.045]: no difference shown | 0.740 ± 0.000 | 0.690 | 3 |" in text
+
+
+def test_save_record_makes_a_record_of_run_folders(tmp_path, capsys):
+    from test_records import write_run
+    from tffre.records import read_record
+    for seed in (0, 1):
+        write_run(tmp_path / "runs" / "seed_" f"{seed}", seed, {"FedAvgT": [(0.5, 0.6)]})
+    target = tmp_path / "imcs.json"
+    assert report.main([str(tmp_path / "runs"), "--save-record", str(target), "--name",
+                        "main-job"]) == 0
+    saved = read_record(str(target))
+    assert saved["comparison"] == "main-job" and len(saved["runs"]) == 2

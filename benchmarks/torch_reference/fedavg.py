@@ -387,7 +387,9 @@ def run_one(args):
                     if algorithm == "moon":
                         previous_state[k] = [p.detach().clone() for p in params]
                     if algorithm == "fedcmc":
-                        client_rows.append(model.classifier.weight.detach().cpu().numpy())
+                        # A copy: on the CPU, .cpu().numpy() is a view of the parameter,
+                        # which the next client's training and the mean overwrite.
+                        client_rows.append(model.classifier.weight.detach().cpu().numpy().copy())
                 weight += len(rows)
             if algorithm == "feded":   # Eq. 5's mean, distilled from the round's start
                 assign(params, start_state)

@@ -1,6 +1,8 @@
 """benchmarks/torch_reference: the export a GPU machine without TensorFlow trains on, and the
-transcription's F1 (the training itself needs PyTorch, which this project does not install:
-docs/real-corpora.md, "At the papers' scale on a GPU")."""
+parts of the transcription that need no PyTorch (its F1, client sampler, FedCMC rule, the
+summary's selection, the processes' flags). The training itself runs in PyTorch, which the
+product does not install: tests/benchmarks/test_torch_reference_training.py, in its own
+environment (`bash .ci/torch_tests.sh`)."""
 
 import json
 import os
@@ -113,6 +115,25 @@ def test_export_of_a_multiclass_set_keeps_tffres_labels_and_its_dev_file(tmp_pat
     assert offsets[-1] == 3 and sorted(index) == [0, 1, 2]   # each training row on one client
 
 
+def test_summary_reports_test_f1_at_the_first_best_dev_round(tmp_path):
+    """By hand: seed 0's best dev (0.6, round 2) is not its best test (0.9, round 3); seed 1's
+    best dev ties at rounds 1 and 3 and the first wins; a job with no round has no figure."""
+    rows = [("a", 0, 1, 0.5, 0.70), ("a", 0, 2, 0.6, 0.40), ("a", 0, 3, 0.55, 0.90),
+            ("a", 1, 1, 0.8, 0.20), ("a", 1, 2, 0.7, 0.95), ("a", 1, 3, 0.8, 0.60)]
+    path = tmp_path / "rounds.jsonl"
+    path.write_text("".join(json.dumps({"job": j, "seed": s, "round": r, "dev_f1": d,
+                                        "test_f1": t, "round_seconds": 1.0,
+                                        "peak_gpu_mib": 0}) + "\n"
+                            for j, s, r, d, t in rows))
+    table = fedavg.summarise(str(path), ["a", "b"], [0, 1])
+    seeds = table["a"]["seeds"]
+    assert (seeds[0]["round"], seeds[0]["test_f1"], seeds[0]["max_test_f1"]) == (2, 0.40, 0.90)
+    assert (seeds[1]["round"], seeds[1]["test_f1"], seeds[1]["rounds"]) == (1, 0.20, 3)
+    assert table["a"]["mean"] == pytest.approx(0.30)
+    assert table["a"]["sd"] == pytest.approx(np.sqrt(0.02))   # (0.4 - 0.3)^2 * 2 / (2 - 1)
+    assert table["b"] == {"mean": None, "sd": None, "seeds": {}}
+
+
 @pytest.mark.parametrize("clients,fraction", [(50, 0.1), (10, 1.0), (7, 0.5)])
 def test_round_clients_are_tffres_sampler(clients, fraction):
     from tffre.data.partition import clients_per_round
@@ -124,13 +145,6 @@ def test_round_clients_are_tffres_sampler(clients, fraction):
             got = fedavg.round_clients(clients, fraction, seed, round_num)
             assert [f"client_{k}" for k in got] == expected
     assert fedavg.round_clients(10, 1.0, 0, 1) == list(range(10))   # C = 1: every client
-
-
-def _softmax_ce(logits, labels):
-    """Mean -log softmax(logits)_y in numpy."""
-    z = logits - logits.max(1, keepdims=True)
-    log_p = z - np.log(np.exp(z).sum(1, keepdims=True))
-    return float(-log_p[np.arange(len(labels)), labels].mean())
 
 
 def test_major_vectors_is_fedcmcs_rule():
@@ -146,73 +160,6 @@ def test_major_vectors_is_fedcmcs_rule():
     np.testing.assert_array_equal(fedavg.major_vectors([b, a]), a)
     # A tie (2a has a's cosines): the smaller row lexicographically.
     np.testing.assert_array_equal(fedavg.major_vectors([2.0 * a, a]), a)
-
-
-@pytest.mark.parametrize("algorithm", ["fedavgt", "fedlc", "fedrs", "moon", "fedcmc", "fedcb"])
-def test_local_loss_is_each_objective_in_numpy(algorithm):
-    """Each row's client objective against its formula written here in numpy (the module
-    docstring's list; MOON as the paper's -log of the two-way softmax, not a softplus)."""
-    torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(5)
-    batch, classes, dim = 6, 3, 4
-    features, logits = rng.normal(size=(batch, dim)), rng.normal(size=(batch, classes))
-    labels = rng.integers(0, classes, batch)
-    z_glob, z_prev = rng.normal(size=(batch, dim)), rng.normal(size=(batch, dim))
-    vectors, margins = rng.normal(size=(classes, dim)), rng.uniform(0.1, 1.0, classes)
-    scales = np.array([1.0, 0.5, 1.0])
-    def t(a):
-        return torch.tensor(a, dtype=torch.float64)
-    variances = rng.uniform(0.0, 0.01, (classes, dim))
-    got = fedavg.local_loss(algorithm, t(features), t(logits), torch.tensor(labels),
-                            margins=t(margins), scales=t(scales), vectors=t(vectors),
-                            z_glob=t(z_glob), z_prev=t(z_prev), variances=t(variances),
-                            cb_tau=12.5).item()
-    adjusted = {"fedlc": logits - margins, "fedrs": logits * scales}.get(algorithm, logits)
-    expected = _softmax_ce(adjusted, labels)
-    if algorithm == "moon":
-        def cos(a, b):
-            return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
-        e_glob, e_prev = np.exp(cos(features, z_glob) / 0.5), np.exp(cos(features, z_prev) / 0.5)
-        expected += float(np.mean(-np.log(e_glob / (e_glob + e_prev))))
-    if algorithm == "fedcmc":
-        expected += _softmax_ce(features @ vectors.T, labels)
-    if algorithm == "fedcb":   # FedCB Eq. 4's bound: + tau^2/2 * sum_d h_d^2 var_{y,d}
-        expected += float(np.mean([0.5 * 12.5 ** 2 * np.sum(features[i] ** 2 * variances[y])
-                                   for i, y in enumerate(labels)]))
-    assert got == pytest.approx(expected, rel=1e-9)
-    if algorithm == "moon":   # a client's first round: no previous model, no term
-        first = fedavg.local_loss("moon", t(features), t(logits), torch.tensor(labels))
-        assert first.item() == pytest.approx(_softmax_ce(logits, labels), rel=1e-9)
-
-
-def test_distillation_loss_is_feded_eq6_in_numpy():
-    """FedED Eq. 6 per example: -log p_y + lambda * sum_c q_c (log q_c - log p_c), with a
-    zero entry of q adding nothing."""
-    torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(11)
-    logits, labels = rng.normal(size=(5, 3)), rng.integers(0, 3, 5)
-    q = rng.dirichlet(np.ones(3), 5)
-    q[0] = [0.0, 0.3, 0.7]
-    p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
-    expected = np.mean([-np.log(p[i, labels[i]]) + 0.5 * sum(
-        q[i, c] * (np.log(q[i, c]) - np.log(p[i, c])) for c in range(3) if q[i, c] > 0)
-        for i in range(5)])
-    got = fedavg.distillation_loss(torch.tensor(logits), torch.tensor(labels),
-                                   torch.tensor(q), 0.5).item()
-    assert got == pytest.approx(expected, rel=1e-12)
-
-
-def test_fedcb_logits_are_eq5_in_numpy():
-    """FedCB Eq. 5, tau * F(h, k) = tau * (h . mu_k + tau/2 * h^T diag(var_k) h), written out
-    per example and class."""
-    torch = pytest.importorskip("torch")
-    rng = np.random.default_rng(7)
-    h, mu, var = rng.normal(size=(4, 5)), rng.normal(size=(3, 5)), rng.uniform(0, 0.1, (3, 5))
-    tau = 12.5
-    expected = np.array([[tau * (h[i] @ mu[k] + 0.5 * tau * h[i] @ np.diag(var[k]) @ h[i])
-                          for k in range(3)] for i in range(4)])
-    got = fedavg.fedcb_logits(*(torch.tensor(a) for a in (h, mu, var)), tau).numpy()
-    np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
 def test_kl_weight_reaches_every_process_only_when_given(tmp_path, monkeypatch):

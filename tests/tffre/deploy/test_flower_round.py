@@ -59,4 +59,8 @@ def test_deployed_rounds_equal_the_local_executor(name, tmp_path):
     np.testing.assert_allclose(rows["local_train_loss"],
                                [float(m["client_work"]["train"]["loss"]) for m in want_metrics],
                                rtol=1e-5)
-    assert (out / "summary.json").exists()
+    import json
+    summary = json.loads((out / "summary.json").read_text())
+    # The server's provenance: its code and machine; the data files are the sites'.
+    assert {"commit", "versions", "machine"} <= set(summary["provenance"])
+    assert summary["provenance"]["data_files"] == []

@@ -68,6 +68,13 @@ def test_relation_run_end_to_end(tmp_path, encoder, data_dir, cli_here):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["labels"][0] == "false"          # the negative label first
     assert "max_test_f1" in summary["algorithms"]["FedAvgT"]
+    # Where the figures came from: every file --data and --encoder name, by SHA-256.
+    import hashlib
+    files = {(f["option"], f["file"]): f["sha256"] for f in summary["provenance"]["data_files"]}
+    with open(os.path.join(data_dir, "train.jsonl"), "rb") as f:
+        assert files[("data", "train.jsonl")] == hashlib.sha256(f.read()).hexdigest()
+    assert any(option == "encoder" for option, _ in files)
+    assert summary["provenance"]["machine"]["cores"] == os.cpu_count()
     mix = pd.read_csv(out / "partition.csv", index_col="client")
     assert mix["total"].sum() == 40 and len(mix) == 4
     for name in ("curves.png", "partition.png"):

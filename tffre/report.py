@@ -21,7 +21,6 @@ Writes ``report.md``, ``report.csv`` (one row per setting, algorithm and seed) a
 ``<record>_curves.png`` to ``--out`` and prints the Markdown.
 """
 
-import argparse
 import math
 import os
 import sys
@@ -340,8 +339,9 @@ def plot_curves(record, path):
 
 def main(argv=None, *, prog="python -m tffre report"):
     """Renders the records or run folders of ``argv``; returns the exit code."""
+    from tffre.cli import OneLineParser   # bad arguments: one line, as every command
     from tffre.records import RecordError, load
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="a record (.json), a run's folder, or a folder of run folders")
     parser.add_argument("--out", default=None,

@@ -19,7 +19,8 @@ HOOK = os.path.join(ROOT, "docs", "hooks", "reference.py")
 BUILD_BUDGET = 300   # seconds: a bound against a hang (the build takes about 20 s)
 
 # Every command of python -m tffre, as its words and the words that print its --help.
-COMMANDS = [("run",), ("predict",), ("data", "check"), ("data", "prepare"), ("deploy", "certs"),
+COMMANDS = [("run",), ("predict",), ("data", "check"), ("data", "prepare"), ("report",),
+            ("deploy", "certs"),
             ("deploy", "app"), ("deploy", "superlink"), ("deploy", "register"),
             ("deploy", "supernode"), ("deploy", "run")]
 
@@ -81,7 +82,7 @@ def test_cli_page_lists_every_option_of_every_command(hook):
     sections = page_sections(page)
     # The commands are the top parser's (data and deploy: their own commands).
     top = {a.dest for a in cli.build_parser()._subparsers._group_actions[0]._choices_actions}
-    assert top == {"run", "predict", "data", "deploy"}
+    assert top == {"run", "predict", "data", "deploy", "report"}
     assert set(sections) == {"commands", "data", "deploy"} | {"-".join(w) for w in COMMANDS}
     for words in COMMANDS:
         listed = set(re.findall(r"`(--[a-z0-9-]+)`", sections["-".join(words)]))

@@ -211,6 +211,7 @@ class SiteEvaluator:
 
     def _docre_counts(self):
         from tffre.data.federated import take_rows
+        from tffre.evaluation import with_unscored_gold
         from tffre.metrics import docre_counts
         out = collections.OrderedDict()
         for split, (x, y) in self.splits.items():
@@ -228,8 +229,10 @@ class SiteEvaluator:
                 continue
             # An empty split sends zero counts, so every site sends the same names.
             pred = np.concatenate(preds) if preds else np.zeros(y[..., :-1].shape, np.int32)
-            counts = docre_counts(y[..., :-1], pred, y[..., -1],
-                                  intra=self.annotations.get(split, {}).get("pair_intra"))
+            notes = self.annotations.get(split, {})
+            # Every gold pair counts: one no candidate pair holds is a miss (as simulated).
+            counts = with_unscored_gold(docre_counts(y[..., :-1], pred, y[..., -1],
+                                                     intra=notes.get("pair_intra")), notes)
             for name, value in counts.items():
                 out[f"docre/{name}/{split}"] = np.int64(value)
         return out

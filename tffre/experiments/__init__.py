@@ -155,8 +155,11 @@ def format_docre_report(summary, reference=None, table=None):
     dev = any("test_f1_at_best_dev" in s for s in algos.values())
     ign = any("test_ign_f1_at_best_dev" in s or "final_test_ign_f1" in s for s in algos.values())
     guesses = docre_guesses(summary)
-    lines = [f"{summary['dataset']}: relations over candidate pairs, % (test "
+    unscorable = (summary.get("splits", {}).get("test") or {}).get("unscorable_gold_pairs")
+    lines = [f"{summary['dataset']}: relations, every gold pair counted, % (test "
              + ("at the round of best dev F1" if dev else "at the last round") + ")"
+             + ("" if unscorable is None else
+                f"; {unscorable} test gold pair(s) no candidate pair holds, counted as misses")
              + (f"; {guesses}" if guesses else ""),
              f"{'algorithm':<12} {'P':>6} {'R':>6} {'F1':>6} {'round':>5} {'intra':>6} "
              f"{'inter':>6}" + (f" {'Ign F1':>6}" if ign else "")

@@ -231,10 +231,16 @@ def markdown(record, heading_level=3):
 
 
 def headline_rows(record):
-    """One row per shown setting: the best algorithm by dev with its test score, the
-    baseline's, the centralised reference's and the best guess (the README's table)."""
+    """One row per result setting (the shown settings less the candidates of a choice, where
+    others remain; else the chosen candidate): the best algorithm by dev with its test score,
+    the baseline's, the centralised reference's and the best guess (the README's table)."""
     out = []
-    for setting in shown_settings(record):
+    shown = shown_settings(record)
+    candidates = {c for o in choice_outcomes(record) for c in o["candidates"]}
+    results = [s for s in shown if s not in candidates]
+    # A chosen candidate is the comparison's result unless other settings build on the
+    # choice (fedlcc-cdr's threshold: its result is the structural-entropy setting).
+    for setting in results or shown:
         rows = setting_rows(record, setting)
         best = next((r for r in rows if r["best_by_dev"]), None)
         base = next((r for r in rows if r["algorithm"] == (best or {}).get("baseline")), None)

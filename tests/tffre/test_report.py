@@ -101,3 +101,12 @@ def test_save_record_makes_a_record_of_run_folders(tmp_path, capsys):
                         "main-job"]) == 0
     saved = read_record(str(target))
     assert saved["comparison"] == "main-job" and len(saved["runs"]) == 2
+
+
+def test_the_headline_leaves_out_a_choice_that_other_settings_build_on():
+    base = record()
+    extra = [run("final", seed, {"FedAvgT": (0.8, 0.7, 2)}) for seed in range(3)]
+    built = dict(base, runs=base["runs"] + extra, settings={**base["settings"], "final": {}})
+    rows = report.headline_rows(built)
+    assert [r["setting"] for r in rows] == ["final"]
+    assert [r["setting"] for r in report.headline_rows(base)] == ["small"]

@@ -10,6 +10,8 @@ import shutil
 
 import pytest
 
+import hook_loader
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 HOOK = os.path.join(ROOT, "docs", "hooks", "records.py")
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "records", "demo.json")
@@ -23,10 +25,7 @@ def _seed():
 
 
 def load_hook():
-    spec = importlib.util.spec_from_file_location("tffre_docs_records_hook", HOOK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return hook_loader.load_hook("records.py")
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ registry name on the algorithms page, and a flag without help text fails the bui
 
 import argparse
 import contextlib
-import importlib.util
 import io
 import os
 import re
@@ -13,6 +12,8 @@ import subprocess
 import sys
 
 import pytest
+
+import hook_loader
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 HOOK = os.path.join(ROOT, "docs", "hooks", "reference.py")
@@ -26,10 +27,7 @@ COMMANDS = [("run",), ("predict",), ("data", "check"), ("data", "prepare"), ("re
 
 
 def load_hook():
-    spec = importlib.util.spec_from_file_location("tffre_docs_reference_hook", HOOK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return hook_loader.load_hook("reference.py")
 
 
 @pytest.fixture(scope="module")

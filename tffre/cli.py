@@ -25,15 +25,9 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from tffre import config as config_lib  # noqa: E402  (light: no TensorFlow)
+from tffre.errors import OneLineParser  # noqa: E402
 
 PROG = "python -m tffre"
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Reports bad arguments in one line, without the usage block."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def build_parser(prog=PROG):

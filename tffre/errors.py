@@ -1,9 +1,18 @@
-"""Error types, message helpers and input checks the loaders and encoders share."""
+"""Error types, message helpers and input checks the loaders, encoders and commands share."""
 
+import argparse
 import numbers
 
 SHOW = 60  # longest user string quoted in full in an error message
 GIT_LFS_POINTER = "version https://git-lfs.github.com/spec/"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser that reports bad arguments in one line, without the usage block:
+    every command of ``python -m tffre`` parses with it."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 class ConfigError(ValueError):

@@ -345,7 +345,7 @@ def plot_curves(record, path):
 
 def main(argv=None, *, prog="python -m tffre report"):
     """Renders the records or run folders of ``argv``; returns the exit code."""
-    from tffre.cli import OneLineParser   # bad arguments: one line, as every command
+    from tffre.errors import OneLineParser   # bad arguments: one line, as every command
     from tffre.records import RecordError, load
     parser = OneLineParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", metavar="PATH",

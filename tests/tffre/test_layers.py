@@ -23,11 +23,11 @@ LAYERS = (
     ("executors", ("tffre.execution", "tffre.process")),
     ("algorithms", ("tffre.algorithms", "tffre.registry")),
     ("builder", ("tffre.builder",)),
-    ("runner", ("tffre.runner", "tffre.evaluation", "tffre.bundle")),
+    ("runner", ("tffre.runner", "tffre.evaluation", "tffre.bundle", "tffre.records")),
     ("tasks", ("tffre.tasks",)),
     ("experiments", ("tffre.experiments", "tffre.paper_tables")),
     ("CLI", ("tffre.config", "tffre.cli", "tffre.predict", "tffre.sweep", "tffre.deploy",
-             "tffre.__main__")),
+             "tffre.report", "tffre.__main__")),
 )
 
 

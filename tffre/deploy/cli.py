@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+from tffre.errors import OneLineParser
+
 PROG = "python -m tffre deploy"
 # A restarted site waits up to this long for the SuperLink to let its previous connection go
 # (2 heartbeat intervals of 30 s in flwr 1.23, plus a margin), trying every few seconds.
@@ -33,16 +35,11 @@ INSECURE_WARNING = ("warning: --insecure: traffic between the SuperLink and the 
                     "network or for a local test")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
 def build_parser(prog=PROG):
     """The parser of ``deploy`` and its commands."""
-    parser = _Parser(prog=prog, description=__doc__.splitlines()[0],
+    parser = OneLineParser(prog=prog, description=__doc__.splitlines()[0],
                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     p = sub.add_parser("certs", help="write a demo CA, the SuperLink's certificate and site keys")
     p.add_argument("--out", required=True, help="folder for the files")
@@ -350,7 +347,7 @@ def run_config_file(argv, prog):
     import tomli_w
     from tffre import config as config_lib
     from tffre.deploy.settings import DeploySettings
-    parser = _Parser(prog=f"{prog} run", description="Start a deployed run.")
+    parser = OneLineParser(prog=f"{prog} run", description="Start a deployed run.")
     _app_arguments(parser)
     config_lib.add_run_arguments(parser)
     for field in DeploySettings.declarations():

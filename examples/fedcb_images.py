@@ -24,14 +24,13 @@ It prints and writes (under ``--out``):
 Each run writes metrics.csv, summary.json, curves.png and models/ under
 ``--out``/beta_<b>/seed_<s>/ (and prompts_<f>/); the tables go to ``--out``/table_*.csv.
 
-The preset (11 min 53 s on a 2-core CPU of the faster kind this project runs on, 28 min 39 s on
-the slower; its figures differ between the two kinds: docs/papers/fedcb.md): 32x32 images, a
-ResNet-18 of base width 8 (``--resnet-width``; 64 is the standard 11.2M-parameter net), 15
-rounds, learning rate 1e-3 (the paper's 1e-2 for real data), the in-process executor with two
-clients at once, and each algorithm's round traced once for all seeds and betas
-(:func:`tffre.runner.reuse_processes`). FedCB's tau is 12.5 (the authors' Kvasir-v2 value; 17.5
-for OCT-C8). The numbers are the invented sample's: compare the layout, not the values, with
-the paper's.
+The preset (tens of minutes on a 2-core CPU; its figures can differ from one kind of CPU to
+another): 32x32 images, a ResNet-18 of base width 8 (``--resnet-width``; 64 is the standard
+11.2M-parameter net), 15 rounds, learning rate 1e-3 (the paper's 1e-2 for real data), the
+in-process executor with two clients at once, and each algorithm's round traced once for all
+seeds and betas (:func:`tffre.runner.reuse_processes`). FedCB's tau is 12.5 (the authors'
+Kvasir-v2 value; 17.5 for OCT-C8). The numbers are the invented sample's: compare the layout,
+not the values, with the paper's.
 """
 
 import argparse

@@ -14,9 +14,8 @@ import sys
 
 from tffre import cli
 
-# Table 10's per-round setting. 12 rounds, evaluated every 2, keep the default run within
-# 1-4 minutes on a 2-core CPU (60 s to 212 s measured; profile: rounds 65% of the time,
-# evaluation 23%).
+# Table 10's per-round setting. 12 rounds, evaluated every 2, keep the default run to a few
+# minutes on a 2-core CPU (most of it in the rounds, the rest mostly in evaluation).
 PRESET = {"dataset": "imcs", "model": "lstm", "algorithm": "fedavgs,fedproxp,fedatts,fedpap",
           "num_rounds": 12, "eval_every": 2, "clients": 20, "clients_per_round": 10,
           "learning_rate": 0.001, "mu": 0.03, "stepsize": 9.0, "num_epochs": 10, "num_iters": 20,

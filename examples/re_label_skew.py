@@ -13,16 +13,13 @@ classifier vectors at alpha = 0.01. Each run writes metrics.csv, summary.json,
 curves.png (F1 against round, as Fig. 3), partition.csv/png, per_class/ and models/
 under ``--out``.
 
-The preset is sized for a 2-core CPU (see docs/papers/fedcmc.md for its measured time): 10 rounds of
-one local epoch of batch 8 (as FedCMC), learning rate 5e-4, 40 word pieces, the in-process
-executor, and the whole all-MiniLM-L6-v2 of which the top 2 layers train
-(``--trainable-layers 2``): each client computes the 4 frozen layers' outputs on its
-examples once and trains the top on them (3.6M trained and uploaded parameters, as many as
-the 2-layer cut encoder this preset used before, with the pretrained lower layers kept).
-FedCMC uses DistilBERT, BERT's 6-layer distillation; ``--trainable-layers 6`` fine-tunes
-every layer, as the paper. The numbers are the synthetic sample's: compare the shape
-(centralised above the federated rows, FedCMC above FedAvg), not the values, with the
-paper's.
+The preset is sized for a 2-core CPU, where it takes tens of minutes: 10 rounds of one local
+epoch of batch 8 (as FedCMC), learning rate 5e-4, 40 word pieces, the in-process executor, and
+the whole all-MiniLM-L6-v2 of which the top 2 layers train (``--trainable-layers 2``): each
+client computes the 4 frozen layers' outputs on its examples once and trains the top on them
+(3.6M trained and uploaded parameters). FedCMC uses DistilBERT, BERT's 6-layer distillation;
+``--trainable-layers 6`` fine-tunes every layer, as the paper. The numbers are the synthetic
+sample's: compare the layout, not the values, with the paper's.
 """
 
 import sys

@@ -78,11 +78,11 @@ def algorithms_of(runs):
 
 def baseline_of(record, names):
     """The algorithm differences are taken against: the record's, else FedAvgT, else FedAvg,
-    else none."""
+    else the first of ``names`` (the run's first algorithm: FLCMC's FedAvgS)."""
     for name in (record.get("baseline"), "FedAvgT", "FedAvg"):
         if name and name in names:
             return name
-    return None
+    return names[0] if names else None
 
 
 def choice_outcomes(record):

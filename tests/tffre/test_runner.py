@@ -259,3 +259,20 @@ def test_the_shared_loop_evaluates_checkpoints_and_resumes_with_the_old_rows(tmp
     assert set(summary) == {"dataset", "num_rounds", "clients_per_round", "batch_size", "seed",
                             "eval_every", "task_context", "algorithms", "peak_rss_mib",
                             "wall_seconds"}
+
+
+def test_the_centralised_budget_counts_the_examples_a_federated_run_sees():
+    """epochs_of: num_rounds x num_epochs passes over the sampled fraction uncapped; with
+    --num-iters, the examples a capped client of mean size trains (by hand)."""
+    from types import SimpleNamespace
+    from tffre.runner.centralised import epochs_of
+    settings = SimpleNamespace(num_rounds=12, clients_per_round=10, clients=20, batch_size=10)
+    free = SimpleNamespace(num_epochs=10, num_iters=None)
+    assert epochs_of("x", free, settings, [650] * 20) == 60        # 12 x 10 x 10/20
+    capped = SimpleNamespace(num_epochs=10, num_iters=20)
+    # a round: 10 clients x min(20 x 10, 10 x 650) = 2,000 examples; 12 rounds over 13,000
+    assert epochs_of("x", capped, settings, [650] * 20) == round(12 * 2000 / 13000)
+    # a cap above a client's passes does not bind: 10 clients x 10 x 15 a round
+    small = [15] * 20
+    assert epochs_of("x", capped, settings, small) == 60
+    assert epochs_of("x", capped, settings) == 60    # no sizes: the uncapped count

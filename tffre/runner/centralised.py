@@ -17,11 +17,21 @@ from tffre.runner.outputs import postfix, write_per_class
 CENTRALISED = "Centralised"
 
 
-def epochs_of(name, hparams, settings):
-    """How many epochs the upper bound trains: as many examples as one federated run sees,
-    num_rounds x num_epochs passes over the sampled fraction of the data (at least one)."""
-    return max(1, int(round(settings.num_rounds * hparams.num_epochs
-                            * settings.clients_per_round / settings.clients)))
+def epochs_of(name, hparams, settings, client_sizes=None):
+    """How many epochs the centralised run trains: as many examples as one federated run
+    sees (at least one epoch). Uncapped, that is num_rounds x num_epochs passes over the
+    sampled fraction of the data. With ``--num-iters`` (a cap on a client's steps a round)
+    and the clients' training sizes, a sampled client of mean size trains
+    min(num_iters x batch, num_epochs x its size) examples a round."""
+    passes = settings.num_rounds * hparams.num_epochs * settings.clients_per_round \
+        / settings.clients
+    cap = getattr(hparams, "num_iters", None)
+    if cap and client_sizes is not None and sum(client_sizes):
+        total = float(sum(client_sizes))
+        mean = total / len(client_sizes)
+        seen = min(cap * settings.batch_size, hparams.num_epochs * mean)
+        passes = settings.num_rounds * settings.clients_per_round * seen / total
+    return max(1, int(round(passes)))
 
 
 def centralised_runs(hparams, settings):
@@ -46,7 +56,7 @@ def run_centralised(job, name, hparams, settings, *, log, bar, save_model=None,
     grid starts from the same initial model and order), evaluated after every epoch.
     """
     data, seed = job.data, settings.seed
-    epochs = epochs_of(name, hparams, settings)
+    epochs = epochs_of(name, hparams, settings, data.sizes("train"))
     spec = registry.get_spec(name)
     local = registry.LOCAL_OPTIMIZERS[registry.local_optimizer_of(spec, hparams)]
     tf.keras.utils.set_random_seed(seed)

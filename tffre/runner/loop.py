@@ -113,7 +113,7 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
         data.name, settings, clients_per_round=settings.clients_per_round, context=context,
         server_examples=None if job.server_data is None else len(job.server_data[1])),
         resume=settings.resume, save_model=save_model, started=started)
-    centralised = epochs_of(names[0], hparams[names[0]], settings) \
+    centralised = epochs_of(names[0], hparams[names[0]], settings, data.sizes("train")) \
         if settings.centralised else 0
     central_runs = centralised_runs(hparams[names[0]], settings) if centralised else []
     # Each centralised run (after the federated ones) is redone on resume unless it finished.

@@ -234,27 +234,42 @@ def presets(comparison, setting, root, records, cache):
     return [(s, dict(p, seed=s)) for s, p in runs]
 
 
-def same_run(run, preset, out):
-    """True when the record's ``run`` was made with ``preset``'s flags (paths aside) on the
-    same data files (by SHA-256)."""
+def same_flags(run, preset, out):
+    """True when ``run`` (a record's run entry) was made with ``preset``'s flags, the paths
+    aside (they differ between machines; the data are compared by content)."""
     from tffre import config
-    from tffre.provenance import data_files, input_paths
-    from tffre.tasks import data_path
     # Resolved as a run into a folder that does not exist: only the flags matter here.
     cfg = config.resolve({"out": os.path.join(out, "flags-check")}, preset=preset)
     skip = lambda name: name in config.OPERATIONAL or name in PATH_OPTIONS  # noqa: E731
-    if config.differences(run["flags"], cfg, skip=skip):
-        return False
-    values = dict(cfg.values, data=data_path(cfg.dataset, cfg.values.get("data")))
+    return not config.differences(run["flags"], cfg, skip=skip)
+
+
+def same_data(run, preset):
+    """True when ``run`` read the files ``preset`` names now (by SHA-256)."""
+    from tffre.provenance import data_files, input_paths
+    from tffre.tasks import data_path
+    values = dict(preset, data=data_path(preset["dataset"], preset.get("data")))
     now = sorted((f["option"], f["file"], f["sha256"]) for f in data_files(input_paths(values)))
     before = sorted((f["option"], f["file"], f["sha256"])
                     for f in (run.get("provenance") or {}).get("data_files", []))
     return now == before
 
 
+def folder_entry(folder, label):
+    """The run entry of the finished run in ``folder``, or None (none, or not readable)."""
+    from tffre.records import RecordError, run_entry
+    if not os.path.exists(os.path.join(folder, "summary.json")):
+        return None
+    try:
+        return run_entry(folder, setting=label)
+    except RecordError:
+        return None
+
+
 def run_comparison(comparison, args, deadline):
     """Runs what ``comparison``'s record lacks, adding each finished run to it; returns the
-    record."""
+    record. A run folder that finished with the same flags and data joins the record without
+    training (even past --max-hours); one made on other data is run again."""
     from tffre.records import run_entry, with_run, write_record
     from tffre.sweep import run_preset
     record = read_or_new(args.records, comparison)
@@ -272,19 +287,26 @@ def run_comparison(comparison, args, deadline):
                                   f"seed_{seed}")
             held = [r for r in record["runs"] if (r["setting"], r["seed"]) == (setting.label,
                                                                                seed)]
-            if held and same_run(held[0], preset, folder):
+            if held and same_flags(held[0], preset, folder) and same_data(held[0], preset):
                 continue
-            if time.time() > deadline:
-                print(f"{comparison.name}, {setting.label}, seed {seed}: not started "
-                      f"(--max-hours reached)")
-                return record
-            print(f"\n=== {comparison.name}: {setting.label}, seed {seed} ===", flush=True)
-            started = time.perf_counter()
-            run_preset(preset, folder, prog="benchmarks/real_corpora.py")
-            record = with_run(record, run_entry(folder, setting=setting.label))
+            entry = folder_entry(folder, setting.label)
+            if entry is None or not (same_flags(entry, preset, folder)
+                                     and same_data(entry, preset)):
+                if time.time() > deadline:
+                    print(f"{comparison.name}, {setting.label}, seed {seed}: not started "
+                          f"(--max-hours reached)")
+                    return record
+                print(f"\n=== {comparison.name}: {setting.label}, seed {seed} ===", flush=True)
+                started = time.perf_counter()
+                # Other data: train it again; other (resumable) flags: resume it there.
+                run_preset(preset, folder, prog="benchmarks/real_corpora.py",
+                           rerun=entry is not None and not same_data(entry, preset))
+                entry = run_entry(folder, setting=setting.label)
+                print(f"{comparison.name}, {setting.label}, seed {seed}: "
+                      f"{time.perf_counter() - started:.0f} s", flush=True)
+            record = with_run(record, entry)
             write_record(path, record)
-            print(f"{comparison.name}, {setting.label}, seed {seed}: "
-                  f"{time.perf_counter() - started:.0f} s; {path} updated", flush=True)
+            print(f"{path}: {setting.label}, seed {seed} recorded", flush=True)
     return record
 
 

@@ -86,19 +86,24 @@ def baseline_of(record, names):
 
 
 def choice_outcomes(record):
-    """[{"what", "candidates", "algorithm", "means", "seeds", "chosen"}] for each of the
-    record's declared choices: the candidate settings' mean dev score of ``algorithm`` (the
-    choice's, else the baseline) over their seeds, and the one of highest mean."""
+    """[{"what", "candidates", "algorithm", "means", "seeds", "complete", "chosen"}] for each
+    of the record's declared choices: the candidate settings' mean dev score of ``algorithm``
+    (the choice's, else the baseline) over their seeds, and the one of highest mean. The
+    choice is made only when every candidate has runs on the same seeds (``complete``);
+    until then ``chosen`` is None and no candidate's test score is shown."""
     out = []
     for choice in record.get("choices", []):
-        candidates = [c for c in choice["candidates"] if runs_of(record, c)]
+        candidates = list(choice["candidates"])
         names = algorithms_of({i: r for i, r in enumerate(record["runs"])})
         algorithm = choice.get("algorithm") or baseline_of(record, names)
+        seeds = {c: sorted(runs_of(record, c)) for c in candidates}
         scores = {c: list(selected(runs_of(record, c), algorithm, "dev").values())
                   for c in candidates}
-        chosen, means = best_by_dev(scores)
-        out.append({**choice, "algorithm": algorithm, "means": means, "chosen": chosen,
-                    "seeds": {c: sorted(runs_of(record, c)) for c in candidates}})
+        best, means = best_by_dev(scores)
+        complete = all(seeds[c] and seeds[c] == seeds[candidates[0]] for c in candidates)
+        out.append({**choice, "candidates": candidates, "algorithm": algorithm,
+                    "means": means, "seeds": seeds, "complete": complete,
+                    "chosen": best if complete else None})
     return out
 
 
@@ -208,11 +213,13 @@ def choices_markdown(record):
     metric = METRIC_NAMES.get(record.get("metric"), "score")
     parts = []
     for o in choice_outcomes(record):
-        body = [[c, ", ".join(map(str, o["seeds"][c])),
+        body = [[c, ", ".join(map(str, o["seeds"][c])) or "-",
                  "-" if o["means"][c] is None else f"{o['means'][c]:.3f}",
                  "**chosen**" if c == o["chosen"] else ""] for c in o["candidates"]]
+        state = "" if o["complete"] else (" (not chosen yet: every candidate needs its runs "
+                                          "on the same seeds first)")
         parts.append(f"{o['what']}, chosen by {o['algorithm']}'s mean dev {metric} over "
-                     f"the seeds:\n\n" + _markdown_table(
+                     f"the seeds{state}:\n\n" + _markdown_table(
                          ["candidate", "seeds", f"mean dev {metric}", ""], body))
     return "\n\n".join(parts)
 

@@ -54,7 +54,7 @@ def fake_run_preset(calls):
     from tffre.provenance import provenance
     from tffre.tasks import data_path
 
-    def run_preset(preset, out, *, prog):
+    def run_preset(preset, out, *, prog, rerun=False):
         cfg = config.resolve(dict(preset, out=out, overwrite=True))
         calls.append((os.path.basename(os.path.dirname(out)), preset["seed"],
                       bool(preset.get("centralised"))))
@@ -138,3 +138,24 @@ def test_the_protocol_chooses_on_dev_then_adds_the_reference_and_resumes(tmp_pat
     assert real_corpora.main(argv[:-2] + ["--only", "iid-gad", "--settings",
                                           "top 2 30 rounds"]) == 0
     assert calls == [("top_2_30_rounds", s, False) for s in (0, 1, 2)]
+
+
+def test_past_max_hours_a_finished_run_folder_still_joins_the_record(tmp_path, monkeypatch):
+    """A run folder that finished with the preset's flags and data (a run made before the
+    record existed) joins the record without training, even when --max-hours has passed."""
+    from tffre import sweep
+    from tffre.records import read_record
+    root, records, out = fake_root(tmp_path), tmp_path / "records", tmp_path / "out"
+    comparison = real_corpora.comparisons()["iid-gad"]
+    runs = real_corpora.presets(comparison, comparison.settings[0], str(root), str(records),
+                                str(out / "activations"))
+    folder = out / "iid-gad" / "top_2_30_rounds" / "seed_0"
+    fake_run_preset([])(runs[0][1], str(folder), prog="x")      # finished before the call
+    calls = []
+    monkeypatch.setattr(sweep, "run_preset", fake_run_preset(calls))
+    argv = ["--root", str(root), "--out", str(out), "--records", str(records), "--only",
+            "iid-gad", "--max-hours", "0"]
+    assert real_corpora.main(argv) == 0
+    assert calls == []                   # read back, nothing trained or started
+    record = read_record(str(records / "iid-gad.json"))
+    assert [(r["setting"], r["seed"]) for r in record["runs"]] == [("top 2 30 rounds", 0)]

@@ -110,3 +110,14 @@ def test_the_headline_leaves_out_a_choice_that_other_settings_build_on():
     rows = report.headline_rows(built)
     assert [r["setting"] for r in rows] == ["final"]
     assert [r["setting"] for r in report.headline_rows(base)] == ["small"]
+
+
+def test_a_choice_waits_for_every_candidate_and_hides_their_tests_until_then():
+    base = record()
+    partial = dict(base, runs=[r for r in base["runs"] if r["setting"] != "big" or r["seed"] == 0])
+    outcome, = report.choice_outcomes(partial)
+    assert not outcome["complete"] and outcome["chosen"] is None
+    assert report.shown_settings(partial) == []
+    text = report.markdown(partial)
+    assert "not chosen yet" in text and "| big | 0 | 0.500 |  |" in text
+    assert "0.720" not in text and "0.900" not in text

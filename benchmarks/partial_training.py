@@ -1,4 +1,4 @@
-"""What training part of an encoder costs and sends, against full fine-tuning (issue 29).
+"""What training part of an encoder costs and sends, against full fine-tuning.
 
     python benchmarks/partial_training.py --data /work/corpora/biobert_RE/GAD/1 [--rounds 3]
                                           [--settings full,top2,top4,lora8] [--out FILE.json]

@@ -1,4 +1,4 @@
-"""Utility of client-level DP: test accuracy at epsilon in {inf, 8, 3, 1} (issue 21).
+"""Utility of client-level DP: test accuracy at epsilon in {inf, 8, 3, 1}.
 
     python benchmarks/privacy_utility.py [--workloads synthetic,imcs] [--out results/privacy]
 

@@ -4,7 +4,7 @@
                                     [--parallel 1,2,3] [--out results/round_time.json]
     python benchmarks/round_time.py --rss minilm    # peak RSS of each executor, in subprocesses
 
-Workloads (the issue's):
+Workloads:
   * logistic: synthetic(0.5, 0.5) logistic regression, FedAvg (SGD 0.01), 10 clients x 20 steps
     of batch 10;
   * lstm: the IMCS-shaped LSTM (embedding 64, LSTM 64, max length 16), FedAvgS (Adam), 10

@@ -34,7 +34,7 @@ METRIC_NAMES = {"f1": "F1", "accuracy": "accuracy"}
 
 
 def _mean_sd(values):
-    from tffre.metrics import mean_and_sd
+    from tffre.metrics import mean_and_sd   # here: tffre.metrics imports scikit-learn
     return mean_and_sd(values)
 
 
@@ -125,7 +125,10 @@ def centralised_outcome(runs):
     chosen, means = best_by_dev({n: list(selected(runs, n, "dev").values()) for n in names})
     if chosen is None:
         return None
+    rates = [r["algorithms"][chosen].get("learning_rate") for r in runs.values()
+             if chosen in r["algorithms"]]
     return {"name": chosen, "tried": names, "means": means,
+            "learning_rate": next((lr for lr in rates if lr is not None), None),
             "test": selected(runs, chosen), "dev": selected(runs, chosen, "dev"),
             "rounds": selected(runs, chosen, "round")}
 
@@ -176,11 +179,6 @@ def _markdown_table(header, rows):
     return "\n".join(lines)
 
 
-def _learning_rate(name):
-    """The learning rate in a grid entry's name ("Centralised lr 0.0001"), else ""."""
-    return name[len(CENTRALISED):].strip().removeprefix("lr").strip()
-
-
 def setting_markdown(record, setting):
     """One setting's table in Markdown, the guesses and the centralised reference beneath."""
     metric = METRIC_NAMES.get(record.get("metric"), record.get("metric") or "score")
@@ -191,14 +189,15 @@ def setting_markdown(record, setting):
                  for r in runs.values() for a in r["algorithms"].values())
     header = ["algorithm", "seeds", f"test {metric} at best dev" if by_dev
               else f"test {metric}, final round (no dev split)", f"dev {metric}",
-              "best-dev round" if by_dev else "round", f"minus {baseline}, paired (95% interval)" if baseline
-              else "paired difference", "bytes up a round"]
+              "best-dev round" if by_dev else "round",
+              f"minus {baseline}, paired (95% interval)" if baseline else "paired difference",
+              "bytes up a round"]
     body = []
     for r in rows:
         name = r["algorithm"] + (" (best by dev)" if r["best_by_dev"] and len(rows) > 1 else "")
         if r.get("centralised"):
-            lr = _learning_rate(r["centralised"]["name"])
-            name = r["algorithm"] + (f", lr {lr}" if lr else "")
+            lr = r["centralised"]["learning_rate"]   # None: one run at the rows' rate
+            name = r["algorithm"] + ("" if lr is None else f", lr {lr:g}")
         body.append([name, len(r["seeds"]), cell(r["test"].values()), cell(r["dev"].values()),
                      _span(r["rounds"].values()),
                      "baseline" if r["algorithm"] == baseline else describe(r["difference"]),

@@ -258,7 +258,10 @@ def test_the_shared_loop_evaluates_checkpoints_and_resumes_with_the_old_rows(tmp
     assert "wall_seconds" not in summary["algorithms"]["Counting"]
     assert set(summary) == {"dataset", "num_rounds", "clients_per_round", "batch_size", "seed",
                             "eval_every", "task_context", "algorithms", "peak_rss_mib",
-                            "wall_seconds"}
+                            "wall_seconds", "provenance"}
+    # No input files given: the code, packages and machine alone.
+    assert summary["provenance"]["data_files"] == [] and "tensorflow" in \
+        summary["provenance"]["versions"]
 
 
 def test_the_centralised_budget_counts_the_examples_a_federated_run_sees():

@@ -232,9 +232,6 @@ def serve(rounds, cfg, settings, task, log=log_line):
         checkpoint_every=run.checkpoint_every if "checkpoint_every" in cfg.given else 1)
     summary = summary_head(cfg.dataset, run, clients_per_round="all sites", context=context,
                            server_examples=None if server_data is None else len(server_data[1]))
-    from tffre.provenance import provenance
-    # The server's code, packages and machine; the data files are the sites' own.
-    summary["provenance"] = provenance({})
     summary["deployment"] = {"sites": site_names, "secagg": settings.secagg,
                              "min_nodes": settings.min_nodes, "job": job.key(),
                              "missing": where.missing}

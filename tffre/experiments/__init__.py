@@ -44,17 +44,17 @@ def run(cfg):
         "dataset": cfg.dataset, "model": cfg.model, "task": getattr(cfg.options, "task", None),
         "seed": settings.seed})
 
+    from tffre.provenance import input_paths
+    from tffre.tasks import data_path
+    inputs = input_paths(dict(cfg.values, data=data_path(cfg.dataset, cfg.values.get("data"))))
     with federated_runtime():
         summary = runner.run_experiment(
             job, cfg.hparams, settings,
             # A job without an input encoder has no bundle to save.
             save_model=save_model if job.encoder is not None else None,
-            reference={n: reference[n] for n in names if n in reference}, config=cfg.values)
-    from tffre.provenance import provenance
-    from tffre.tasks import data_path
-    inputs = dict(cfg.values, data=data_path(cfg.dataset, cfg.values.get("data")))
+            reference={n: reference[n] for n in names if n in reference}, config=cfg.values,
+            inputs=inputs)
     summary.update(job.info, config=cfg.values, paper_table=table,
-                   provenance=provenance(inputs),
                    wall_seconds=round(time.perf_counter() - start, 1),
                    f1_kind="macro" if job.macro_f1 else "docre" if job.evaluation == "docre"
                    else "relation")

@@ -63,7 +63,8 @@ def task_context(job, settings):
                        prompts=job.prompts, server_data=server)
 
 
-def run_experiment(job, hparams, settings, *, save_model=None, reference=None, config=None):
+def run_experiment(job, hparams, settings, *, save_model=None, reference=None, config=None,
+                   inputs=None):
     """Runs the algorithms of ``hparams`` on ``job``; writes metrics, checkpoints, models,
     summary and plot to ``settings.out``.
 
@@ -83,6 +84,8 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
       config: optional JSON-safe configuration written to ``config.json`` once every
         algorithm has started: a resume refused then (``--num-rounds`` below the rounds
         already trained) leaves the saved one as it was.
+      inputs: optional {option: file or folder} the run reads, recorded by SHA-256 in the
+        summary's ``provenance``.
 
     Returns:
       The summary dict that is also written to summary.json.
@@ -112,7 +115,7 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
     record = RunRecord(out_dir, summary_head(
         data.name, settings, clients_per_round=settings.clients_per_round, context=context,
         server_examples=None if job.server_data is None else len(job.server_data[1])),
-        resume=settings.resume, save_model=save_model, started=started)
+        resume=settings.resume, save_model=save_model, started=started, inputs=inputs)
     centralised = epochs_of(names[0], hparams[names[0]], settings, data.sizes("train")) \
         if settings.centralised else 0
     central_runs = centralised_runs(hparams[names[0]], settings) if centralised else []

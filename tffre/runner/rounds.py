@@ -21,7 +21,8 @@ both paths: ``metrics.csv`` (on resume, the old rows up to each algorithm's chec
 first), each algorithm's summary entry (``hparams``, ``privacy``, ``model``,
 ``wall_seconds``), its final model (``models/<algorithm>/``, through the run's
 ``save_model``, e.g. :func:`bundle_saver`) and ``summary.json`` (:func:`summary_head`'s keys,
-``algorithms``, ``peak_rss_mib`` and ``wall_seconds``; a deployment adds ``deployment``).
+``algorithms``, ``peak_rss_mib``, ``wall_seconds`` and ``provenance``; a deployment adds
+``deployment``).
 So the same settings give the same ``metrics.csv`` columns and ``summary.json`` keys on
 both paths, less those two columns and that key.
 """
@@ -257,10 +258,15 @@ class RunRecord:
       save_model: optional callable(folder, keras_model, algorithm, round, extra) that writes
         a final model (:func:`bundle_saver`).
       started: the run's start (``time.perf_counter()``) for its ``wall_seconds``; default now.
+      inputs: {option: file or folder} the run read, whose SHA-256 its ``provenance`` records
+        (:func:`tffre.provenance.provenance`); a deployment's server reads none (the sites
+        hold the data).
     """
 
-    def __init__(self, out_dir, summary, *, resume=False, save_model=None, started=None):
+    def __init__(self, out_dir, summary, *, resume=False, save_model=None, started=None,
+                 inputs=None):
         self.out_dir, self.summary, self.save_model = out_dir, summary, save_model
+        self.inputs = dict(inputs or {})
         self.started = time.perf_counter() if started is None else started
         self.old_rows = read_rows(os.path.join(out_dir, "metrics.csv")) if resume else []
         self.log = None
@@ -305,7 +311,10 @@ class RunRecord:
         self.summary["peak_rss_mib"] = peak_rss_mib()
 
     def write_summary(self, *, title, reference=None):
-        """Adds each algorithm's figures and the run's time, writes ``summary.json`` and
-        ``curves.png`` (:func:`tffre.runner.outputs.write_summary`); returns the summary."""
+        """Adds each algorithm's figures, the run's time and its provenance (the code,
+        packages, machine and input files), writes ``summary.json`` and ``curves.png``
+        (:func:`tffre.runner.outputs.write_summary`); returns the summary."""
+        from tffre.provenance import provenance
         self.summary["wall_seconds"] = round(time.perf_counter() - self.started, 1)
+        self.summary["provenance"] = provenance(self.inputs)
         return write_summary(self.out_dir, self.summary, title=title, reference=reference)

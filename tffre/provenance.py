@@ -8,6 +8,7 @@ Nothing here imports TensorFlow; :func:`machine` asks TensorFlow for GPUs only w
 already imported.
 """
 
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -65,9 +66,14 @@ def input_paths(values):
             if k not in NOT_INPUTS and isinstance(v, str) and v and os.path.exists(v)}
 
 
+@functools.lru_cache(maxsize=None)
 def commit(path=None):
     """{"commit", "dirty"} of the git checkout holding ``path`` (tffre's source by default),
-    or {"commit": None} outside one (an installed wheel)."""
+    or {"commit": None} outside one (an installed wheel).
+
+    Read once per process, when a run first asks (:class:`tffre.runner.rounds.RunRecord`
+    asks as the run starts): the code a process runs is what it imported then, so a commit
+    made while a long run goes on does not claim its figures."""
     here = os.path.dirname(os.path.abspath(path or __file__))
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
@@ -127,5 +133,5 @@ def machine():
 def provenance(values):
     """What a run's summary records of its origin: the code's commit, the packages, the
     machine, and the files its options name (``values``: its config), with their SHA-256."""
-    return {**commit(), "versions": versions(), "machine": machine(),
+    return {**dict(commit()), "versions": versions(), "machine": machine(),
             "data_files": data_files(input_paths(values))}

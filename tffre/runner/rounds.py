@@ -265,8 +265,10 @@ class RunRecord:
 
     def __init__(self, out_dir, summary, *, resume=False, save_model=None, started=None,
                  inputs=None):
+        from tffre.provenance import commit
         self.out_dir, self.summary, self.save_model = out_dir, summary, save_model
         self.inputs = dict(inputs or {})
+        commit()   # the code this process runs: read as the run starts (cached)
         self.started = time.perf_counter() if started is None else started
         self.old_rows = read_rows(os.path.join(out_dir, "metrics.csv")) if resume else []
         self.log = None

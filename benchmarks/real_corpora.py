@@ -292,10 +292,10 @@ def run_comparison(comparison, args, deadline):
             entry = folder_entry(folder, setting.label)
             if entry is None or not (same_flags(entry, preset, folder)
                                      and same_data(entry, preset)):
-                if time.time() > deadline:
+                if time.time() > deadline:   # the finished folders after it still join
                     print(f"{comparison.name}, {setting.label}, seed {seed}: not started "
                           f"(--max-hours reached)")
-                    return record
+                    continue
                 print(f"\n=== {comparison.name}: {setting.label}, seed {seed} ===", flush=True)
                 started = time.perf_counter()
                 # Other data: train it again; other (resumable) flags: resume it there.

@@ -279,6 +279,8 @@ def headline_markdown(records):
                          "-" if h["central"] is None else cell(h["central"]["test"].values()),
                          "-" if h["guess"] is None else f"{h['guess']:.3f}",
                          len(best["seeds"])])
+    if not body:     # no result yet (a choice still waiting for its candidates' seeds)
+        return ""
     return _markdown_table(["comparison", "best by dev (test at best dev)",
                             "against the baseline (paired)", "centralised (same budget)",
                             "guess", "seeds"], body)

@@ -50,6 +50,11 @@ MAKERS = {"imcs-lstm": "`python examples/imcs_lstm.py` and then `python -m tffre
                        "results/imcs_lstm --save-record benchmarks/results/imcs-lstm.json "
                        "--name imcs-lstm` write"}
 
+#: A record whose every setting waits for a choice (no test score may show yet).
+WAITING = ("Not shown yet: {results}/{name}.json holds runs, but its choice waits for every "
+           "candidate's seeds (the choices' table says which), and no test score shows before "
+           "dev has chosen.")
+
 log = logging.getLogger("mkdocs.hooks.records")   # under "mkdocs": --strict counts its warnings
 
 
@@ -172,7 +177,11 @@ def render(spec, page, root=ROOT, where="block"):
     missing = [n for n, r in records.items() if r is None]
     if spec.kind == "headline":
         found = [r for r in records.values() if r is not None]
-        parts = [report.headline_markdown(found)] if found else []
+        parts = [t for t in [report.headline_markdown(found) if found else ""] if t]
+        waiting = [n for n, r in records.items() if r is not None and not report.headline_rows(r)]
+        if waiting:
+            parts.append(f"Not shown yet: {', '.join(waiting)} (its choice waits for every "
+                         f"candidate's seeds; no test score shows before dev has chosen).")
         if missing:
             parts.append(not_measured(missing, root))
         return "\n\n".join(parts)
@@ -186,6 +195,8 @@ def render(spec, page, root=ROOT, where="block"):
         if not record.get("choices"):
             raise BlockError(f"{where}: {name} declares no choice")
         return report.choices_markdown(record)
+    if not report.shown_settings(record) and spec.kind in ("tables", "curves"):
+        return WAITING.format(name=name, results=RESULTS)
     if spec.kind == "tables":
         return "\n\n".join(report.setting_markdown(record, s)
                            for s in report.shown_settings(record))
@@ -282,7 +293,7 @@ def draw_figures(root=ROOT):
     drawn = []
     for name in names:
         source, target = record_file(name, root), figure_file(name, root)
-        if not os.path.exists(source):
+        if not os.path.exists(source) or not report.shown_settings(_load(name, root, source)):
             continue
         if os.path.exists(target) and os.path.getmtime(target) >= os.path.getmtime(source):
             continue

@@ -149,8 +149,13 @@ def test_past_max_hours_a_finished_run_folder_still_joins_the_record(tmp_path, m
     comparison = real_corpora.comparisons()["iid-gad"]
     runs = real_corpora.presets(comparison, comparison.settings[0], str(root), str(records),
                                 str(out / "activations"))
+    # seed 0 of the top 2 and seed 2 of the top 4 finished before the call; the rest did not
     folder = out / "iid-gad" / "top_2_30_rounds" / "seed_0"
-    fake_run_preset([])(runs[0][1], str(folder), prog="x")      # finished before the call
+    fake_run_preset([])(runs[0][1], str(folder), prog="x")
+    later = real_corpora.presets(comparison, comparison.settings[1], str(root), str(records),
+                                 str(out / "activations"))
+    fake_run_preset([])(later[2][1], str(out / "iid-gad" / "top_4_15_rounds" / "seed_2"),
+                        prog="x")
     calls = []
     monkeypatch.setattr(sweep, "run_preset", fake_run_preset(calls))
     argv = ["--root", str(root), "--out", str(out), "--records", str(records), "--only",
@@ -158,4 +163,5 @@ def test_past_max_hours_a_finished_run_folder_still_joins_the_record(tmp_path, m
     assert real_corpora.main(argv) == 0
     assert calls == []                   # read back, nothing trained or started
     record = read_record(str(records / "iid-gad.json"))
-    assert [(r["setting"], r["seed"]) for r in record["runs"]] == [("top 2 30 rounds", 0)]
+    assert [(r["setting"], r["seed"]) for r in record["runs"]] == [("top 2 30 rounds", 0),
+                                                                   ("top 4 15 rounds", 2)]

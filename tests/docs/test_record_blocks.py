@@ -205,3 +205,21 @@ def test_the_real_corpora_setup_is_the_benchmarks():
         most = max(len(s.seeds) + len(s.more_seeds) for s in settings)
         fewest = min(len(s.seeds) for s in settings)
         assert str(most) in seeds and ("3" in seeds) == (fewest == 3), (name, seeds)
+
+
+def test_a_record_waiting_for_its_choice_shows_no_test_score(hook, root):
+    """Only the top 2's seeds are in: the choice waits, so its tables, curves and headline say
+    so, and no test score (the top 2's 0.90, 0.91) is rendered or drawn."""
+    import json
+    record = json.loads(open(FIXTURE, encoding="utf-8").read())
+    record["runs"] = [r for r in record["runs"] if r["setting"] == "top 2"]
+    path = root / "benchmarks" / "results" / "wait.json"
+    path.write_text(json.dumps(record), encoding="utf-8")
+    page = "docs/papers/demo.md"
+    for spec in ("wait tables", "wait curves", "wait headline"):
+        text = hook.render(spec, page, root)
+        assert text.startswith("Not shown yet") and "0.90" not in text, spec
+    assert "not chosen yet" in hook.render("wait choices", page, root)
+    (root / "docs" / "papers" / "demo.md").write_text(
+        "<!-- record: wait curves -->\n<!-- end record -->\n", encoding="utf-8")
+    assert hook.draw_figures(root) == []      # nothing to draw before the choice

@@ -45,7 +45,7 @@ from tffre.runtime import federated_runtime, peak_rss_mib  # noqa: E402
 
 
 def logistic_workload():
-    from tffre.data.synthetic import make_synthetic
+    from tffre.data.synthetic_sets import make_synthetic
     from tffre.models import logistic_regression
     data = make_synthetic(0.5, 0.5, seed=0)
     clients = [data.client_dataset(c, batch_size=10, seed=1) for c in data.client_ids[:10]]

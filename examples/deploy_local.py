@@ -33,7 +33,7 @@ import time
 
 from tffre.data.deal import deal
 from tffre.deploy.certs import make_certificates
-from tffre.deploy.cli import INSECURE_WARNING
+from tffre.deploy.commands import INSECURE_WARNING
 from tffre.deploy.launch import Daemon, free_port, stop_all, wait_for_port
 from tffre.deploy.project import write_app
 

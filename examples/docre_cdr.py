@@ -77,7 +77,7 @@ def main(argv):
         print("--partitions P,...  splits to run (default iid,structural-entropy)")
         return cli.run_main(["--help"], preset=PRESET, prog="examples/docre_cdr.py")
     from tffre import runner
-    from tffre.experiments import documents as docre
+    from tffre.experiments import document_runs as docre
     runner.reuse_processes()   # trace each algorithm's round once for both splits
     runs = []
     for part in ours.partitions:

@@ -24,7 +24,7 @@ _CHECK_SCRIPT = """
 import os, sys
 
 venv = os.path.realpath(sys.argv[1])
-import tffre, tffre.data.imcs, tffre.resources, tffre.text
+import tffre, tffre.data.imcs_dialogues, tffre.resources, tffre.text
 import optimizers
 
 def inside(path, folder):
@@ -47,7 +47,7 @@ assert os.path.isfile(train) and inside(train, package), train
 tokens = tffre.text.MedicalSegmenter().cut("患儿确诊支气管肺炎")
 assert "支气管肺炎" in tokens, tokens
 
-splits = tffre.data.imcs.load_imcs(tffre.resources.path("imcs_sample"), verbose=False)
+splits = tffre.data.imcs_dialogues.load_imcs(tffre.resources.path("imcs_sample"), verbose=False)
 assert len(splits["train"]) == 320, {k: len(v) for k, v in splits.items()}
 
 from tffre.data.sentence_sets import load_re

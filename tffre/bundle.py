@@ -297,7 +297,7 @@ class Bundle:
         import tensorflow as tf
 
         from tffre.evaluation import main_output
-        from tffre.models.documents import model_inputs
+        from tffre.models.document_model import model_inputs
         if self.kind != DOCUMENTS:
             raise TypeError(f"{self.folder or 'this bundle'} is not a document model: call "
                             f"predict or top")
@@ -344,9 +344,9 @@ def load_bundle(folder):
     names = manifest.get("metadata", {}).get("keras_custom_objects", [])
     if names:
         import transformers
-        import tffre.models.relations  # noqa: F401  (registers the entity pooling layer)
+        import tffre.models.relation_model  # noqa: F401  (registers the entity pooling layer)
         if manifest["encoder"] == DOCUMENTS:
-            import tffre.models.documents  # noqa: F401  (registers the pair pooling layers)
+            import tffre.models.document_model  # noqa: F401  (registers the pair pooling layers)
         custom = {name: getattr(transformers, name) for name in names}
     try:
         model = tf.keras.models.load_model(path, compile=False, custom_objects=custom)

@@ -10,7 +10,7 @@ same names. Examples (FLCMC Table 8 and Table 10):
     python -m tffre run --dataset imcs --model lstm --data /path/to/IMCS-V2 --w2v vectors.bin \\
         --algorithm fedavgs,fedpap --num-rounds 100 --clients 20 --out results/imcs
     python -m tffre predict --model results/imcs/models/FedPAP --text "宝宝咳嗽两天了"
-    python -m tffre deploy --help     # across sites with Flower (tffre.deploy.cli)
+    python -m tffre deploy --help     # across sites with Flower (tffre.deploy.commands)
 
 Argument errors answer in one line, before TensorFlow is imported or any
 data is read.
@@ -209,7 +209,7 @@ def main(argv=None, *, prog=PROG):
         return report.main(argv[1:], prog=f"{prog} report")
     if argv[:1] == ["deploy"]:
         # tffre.deploy sits in this (the CLI) layer and never imports tffre.cli back.
-        from tffre.deploy import cli as deploy_cli
+        from tffre.deploy import commands as deploy_cli
         return deploy_cli.main(argv[1:], prog=f"{prog} deploy")
     build_parser(prog).parse_args(argv)  # --help, or a one-line error
     return 2

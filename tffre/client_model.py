@@ -103,7 +103,7 @@ class ClientModel:
 
     def row_mask(self, y):
         """The mask of real output rows the loss reads off the targets ``y`` (a loss with a
-        ``row_mask(y)`` method: :class:`tffre.models.documents.DocRELoss`'s pair mask), or None."""
+        ``row_mask(y)`` method: :class:`tffre.models.document_model.DocRELoss`'s pair mask), or None."""
         mask = getattr(self.loss_fn, "row_mask", None)
         return None if mask is None else mask(y)
 

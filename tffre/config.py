@@ -34,7 +34,7 @@ from tffre.errors import ConfigError
 from tffre.hparams import (ParamsError, boolean, choice, non_negative_float,  # noqa: F401
                            num_iters, positive_int, same_parser, seed, text, union)
 from tffre.jsonio import json_safe, read_json_object
-from tffre.runner.settings import RunSettings
+from tffre.runner.run_settings import RunSettings
 from tffre.tasks import SAMPLE, RunConfig  # noqa: F401  (SAMPLE re-exported)
 
 RESULT_FILES = ("metrics.csv", "summary.json", "config.json")

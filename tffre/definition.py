@@ -268,7 +268,7 @@ class Definition:
         """The keyword arguments of a DP-FedAvg aggregator (:mod:`tffre.privacy.aggregator`)
         under this definition's DP hyperparameters and the task context: noise multiplier,
         clip, adaptive clipping, the expected clients per round, the secret seed."""
-        from tffre.privacy.settings import ADAPTIVE, INITIAL_ADAPTIVE_CLIP
+        from tffre.privacy.dp_settings import ADAPTIVE, INITIAL_ADAPTIVE_CLIP
         hp = self.hparams
         if hp.dp_noise_multiplier is None:
             raise ValueError("calibrate dp_target_epsilon to a dp_noise_multiplier first "

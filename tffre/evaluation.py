@@ -227,9 +227,9 @@ class DocREEvaluator(GlobalModelEvaluator):
     candidate pairs (evaluation kind "docre").
 
     The data's ``x`` is the model's dict of inputs and ``y`` the packed targets
-    (:func:`tffre.models.documents.pack_targets`); ``loss`` is the
-    :class:`tffre.models.documents.DocRELoss` trained with, whose ``kind`` decides how
-    logits become predictions (:func:`tffre.models.documents.predict_relations`: a
+    (:func:`tffre.models.document_model.pack_targets`); ``loss`` is the
+    :class:`tffre.models.document_model.DocRELoss` trained with, whose ``kind`` decides how
+    logits become predictions (:func:`tffre.models.document_model.predict_relations`: a
     sigmoid above ``threshold`` for "bce", the argmax for "softmax"). ``threshold="dev"``
     ("bce" only) tunes it at each evaluation: the threshold of :data:`DOCRE_GRID` with the
     best F1 on the dev split (:func:`best_threshold`) scores every split, as DocRED's
@@ -260,7 +260,7 @@ class DocREEvaluator(GlobalModelEvaluator):
 
     def __init__(self, model_fn, data, loss, batch_size=8, negative_label=None,
                  macro_f1=False, threshold=None, train_loss=True):
-        from tffre.models.documents import DocRELoss
+        from tffre.models.document_model import DocRELoss
         if negative_label is not None or macro_f1:
             raise ValueError("document-level RE evaluation takes neither negative_label nor "
                              "macro_f1: it scores the relations over candidate pairs")
@@ -360,10 +360,10 @@ def docre_batch(model, x, y, kind, threshold=DOCRE_THRESHOLD, probabilities=Fals
     """One batch of document-level RE evaluation: (the loss summed over the valid pairs, the
     valid pairs, the predicted multi-hot ``[b, P, R]``, or with ``probabilities`` the
     sigmoid of the logits, for a threshold chosen afterwards). The loss is
-    :func:`tffre.models.documents.docre_loss` (FedLCC Eq. 11 for "bce"), a mean over the
+    :func:`tffre.models.document_model.docre_loss` (FedLCC Eq. 11 for "bce"), a mean over the
     batch's valid pairs, times their number: sums over batches (and sites) divided by the
     summed pairs give the per-pair mean over all of them."""
-    from tffre.models.documents import docre_loss, predict_relations, unpack_targets
+    from tffre.models.document_model import docre_loss, predict_relations, unpack_targets
     logits = main_output(model(x, training=False))
     labels, pair_mask = unpack_targets(y)
     weight = tf.reduce_sum(pair_mask)

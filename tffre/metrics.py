@@ -196,7 +196,7 @@ def docre_scores(gold, pred, pair_mask, intra=None, in_train=None):
 
     Args:
       gold, pred: ``[n, P, R]`` 0/1 arrays (the featurizer's multi-hot labels and
-        :func:`tffre.models.documents.predict_relations`).
+        :func:`tffre.models.document_model.predict_relations`).
       pair_mask: ``[n, P]``, 1 on the real candidate pairs (padding is ignored).
       intra: optional ``[n, P]``, 1 where the pair's two entities share a sentence
         (the featurizer's ``pair_intra``): adds ``intra_f1`` (those pairs only) and

@@ -22,7 +22,7 @@ import importlib
 from typing import Callable, Optional, Tuple
 
 from tffre.hparams import (Params, ParamsError, choice, compose, non_negative_float, param)
-from tffre.privacy.settings import DPHparams
+from tffre.privacy.dp_settings import DPHparams
 
 GRANULARITIES = ("layer", "model")
 

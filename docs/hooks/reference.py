@@ -296,7 +296,7 @@ def run_vocabulary():
 def deploy_declared():
     """{dest: default text} and {dest: declaration-like} of the deployment's own settings."""
     import types
-    from tffre.deploy.settings import DeploySettings
+    from tffre.deploy.flower_config import DeploySettings
     fields = DeploySettings.declarations()
     return ({f.name: value_text(f.default) for f in fields},
             {f.name: types.SimpleNamespace(parse=f.declaration.parse,
@@ -355,7 +355,7 @@ def run_sections(words, parser, actions, flags, declared):
 
 def deploy_run_note(parser, shared, actions):
     """What ``deploy run`` takes of ``run``'s options."""
-    from tffre.deploy import settings
+    from tffre.deploy import flower_config as settings
     taken = [a for a in actions if a.dest in shared]
     # run_config_file reads --config itself; the others are not used by a deployment.
     ignored = [n for n in settings.IGNORED if n != "config" and n in {a.dest for a in taken}]
@@ -492,7 +492,7 @@ def algorithms_page():
     """The Markdown of ``reference/algorithms.md``."""
     from tffre import registry
     from tffre.definition import Hparams
-    from tffre.privacy.settings import DPHparams
+    from tffre.privacy.dp_settings import DPHparams
     common = set(Hparams.names()) | set(DPHparams.names())
     rows, refusals = [], []
     for name in registry.valid_algorithm_names():

@@ -148,7 +148,7 @@ def check_arguments(words):
     """Parses one command of a block that does not run with the parser that would read it:
     ``python -m tffre run``, an ``examples/*.py`` preset of it, ``python -m tffre deploy``."""
     from tffre import cli
-    from tffre.deploy import cli as deploy_cli
+    from tffre.deploy import commands as deploy_cli
     if words[0] != "python":
         return
     if words[1:4] == ["-m", "tffre", "run"]:

@@ -52,7 +52,7 @@ def test_example_checks_arguments_before_any_work(tmp_path, args, message, examp
 def test_client_annotations_and_texts_stay_out_by_default(capsys):
     """The jieba dictionary uses public terms only, unless --dict-from-clients is given."""
     from argparse import Namespace
-    from tffre.data import imcs
+    from tffre.data import imcs_dialogues as imcs
     from tffre.tasks import imcs as job
     term = "囟门饱满"   # a norm a client annotated, not in the public dictionary
     turn = {"sentence_id": "1", "speaker": "患者", "sentence": f"孩子{term}", "dialogue_act": "Other",

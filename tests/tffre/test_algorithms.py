@@ -288,7 +288,7 @@ def test_weighted_mean_of_all_zero_weights_is_zero_not_nan():
 
 def test_shuffled_client_data_gives_the_same_round_twice(loss):
     """The seeded shuffle survives TFF's serialization: a round replays exactly (resume)."""
-    from tffre.data.synthetic import make_synthetic
+    from tffre.data.synthetic_sets import make_synthetic
     data = make_synthetic(0.5, 0.5, num_clients=4, seed=3)
     model_fn = lambda: logistic_regression(60, 10)  # noqa: E731
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from tffre import resources
 from tffre.bundle import BundleError, load_bundle, read_manifest, save_bundle
-from tffre.data import imcs
+from tffre.data import imcs_dialogues as imcs
 from tffre.models import logistic_regression, lstm_classifier
 from tffre.text import FeatureEncoder, MedicalSegmenter, TextEncoder, Vocabulary
 from tffre.text.word2vec import load_vectors

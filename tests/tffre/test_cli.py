@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from tffre import runner
-from tffre.data.synthetic import make_synthetic
+from tffre.data.synthetic_sets import make_synthetic
 from tffre.models import logistic_regression
 from tiny import run_experiment
 

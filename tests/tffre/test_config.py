@@ -149,7 +149,7 @@ def test_help_is_fast_and_quiet():
         assert heavy == [], f"{args} imported {heavy}"
         if args == ["--help"]:
             assert "deploy" in proc.stdout  # the subcommand is listed
-        if args == ["deploy", "--help"]:    # dispatched to tffre.deploy.cli
+        if args == ["deploy", "--help"]:    # dispatched to tffre.deploy.commands
             assert "supernode" in proc.stdout and "python -m tffre deploy" in proc.stdout
     assert "--learning-rate" in cli("run", "--help")[0].stdout
 

@@ -9,7 +9,7 @@ from sklearn.metrics import precision_recall_fscore_support
 from tffre.data import FederatedData
 from tffre.evaluation import DocREEvaluator, make_evaluator
 from tffre.metrics import docre_scores
-from tffre.models.documents import DocRELoss, docre_loss, pack_targets
+from tffre.models.document_model import DocRELoss, docre_loss, pack_targets
 
 P, R = 5, 2
 

@@ -120,7 +120,7 @@ def test_shutdown_stops_a_worker_that_ignores_sigint():
 _LIBRARY_SCRIPT = """
 import tensorflow as tf
 import tffre
-from tffre.data.synthetic import make_synthetic
+from tffre.data.synthetic_sets import make_synthetic
 from tffre.models import logistic_regression
 
 data = make_synthetic(0.5, 0.5, num_clients=4, seed=0)

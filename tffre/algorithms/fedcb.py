@@ -81,7 +81,7 @@ def embed_prompts(concepts, templates, encoder_dir=None, batch_size=64):
     all-MiniLM-L6-v2). Raw: :func:`class_distributions` normalises them.
     """
     from transformers import AutoTokenizer
-    from tffre.models.relations import load_tf_encoder
+    from tffre.models.relation_model import load_tf_encoder
     from tffre.text.relation_tokenizer import default_encoder_dir
 
     if not concepts or not templates:

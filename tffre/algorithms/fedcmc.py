@@ -242,7 +242,7 @@ class FedCMC(Definition):
 
     The model must have a ``features`` output (h, Eq. 1) and a layer named
     ``"classifier"`` (a ``Dense`` on the features whose kernel [D', C] has
-    the class vectors as columns), as :func:`tffre.models.relations.build_re_model`'s.
+    the class vectors as columns), as :func:`tffre.models.relation_model.build_re_model`'s.
 
     Extras: ``vectors``, Θ̂ [C, D'].
     """

@@ -13,10 +13,10 @@ global model (L^t) and this client's model from its previous round
     L     = L_BCE + mu * L_LCC                                                          (Eq. 13)
 
 sim the cosine similarity, the mean over the batch's valid pairs (the pair
-mask packed in the targets, :func:`tffre.models.documents.pack_targets`, which
+mask packed in the targets, :func:`tffre.models.document_model.pack_targets`, which
 the loss hands over as ``ctx.row_mask()``), tau = 0.5 and mu = 0.1 (Table
 2). L_BCE is the model's own Keras loss,
-:class:`tffre.models.documents.DocRELoss` (Eq. 11; ``--loss softmax`` for the
+:class:`tffre.models.document_model.DocRELoss` (Eq. 11; ``--loss softmax`` for the
 authors' 2-class cross-entropy). The per-pair term is
 :func:`lcc_loss`, which is MOON's l_con on c.
 
@@ -68,8 +68,8 @@ class FedLCC(MOON):
     """FedLCC's client objective (Eq. 12-13) over the model's ``context`` output.
 
     The model must output ``context``: ``[batch, pairs, d]`` from
-    :func:`tffre.models.documents.build_docre_model`, trained with
-    :class:`tffre.models.documents.DocRELoss` on packed targets, whose pair mask selects
+    :func:`tffre.models.document_model.build_docre_model`, trained with
+    :class:`tffre.models.document_model.DocRELoss` on packed targets, whose pair mask selects
     the pairs averaged over (with another loss every row counts). Client state: MOON's
     (``weights``, ``seen``).
     """
@@ -86,7 +86,7 @@ class FedLCC(MOON):
     def contrast(self, ctx):
         """L_LCC of Eq. 12 on the batch: :func:`lcc_loss` of the local,
         global and previous contexts over the valid pairs (the pair mask packed in ``y``,
-        which :class:`~tffre.models.documents.DocRELoss` hands over as ``ctx.row_mask()``)."""
+        which :class:`~tffre.models.document_model.DocRELoss` hands over as ``ctx.row_mask()``)."""
         return lcc_loss(self._z(ctx.outputs), self._z(ctx.frozen["global"]),
                         self._z(ctx.frozen["previous"]), ctx.row_mask(),
                         self.hparams.contrastive_temperature)

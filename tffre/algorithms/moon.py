@@ -27,11 +27,11 @@ first round there is no previous model and the contrastive term is exactly
 A client whose round diverged (NaN or Inf, excluded from the mean) keeps its
 old state. The state is the trainable weights only: a frozen copy takes the
 non-trainable weights (e.g. batch-norm statistics) of the fresh model, which
-the relation models of :mod:`tffre.models.relations` do not have.
+the relation models of :mod:`tffre.models.relation_model` do not have.
 
 **Representation.** z is the model's ``features`` output (the relation
-representation of :mod:`tffre.models.relations`; for the document-level model of
-:mod:`tffre.models.documents`, each candidate pair's [z_s; z_o], the input of its
+representation of :mod:`tffre.models.relation_model`; for the document-level model of
+:mod:`tffre.models.document_model`, each candidate pair's [z_s; z_o], the input of its
 grouped bilinear classifier). An output with a pair axis (``[batch, pairs,
 d]``) is contrasted pair by pair and averaged over the valid pairs only: the
 model's loss says which they are (:meth:`ObjectiveContext.row_mask

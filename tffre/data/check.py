@@ -5,7 +5,7 @@ document set, IMCS's dialogues, an image set (``kind``, which the task's ``check
 names) -- with the very functions a run loads it with
 (:func:`tffre.data.sentence_sets.load_relation_splits`,
 :func:`tffre.data.document_sets.load_document_splits`,
-:func:`tffre.data.imcs.load_imcs_splits`, :func:`tffre.data.images.list_image_splits`: the
+:func:`tffre.data.imcs_dialogues.load_imcs_splits`, :func:`tffre.data.image_sets.list_image_splits`: the
 same files, options and split completion), but leniently: a bad line (record, image) is
 recorded and skipped instead of stopping the load, so one pass finds every problem. A single
 file, or a folder without a test file, is read as a run reads it (a seeded test split held

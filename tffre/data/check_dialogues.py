@@ -1,11 +1,11 @@
 """The data check of IMCS-V2 dialogues (``python -m tffre data check --dataset imcs``).
 
 :func:`check_dialogues` loads the dialogues as a run does
-(:func:`tffre.data.imcs.load_imcs_splits`: the same files, the same held-out test split of a
+(:func:`tffre.data.imcs_dialogues.load_imcs_splits`: the same files, the same held-out test split of a
 single file), but leniently: a bad record is recorded and skipped, so one pass finds every
 problem, each naming file, example_id, sentence_id and field. Per split it reports the
 dialogues and sentences, the label distribution of ``--task`` (the examples a run makes with
-:func:`tffre.data.imcs.to_examples`) and their lengths in jieba tokens (the run's segmenter)
+:func:`tffre.data.imcs_dialogues.to_examples`) and their lengths in jieba tokens (the run's segmenter)
 with how many a run would cut at ``max_len``.
 
 Besides the loader's problems it reports a dialogue (example_id) found in two split files
@@ -68,8 +68,8 @@ def _overlap_table(splits):
 
 def _known_diagnoses(splits, problems):
     """``splits`` without the dialogues whose diagnosis the diagnosis task refuses, each a
-    problem (the message :func:`tffre.data.imcs.to_examples` raises in a run)."""
-    from tffre.data import imcs
+    problem (the message :func:`tffre.data.imcs_dialogues.to_examples` raises in a run)."""
+    from tffre.data import imcs_dialogues as imcs
     out = {}
     for name, dialogues in splits.items():
         out[name] = []
@@ -98,7 +98,7 @@ def check_dialogues(dataset, path, *, task, max_len, segmenter_for, seed=0):
         above this one.
       seed: the run's seed (which dialogues a single file's held-out test split takes).
     """
-    from tffre.data import imcs
+    from tffre.data import imcs_dialogues as imcs
 
     notes, problems, splits = [], [], {}
     try:

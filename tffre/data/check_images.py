@@ -1,7 +1,7 @@
 """The data check of an image set (``python -m tffre data check --dataset oct-c8|kvasir``).
 
 :func:`check_images` lists the files a run would read, per split and class, with the function
-the run's loaders list them with (:func:`tffre.data.images.list_image_splits`: OCT-C8's
+the run's loaders list them with (:func:`tffre.data.image_sets.list_image_splits`: OCT-C8's
 train/val/test folders, or Kvasir-v2's class folders split 7:1:2, seeded and stratified),
 leniently: a missing or empty class folder is recorded and the listing goes on. Then it opens
 every image with Pillow (not TensorFlow, which a check need not import): an image that cannot
@@ -59,7 +59,7 @@ def check_images(dataset, path, *, split_folders, seed=0):
 
     Files are named relative to ``path`` in the problems and warnings.
     """
-    from tffre.data.images import list_image_splits
+    from tffre.data.image_sets import list_image_splits
 
     notes, problems, warnings, splits, classes = [], [], [], {}, []
     try:

@@ -2,7 +2,7 @@
 
 An input ``x`` is an array, or a structure of arrays with the same number of
 rows (a dict of named model inputs, as document-level RE feeds its model:
-:data:`tffre.models.documents.MODEL_INPUTS`); every method maps over it with
+:data:`tffre.models.document_model.MODEL_INPUTS`); every method maps over it with
 ``tf.nest``. A dict is stored as an ``OrderedDict`` sorted by key: TFF's
 runtime serializes only datasets of ordered containers, and sorted keys
 flatten in the same order as a plain dict's (``tf.nest`` sorts those).

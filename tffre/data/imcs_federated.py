@@ -1,6 +1,6 @@
 """IMCS-V2 as :class:`FederatedData`: task examples, a dialogue-level split, token ids.
 
-Data flows one way: loaded dialogues (:mod:`tffre.data.imcs`) -> task examples
+Data flows one way: loaded dialogues (:mod:`tffre.data.imcs_dialogues`) -> task examples
 -> client assignment of whole dialogues (:mod:`tffre.data.partition`) ->
 segmentation and encoding (:mod:`tffre.text`) -> per-client arrays.
 """
@@ -10,7 +10,7 @@ import collections
 import numpy as np
 import pandas as pd
 
-from tffre.data import imcs
+from tffre.data import imcs_dialogues as imcs
 from tffre.data.federated import FederatedData
 from tffre.data.partition import DialoguePartitioner
 
@@ -38,7 +38,7 @@ def split_roles(splits, eval_split="test", dev_split="dev"):
 
 def encode_examples(dialogues, task, segmenter, vocab, max_len):
     """(examples, x, y) of ``dialogues`` for ``task``: the examples' DataFrame
-    (:func:`tffre.data.imcs.to_examples`), their texts segmented by ``segmenter`` and encoded
+    (:func:`tffre.data.imcs_dialogues.to_examples`), their texts segmented by ``segmenter`` and encoded
     by ``vocab`` as int32 [n, max_len] ids, and their int32 labels. A simulated client's
     arrays and a deployed site's are both encoded here, so they are alike."""
     examples = imcs.to_examples(dialogues, task)
@@ -53,7 +53,7 @@ def build_imcs_federated(splits, task, *, segmenter, vocab, max_len=32,
     """Builds the federated IMCS dataset for ``task``.
 
     Args:
-      splits: {split: [Dialogue]} from :func:`tffre.data.imcs.load_imcs`;
+      splits: {split: [Dialogue]} from :func:`tffre.data.imcs_dialogues.load_imcs`;
         needs "train" and ``eval_split``.
       task: "symptom", "dialogue-act" or "diagnosis".
       segmenter: a :class:`tffre.text.MedicalSegmenter`.

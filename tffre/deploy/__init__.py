@@ -14,11 +14,11 @@ Modules: :mod:`~tffre.deploy.tasks` (the shared job, a site's data),
 :mod:`~tffre.deploy.node` (a site's side), :mod:`~tffre.deploy.seeding` (a site's
 randomness per job, round and site), :mod:`~tffre.deploy.server` (the
 server's side of a round), :mod:`~tffre.deploy.protocol` (the messages),
-:mod:`~tffre.deploy.link` (sending and waiting), :mod:`~tffre.deploy.settings`
+:mod:`~tffre.deploy.link` (sending and waiting), :mod:`~tffre.deploy.flower_config`
 (the run config), :mod:`~tffre.deploy.certs` (demo certificates and keys),
 :mod:`~tffre.deploy.launch` (daemons and the long-lived ClientApp process),
 :mod:`~tffre.deploy.flower_patches` (Flower 1.23: fixed waits, a race), :mod:`~tffre.deploy.project`
-(the Flower app folder) and :mod:`~tffre.deploy.cli` (``python -m tffre deploy``).
+(the Flower app folder) and :mod:`~tffre.deploy.commands` (``python -m tffre deploy``).
 
 Importing this package imports neither TensorFlow nor Flower.
 """

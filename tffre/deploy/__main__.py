@@ -2,6 +2,6 @@
 
 import sys
 
-from tffre.deploy.cli import main
+from tffre.deploy.commands import main
 
 sys.exit(main(prog="python -m tffre.deploy"))

@@ -9,7 +9,7 @@ so the folder holds only the pyproject.toml:
 * ``[tool.flwr.app.config]``: every run-config key (Flower accepts an override only
   for a key listed here): ``python -m tffre run``'s option names with dashes, ""
   meaning "not set", and the deployment's settings with their defaults
-  (:class:`tffre.deploy.settings.DeploySettings`);
+  (:class:`tffre.deploy.flower_config.DeploySettings`);
 * ``[tool.flwr.federations.<name>]``: the SuperLink's Control API address and its CA
   certificate (or ``insecure = true``).
 
@@ -30,7 +30,7 @@ with a run. See `python -m tffre deploy --help`.
 def run_config_defaults():
     """{key: default} of every run-config key (see the module docstring)."""
     from tffre import config as config_lib
-    from tffre.deploy.settings import IGNORED, DeploySettings
+    from tffre.deploy.flower_config import IGNORED, DeploySettings
     keys = {}
     for name in config_lib.vocabulary():
         if name not in IGNORED:

@@ -196,7 +196,7 @@ class SecureSum:
     """Sums a round's uploads with SecAgg+ (see the module docstring).
 
     Args:
-      settings: the :class:`tffre.deploy.settings.DeploySettings` (``secagg_*``).
+      settings: the :class:`tffre.deploy.flower_config.DeploySettings` (``secagg_*``).
       grid: the ServerApp's grid (the workflow sends its own messages).
     """
 

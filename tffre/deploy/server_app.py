@@ -1,7 +1,7 @@
 """tffre's ServerApp: one algorithm's rounds across the sites, with the runner's output files.
 
 ``flwr run`` starts it in the SuperLink's process tree. :func:`run_server` reads
-the run config (:mod:`tffre.deploy.settings`: ``python -m tffre run``'s option
+the run config (:mod:`tffre.deploy.flower_config`: ``python -m tffre run``'s option
 names), waits for ``min-nodes`` sites, learns their labels (and entity types),
 builds the round (:func:`tffre.deploy.round_factory.make_round`) from the
 server's encoder folder and the run's seed, starts from the pretrained weights
@@ -51,7 +51,7 @@ import time
 import types
 
 from tffre.deploy.server import FederatedRounds, TooFewSites, log_line
-from tffre.deploy.settings import resolve_run
+from tffre.deploy.flower_config import resolve_run
 from tffre.deploy.tasks import (SERVER_ONLY_HPARAMS, DeployJob, load_task, public_hparams,
                                 server_inputs, task_context)
 from tffre.jsonio import read_json_object, write_json

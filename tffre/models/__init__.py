@@ -3,9 +3,9 @@
 from tffre.models.logistic import logistic_regression
 from tffre.models.text import lstm_classifier, mean_embedding_logistic
 
-# Relation extraction (tffre.models.relations) is exported lazily: its module is only imported
+# Relation extraction (tffre.models.relation_model) is exported lazily: its module is only imported
 # when one of these names is first used.
-_LAZY = {name: "tffre.models.relations" for name in (
+_LAZY = {name: "tffre.models.relation_model" for name in (
     "EncoderFolderError", "REModelConfig", "build_re_model", "check_encoder_folder",
     "default_encoder_dir", "load_pretrained_encoder")}
 _LAZY["resnet18"] = "tffre.models.resnet"

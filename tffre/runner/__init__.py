@@ -2,7 +2,7 @@
 
 Split by concern:
 
-* :mod:`tffre.runner.settings`: :class:`RunSettings` (the run's declared options) and
+* :mod:`tffre.runner.run_settings`: :class:`RunSettings` (the run's declared options) and
   :class:`Job` (what a task prepares);
 * :mod:`tffre.runner.loop`: :func:`run_experiment`, a simulated run (its clients:
   :class:`tffre.runner.loop.SimulatedRounds`);
@@ -24,7 +24,7 @@ the other names load on first use (PEP 562).
 
 import importlib
 
-from tffre.runner.settings import Job, RunSettings  # noqa: F401
+from tffre.runner.run_settings import Job, RunSettings  # noqa: F401
 
 _LAZY = {"run_experiment": "loop", "sample_clients": "loop", "data_seed": "loop",
          "METRIC_COLUMNS": "outputs", "prepare_out_dir": "outputs", "summarise": "outputs",

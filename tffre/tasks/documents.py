@@ -6,12 +6,12 @@ by default for ``--dataset cdr``), marks and packs the documents with
 :class:`tffre.text.document_features.DocREFeaturizer`, splits the training
 documents over the clients by the paper's structural-entropy rule (Sect. 4.2,
 :func:`tffre.data.doc_graph.structural_entropy_split`, ``--entropy-form``) or
-IID, and builds the ATLOP-style model of :func:`tffre.models.documents.build_docre_model`
+IID, and builds the ATLOP-style model of :func:`tffre.models.document_model.build_docre_model`
 (pretrained encoder weights enter the server state after ``initialize``).
 
 The client loop sees ``x`` = the dict of model inputs and ``y`` = labels ⊕
-pair mask (:func:`tffre.models.documents.pack_targets`), trained with
-:class:`tffre.models.documents.DocRELoss` (``--loss bce``, Eq. 11, or ``softmax``,
+pair mask (:func:`tffre.models.document_model.pack_targets`), trained with
+:class:`tffre.models.document_model.DocRELoss` (``--loss bce``, Eq. 11, or ``softmax``,
 the authors' code). The global model is scored by the "docre" evaluation
 (:class:`tffre.evaluation.DocREEvaluator`): P/R/F1 of the relations over the
 candidate pairs, the intra-/inter-sentence F1 (from each pair's
@@ -60,7 +60,7 @@ from typing import Optional
 
 from tffre.hparams import choice, optional, param, positive_int, threshold_or_dev
 from tffre.lazy import np
-from tffre.runner.settings import Job
+from tffre.runner.run_settings import Job
 from tffre import resources
 from tffre.tasks import (SAMPLE, DataOption, EncoderOptions, Task, check_encoder, data_path,
                          require_data, with_cached_prefix)
@@ -202,7 +202,7 @@ def encode_splits(featurizer, splits, facts=None):
     ``unscored_gold_intra`` (each document's gold relations no candidate pair holds, counted
     as misses) and, with ``facts`` (the training set's
     :func:`tffre.data.formats.docred.fact_keys`), ``pair_in_train`` (Ign F1)."""
-    from tffre.models.documents import model_inputs, pack_targets
+    from tffre.models.document_model import model_inputs, pack_targets
     arrays, stats = {}, {}
     for name, docs in splits.items():
         encoded = featurizer.encode(docs)
@@ -217,10 +217,10 @@ def encode_splits(featurizer, splits, facts=None):
 
 
 def model_config(featurizer, encoder_dir, options):
-    """The :class:`tffre.models.documents.DocREModelConfig` of ``featurizer``'s arrays and
+    """The :class:`tffre.models.document_model.DocREModelConfig` of ``featurizer``'s arrays and
     ``options`` (the task's :class:`Options`: ``--loss``, the encoder's layers, embeddings and
     the split of a frozen prefix, ``--trainable-layers``/``--lora-rank``)."""
-    from tffre.models.documents import docre_config_for
+    from tffre.models.document_model import docre_config_for
     return docre_config_for(featurizer, encoder_dir, loss=options.loss,
                             num_layers=options.encoder_layers,
                             freeze_embeddings=options.freeze_embedding,
@@ -231,7 +231,7 @@ def prefix_parts(config, encoder_dir):
     """(build, load) of a split ``config``'s frozen prefix: ``build()`` the prefix model with
     random weights, ``load(model)`` the checkpoint's weights into it (or into the whole
     model: the pretrained weights of the server's initial state)."""
-    from tffre.models.documents import build_docre_prefix, load_pretrained_encoder
+    from tffre.models.document_model import build_docre_prefix, load_pretrained_encoder
     return (lambda: build_docre_prefix(config),
             lambda model: load_pretrained_encoder(model, encoder_dir))
 
@@ -244,7 +244,7 @@ def prepare(cfg):
     from tffre.data.doc_graph import describe_split, iid_split, plot_split
     from tffre.data.formats.docred import fact_keys
     from tffre.metrics import docre_baselines
-    from tffre.models.documents import DocRELoss, build_docre_model, has_prefix
+    from tffre.models.document_model import DocRELoss, build_docre_model, has_prefix
     from tffre.models.partial import exporter
     from tffre.text.relation_tokenizer import default_encoder_dir
 
@@ -486,11 +486,11 @@ class DocumentSites(Sites):
 
     def model(self, job, site):
         """The job's :class:`tffre.tasks.sites.SiteModel` built from this side's encoder folder:
-        the ATLOP-style model (:func:`tffre.models.documents.build_docre_model`), the loss of
+        the ATLOP-style model (:func:`tffre.models.document_model.build_docre_model`), the loss of
         ``--loss`` (FedLCC Eq. 11 for "bce") and the inputs of the job's featurizer."""
         import tensorflow as tf
         from tffre.data.federated import ordered
-        from tffre.models.documents import (MODEL_INPUTS, DocRELoss, build_docre_model,
+        from tffre.models.document_model import (MODEL_INPUTS, DocRELoss, build_docre_model,
                                             has_prefix)
         encoder_dir = self.encoder_dir(site)
         featurizer, config = self._built(job, encoder_dir)
@@ -537,7 +537,7 @@ class DocumentSites(Sites):
                   f"cut rows of its documents: {cut}", flush=True)
         arrays = {name: (x, y) for name, (x, y, _) in encoded.items()}
         annotations = {name: notes for name, (_, _, notes) in encoded.items()}
-        from tffre.models.documents import has_prefix
+        from tffre.models.document_model import has_prefix
         if has_prefix(config):   # this site's activations of the frozen prefix, once
             from tffre.models.partial import cache_clients
             prefix, store = self._prefix(job, encoder_dir, config,

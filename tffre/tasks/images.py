@@ -2,7 +2,7 @@
 
 Loads OCT-C8 (its official train/val/test split; the embedded invented sample
 by default) or Kvasir-v2 (a seeded, stratified 7:1:2 split) from folders of
-class folders (:mod:`tffre.data.images`), splits the training images over the
+class folders (:mod:`tffre.data.image_sets`), splits the training images over the
 clients by label Dirichlet(β = ``--alpha``), as FedCB does, or IID, and builds
 ResNet-18 with a linear head (:func:`tffre.models.resnet.resnet18_classifier`).
 FedCB and FedETF replace the head with their frozen classifiers, FedRoD adds
@@ -23,7 +23,7 @@ import os
 from tffre import resources
 from tffre.hparams import boolean, choice, non_negative_float, param, positive_int
 from tffre.lazy import np
-from tffre.runner.settings import Job
+from tffre.runner.run_settings import Job
 from tffre.tasks import (SAMPLE, ConceptOption, DataOption, Task, data_path, label_mix_writer,
                          require_data)
 from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_report_line,
@@ -81,9 +81,9 @@ def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
 def load_images(dataset, path, image_size, seed):
     """({"train", "val", "test": (x, y)}, class names) of the image set in ``path``, every
     image resized to ``image_size`` x ``image_size``: OCT-C8's official split, or Kvasir-v2's
-    folders split 7:1:2 with ``seed`` (:mod:`tffre.data.images`). A run loads its one folder
+    folders split 7:1:2 with ``seed`` (:mod:`tffre.data.image_sets`). A run loads its one folder
     with it, a deployed site its own."""
-    from tffre.data.images import load_kvasir, load_oct_c8
+    from tffre.data.image_sets import load_kvasir, load_oct_c8
     size = (image_size, image_size)
     if dataset == "oct-c8":
         return load_oct_c8(path, size)
@@ -209,8 +209,8 @@ class ImageSites(Sites):
 
     def _listing(self, job, site):
         """({split: (files, y)}, class names) of the site's folder, listed, not decoded: the
-        loader's own listing (:func:`tffre.data.images.list_image_splits`)."""
-        from tffre.data.images import ImageFolderError, list_image_splits
+        loader's own listing (:func:`tffre.data.image_sets.list_image_splits`)."""
+        from tffre.data.image_sets import ImageFolderError, list_image_splits
         dataset = self._dataset(job.dataset)
         path = self._folder(dataset, site)
         try:
@@ -244,7 +244,7 @@ class ImageSites(Sites):
         """The site's images as :class:`tffre.tasks.sites.SiteData`: train, and the held-out
         ``dev`` (val) and ``test`` splits, read as a run reads its folder
         (:func:`load_images`) with the job's image size and seed."""
-        from tffre.data.images import ImageFolderError
+        from tffre.data.image_sets import ImageFolderError
         dataset = self._dataset(job.dataset)
         path = self._folder(dataset, site)
         try:
@@ -265,7 +265,7 @@ class ImageSites(Sites):
         problem. The folder is checked as ``python -m tffre data check --dataset DATASET
         --data PATH`` checks it (:func:`check_data`); without ``dataset``, as OCT-C8 when it
         holds train/, val/ and test/ folders, else as Kvasir-v2's class folders."""
-        from tffre.data.images import SPLITS
+        from tffre.data.image_sets import SPLITS
         if dataset:
             path = self._folder(self._dataset(dataset), site)
         else:

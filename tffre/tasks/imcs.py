@@ -24,7 +24,7 @@ from typing import Optional
 from tffre import resources
 from tffre.hparams import (boolean, choice, existing_file, non_negative_float, optional,
                            param, positive_int)
-from tffre.runner.settings import Job
+from tffre.runner.run_settings import Job
 from tffre.tasks import (SAMPLE, ConceptOption, DataOption, Task, data_path, needs_features,
                          require_data)
 from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_report_line,
@@ -109,7 +109,7 @@ def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
 
 def segmenter_for(cfg, splits):
     """jieba with the shipped dictionary and ``--user-dict``; client norms only if asked."""
-    from tffre.data import imcs
+    from tffre.data import imcs_dialogues as imcs
     o = cfg.options
     segmenter = public_segmenter(o.user_dict)
     if o.dict_from_clients:
@@ -152,7 +152,7 @@ def eval_split_of(splits):
 def partition_table(stats, task):
     """Per-client dialogues, examples per split, and the training label mix."""
     import pandas as pd
-    from tffre.data import imcs
+    from tffre.data import imcs_dialogues as imcs
     names = list(imcs.label_names(task))
     train = stats[stats["split"] == "train"].set_index("client")
     table = pd.DataFrame({"dialogues": train["dialogues"], "train": train["examples"]})
@@ -171,7 +171,7 @@ def partition_table(stats, task):
 
 def prepare(cfg):
     """Loads, splits and encodes IMCS for ``cfg``; returns the :class:`Job`."""
-    from tffre.data import imcs
+    from tffre.data import imcs_dialogues as imcs
     from tffre.data.concepts import concepts_for
     from tffre.data.imcs_federated import build_imcs_federated
     from tffre.metrics import lookup_baselines, trivial_baselines
@@ -298,7 +298,7 @@ class IMCSSites(Sites):
     Node configuration (a site's own files, never sent):
 
     * ``data``: the site's IMCS file or folder, as ``--data`` takes it
-      (:func:`tffre.data.imcs.load_imcs_splits`: a single file is the whole set, and a seeded
+      (:func:`tffre.data.imcs_dialogues.load_imcs_splits`: a single file is the whole set, and a seeded
       20% of its dialogues is held out as test, from the job's seed);
     * ``w2v``: the site's copy of the PUBLIC Word2Vec vectors (default: the embedded sample's
       public vectors, as :func:`word_vectors`);
@@ -311,7 +311,7 @@ class IMCSSites(Sites):
     part. The server builds the embedding matrix and the bundle's encoder from its own
     ``w2v`` and ``user-dict`` (run config options, local paths: :attr:`LOCAL_OPTIONS`) and
     refuses to start when they differ from what the sites agreed on. The labels are the
-    IMCS task's fixed names (:func:`tffre.data.imcs.label_names`), alike by construction.
+    IMCS task's fixed names (:func:`tffre.data.imcs_dialogues.label_names`), alike by construction.
 
     ``--w2v-from-clients`` and ``--dict-from-clients`` read the clients' texts or labels at
     the server, which a deployment never has: they are refused.
@@ -350,7 +350,7 @@ class IMCSSites(Sites):
 
     def _splits(self, job, site):
         """(path, {split: [Dialogue]}) of the site's ``data``."""
-        from tffre.data import imcs
+        from tffre.data import imcs_dialogues as imcs
         path = site_path(site, "data")
         try:
             return path, imcs.load_imcs_splits(path, seed=job.seed)
@@ -413,7 +413,7 @@ class IMCSSites(Sites):
     def survey(self, job, site):
         """{labels, examples, vocabulary, dictionary} of the site's data and public files
         (:class:`tffre.tasks.sites.SiteDataError` if bad)."""
-        from tffre.data import imcs
+        from tffre.data import imcs_dialogues as imcs
         o = self.options(job)
         _, splits = self._splits(job, site)
         facts, _, _ = self._facts(site)
@@ -427,7 +427,7 @@ class IMCSSites(Sites):
         server, the embedding matrix of its vectors and the bundle's
         :class:`tffre.text.TextEncoder`."""
         import tensorflow as tf
-        from tffre.data import imcs
+        from tffre.data import imcs_dialogues as imcs
         from tffre.text import TextEncoder
         self._refuse(job)
         o = self.options(job)

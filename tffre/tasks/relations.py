@@ -5,7 +5,7 @@ i2b2 and GAD by default), tokenizes it with entity markers
 (:class:`tffre.text.relation_tokenizer.RETokenizer`), splits the training examples
 over clients by label skew (each label's examples over the clients in
 Dirichlet(alpha) proportions, FedCMC section 4.1) or IID, and builds the
-encoder model (:func:`tffre.models.relations.build_re_model`). The pretrained
+encoder model (:func:`tffre.models.relation_model.build_re_model`). The pretrained
 encoder weights go into the server state after ``initialize``
 (``load_pretrained``), never into ``model_fn``.
 
@@ -24,7 +24,7 @@ from tffre import resources
 from tffre.hparams import (boolean, choice, fraction, non_negative_float, optional, param,
                            positive_int, text, threshold_or_dev)
 from tffre.lazy import np
-from tffre.runner.settings import Job
+from tffre.runner.run_settings import Job
 from tffre.tasks import (SAMPLE, ConceptOption, DataOption, EncoderOptions, Task, check_encoder,
                          data_path, label_mix_writer, require_data, with_cached_prefix)
 from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_any_site,
@@ -164,7 +164,7 @@ def prepare(cfg):
     from tffre.data.sentence_sets import load_relation_splits
     from tffre.metrics import trivial_baselines
     from tffre.models.partial import activations, exporter, with_hidden
-    from tffre.models.relations import (build_re_model, build_re_prefix, config_for, has_prefix,
+    from tffre.models.relation_model import (build_re_model, build_re_prefix, config_for, has_prefix,
                                         load_pretrained_encoder)
     from tffre.data.concepts import concepts_for
     from tffre.text.relation_tokenizer import RETokenizer, default_encoder_dir
@@ -317,8 +317,8 @@ class RelationSites(Sites):
             blind_entities=bool(o.get("blind_entities")), entity_types=job.entity_types)
 
     def _config(self, job, encoder_dir):
-        """(tokenizer, the job's :class:`tffre.models.relations.REModelConfig`) at a side."""
-        from tffre.models.relations import config_for
+        """(tokenizer, the job's :class:`tffre.models.relation_model.REModelConfig`) at a side."""
+        from tffre.models.relation_model import config_for
         from tffre.tasks import EncoderOptions
         tokenizer = self.tokenizer(job, encoder_dir)
         o = job.options
@@ -334,7 +334,7 @@ class RelationSites(Sites):
         """The frozen prefix of a split ``config`` and its activation store, built once per
         (job, encoder folder) in this process."""
         from tffre.models.partial import frozen_prefix
-        from tffre.models.relations import build_re_prefix, load_pretrained_encoder
+        from tffre.models.relation_model import build_re_prefix, load_pretrained_encoder
         key = (job.key(), encoder_dir, folder)
         if key not in self._prefixes:
             self._prefixes.clear()   # one job at a time: a new job frees the last prefix
@@ -347,7 +347,7 @@ class RelationSites(Sites):
         """The job's :class:`tffre.tasks.sites.SiteModel` built from this side's encoder folder."""
         import tensorflow as tf
         from tffre.models.partial import exporter
-        from tffre.models.relations import build_re_model, has_prefix, load_pretrained_encoder
+        from tffre.models.relation_model import build_re_model, has_prefix, load_pretrained_encoder
         encoder_dir = self.encoder_dir(site)
         tokenizer, config = self._config(job, encoder_dir)
         x = tokenizer.encode([])
@@ -383,7 +383,7 @@ class RelationSites(Sites):
             except ValueError as err:   # names the example and the field
                 raise SiteDataError(f"{path}: {name} split: {err}") from None
             arrays[name] = (x, self._label_ids(job, frame))
-        from tffre.models.relations import has_prefix
+        from tffre.models.relation_model import has_prefix
         if has_prefix(config):   # this site's activations of the frozen prefix, once
             from tffre.models.partial import cache_clients
             prefix, store = self._prefix(job, encoder_dir, config,
@@ -433,7 +433,7 @@ class RelationSites(Sites):
             x = tokenizer.encode(frame)
         except ValueError as err:   # names the example and the field
             raise SiteDataError(f"{path}: server-data: {err}") from None
-        from tffre.models.relations import has_prefix
+        from tffre.models.relation_model import has_prefix
         if has_prefix(config):   # the sites predict on D_v through the same frozen prefix
             from tffre.models.partial import activations, with_hidden
             prefix, store = self._prefix(job, encoder_dir, config)

@@ -7,11 +7,11 @@ synthetic(alpha, beta) set from the job's options and seed and trains on one cli
 import dataclasses
 
 from tffre.hparams import Params, boolean, non_negative_float, param
-from tffre.runner.settings import Job
+from tffre.runner.run_settings import Job
 from tffre.tasks import Task
 from tffre.tasks.sites import SiteData, SiteDataError, SiteModel, Sites
 
-#: FedProx's sizes (the defaults of :func:`tffre.data.synthetic.make_synthetic`).
+#: FedProx's sizes (the defaults of :func:`tffre.data.synthetic_sets.make_synthetic`).
 NUM_FEATURES, NUM_CLASSES = 60, 10
 
 
@@ -32,7 +32,7 @@ TASK = Task("synthetic", "synthetic(alpha, beta) (FLCMC Sect. 5.1)", ("synthetic
 def generate(options, num_clients, seed):
     """The synthetic(alpha, beta) :class:`tffre.data.FederatedData` of the task's ``options``
     for ``num_clients`` clients from ``seed`` (the same seed, the same data)."""
-    from tffre.data.synthetic import make_synthetic
+    from tffre.data.synthetic_sets import make_synthetic
     return make_synthetic(options.alpha, options.beta, iid=options.iid, num_clients=num_clients,
                           num_features=NUM_FEATURES, num_classes=NUM_CLASSES, seed=seed)
 
@@ -64,7 +64,7 @@ class SyntheticSites(Sites):
     Node configuration:
 
     * ``data``: ``synthetic:<k>``, the site's client index k (from 0) of the set
-      :func:`tffre.data.synthetic.make_synthetic` generates from the job's options (alpha,
+      :func:`tffre.data.synthetic_sets.make_synthetic` generates from the job's options (alpha,
       beta, iid) and seed: the site trains on that client's train split and is evaluated on
       its test split, as client k of ``python -m tffre run --dataset synthetic --clients N
       --seed S`` is;

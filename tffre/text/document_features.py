@@ -1,7 +1,7 @@
 """Document-level relation-extraction inputs (FedLCC 3.2, after ATLOP): fixed-shape arrays.
 
 :class:`DocREFeaturizer` turns :class:`tffre.data.document_schema.Document` objects
-into what :func:`tffre.models.documents.build_docre_model` takes: a dict of int32
+into what :func:`tffre.models.document_model.build_docre_model` takes: a dict of int32
 numpy arrays, one row per document, that ``tf.data.Dataset.from_tensor_slices``
 slices and ``.batch`` batches::
 
@@ -61,7 +61,7 @@ paper's sigmoid/BCE loss (Eq. 10-11). The featurizer does not depend on the
 loss: the model's ``loss="softmax"`` option (the authors' code's
 ``CrossEntropyLoss`` over ``{'1:NR:2': 0, '1:CID:2': 1}``) adds the "no
 relation" class itself, as class 0 of its ``num_relations + 1`` logits (see
-:func:`tffre.models.documents.docre_loss`).
+:func:`tffre.models.document_model.docre_loss`).
 
 Nothing is dropped silently. Over the size limits, the featurizer cuts and
 counts: :attr:`DocREFeaturizer.stats` (cumulative) and
@@ -123,7 +123,7 @@ def template_tokens(tokenizer):
     Read off ``build_inputs_with_special_tokens`` around a one-token input, so
     BERT gives ``((101,), (102,))`` and RoBERTa ``((0,), (2,))``. They are also
     the start/end tokens of the long-input windows (ATLOP's ``start_tokens`` /
-    ``end_tokens``; see :func:`tffre.models.documents.split_long_input`).
+    ``end_tokens``; see :func:`tffre.models.document_model.split_long_input`).
     """
     probe = tokenizer.convert_tokens_to_ids(MARKER)
     if probe is None:

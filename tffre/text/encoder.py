@@ -163,7 +163,7 @@ class ImageEncoder(_SizeEncoder):
 
     def encode(self, paths):
         """The images at ``paths``; an unreadable file raises ImageFolderError naming it."""
-        from tffre.data.images import _read_images   # TensorFlow decodes the images
+        from tffre.data.image_sets import _read_images   # TensorFlow decodes the images
         return _read_images([os.fspath(p) for p in paths], (self.image_size, self.image_size))
 
 

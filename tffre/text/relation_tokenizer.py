@@ -1,7 +1,7 @@
 """Relation-extraction inputs: entity markers, optional entity blinding, one packed array.
 
 :class:`RETokenizer` turns relation examples (a text and the character spans
-of its two entities) into what :func:`tffre.models.relations.build_re_model` takes:
+of its two entities) into what :func:`tffre.models.relation_model.build_re_model` takes:
 an int32 array ``[n, 4, max_length]`` whose rows are
 
     0  input_ids       [CLS] ... <e1> entity one </e1> ... <e2> entity two </e2> ... [SEP] pad

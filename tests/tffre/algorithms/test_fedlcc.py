@@ -16,7 +16,7 @@ from tffre.algorithms.moon import MOON
 from tffre.client_model import ClientModel
 from tffre.data import FederatedData
 from tffre.mapreduce import ModelWeights
-from tffre.models.documents import DocRELoss, pack_targets
+from tffre.models.document_model import DocRELoss, pack_targets
 from tiny import assert_weights_close
 
 P, R, F, D = 4, 2, 3, 5          # pairs per document, relation types, pair features, context

@@ -123,7 +123,7 @@ def test_the_diagnosis_task_refuses_an_unknown_diagnosis():
 def test_the_sample_folder(jieba_count):
     report = check_imcs(SAMPLE, task="dialogue-act", max_len=8)
     assert report.problems == [] and report.notes == [] and report.exit_code == 0
-    from tffre.data.imcs import DIALOGUE_ACTS  # the label vocabulary, not a count
+    from tffre.data.imcs_dialogues import DIALOGUE_ACTS  # the label vocabulary, not a count
     assert report.labels == list(DIALOGUE_ACTS)
     for s in report.splits:
         records = read_records(SAMPLE, s.name)

@@ -27,7 +27,7 @@ def test_sentence_set_lines_are_dealt_and_each_copy_loads(tmp_path):
 
 
 def test_imcs_dialogues_are_dealt_and_the_public_vectors_copied(tmp_path):
-    from tffre.data.imcs import load_imcs
+    from tffre.data.imcs_dialogues import load_imcs
     source = resources.path("imcs_sample")
     out = deal(source, tmp_path, SITES)
     whole = load_imcs(source, verbose=False)

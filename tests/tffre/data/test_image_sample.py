@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from tffre import resources
-from tffre.data.images import load_oct_c8
+from tffre.data.image_sets import load_oct_c8
 
 _REPO = Path(__file__).resolve().parents[3]
 _GENERATOR = _REPO / "data" / "image_sample" / "generate.py"

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from tffre.data import imcs
+from tffre.data import imcs_dialogues as imcs
 from tffre.data.imcs_federated import build_imcs_federated
 from tffre.text import MedicalSegmenter, Vocabulary
 from tffre.text.word2vec import load_vectors

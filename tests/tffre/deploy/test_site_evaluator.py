@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from tffre.deploy.node import SiteEvaluator
-from tffre.models.documents import DocRELoss, pack_targets
+from tffre.models.document_model import DocRELoss, pack_targets
 
 P, R = 5, 2
 

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from tiny_documents import document
 from tiny_encoder import VOCAB, make_encoder_folder
-from tffre.models.documents import (DocRELoss, DocREModelConfig, GroupedBilinear, build_docre_model,
+from tffre.models.document_model import (DocRELoss, DocREModelConfig, GroupedBilinear, build_docre_model,
                                 docre_config_for, docre_loss, entity_attention, entity_embeddings,
                                 load_pretrained_encoder, localized_context,
                                 model_inputs, pack_targets, predict_relations,

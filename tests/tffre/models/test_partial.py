@@ -15,8 +15,8 @@ import tensorflow as tf
 
 from tiny_documents import document
 from tiny_encoder import VOCAB, make_encoder_folder
-from tffre.models import documents as D
-from tffre.models import relations as R
+from tffre.models import document_model as D
+from tffre.models import relation_model as R
 from tffre.models.partial import (ActivationStore, PartialTraining, activations, graft,
                                   has_prefix, with_hidden)
 from tffre.text.document_features import DocREFeaturizer

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tiny_encoder import VOCAB, bert_config, make_encoder_folder, random_bert
-from tffre.models.relations import (EncoderFolderError, REModelConfig, build_re_model,
+from tffre.models.relation_model import (EncoderFolderError, REModelConfig, build_re_model,
                              default_encoder_dir, from_pretrained, load_pretrained_encoder)
 from tffre.text.relation_tokenizer import RETokenizer
 
@@ -219,7 +219,7 @@ def test_the_real_minilm_folder_builds_and_loads():
 
 def test_num_layers_keeps_the_first_pretrained_layers(tmp_path):
     """A model built with num_layers=1 of a 2-layer checkpoint gets layer 0's weights."""
-    from tffre.models.relations import REModelConfig, build_re_model, load_pretrained_encoder
+    from tffre.models.relation_model import REModelConfig, build_re_model, load_pretrained_encoder
     folder, reference = make_encoder_folder(str(tmp_path / "enc"), weights="tf")
     model = build_re_model(REModelConfig(folder, num_labels=3, max_length=16, num_layers=1))
     load_pretrained_encoder(model, folder)

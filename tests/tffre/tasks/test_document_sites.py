@@ -64,7 +64,7 @@ def deploy(tmp_path, world):
     from tffre.deploy.node import NodeRuntime
     from tffre.deploy.server import FederatedRounds
     from tffre.deploy.server_app import serve
-    from tffre.deploy.settings import resolve_run
+    from tffre.deploy.flower_config import resolve_run
     encoder, sites = world
     task = DocumentSites()
     nodes = {s: (make_client_app(NodeRuntime(task)),

@@ -28,7 +28,7 @@ def encoder(tmp_path_factory):
 
 
 def test_fedlcc_runs_on_the_structural_entropy_split(tmp_path, data_dir, encoder, cli_here):
-    from tffre.experiments.documents import results_table
+    from tffre.experiments.document_runs import results_table
     out = tmp_path / "out"
     proc = cli_here("run", "--dataset", "cdr", "--data", data_dir, "--encoder", encoder,
                     "--algorithm", "fedlcc", "--partition", "structural-entropy",

@@ -12,7 +12,7 @@ here traces ResNet-18's client loop at two sites and in the reference (FedAvg's 
 adds about 20 s to the process's 80 s).
 
 The reference is the simulation's: the model, loss and FedCB concepts of the task's own
-``prepare``, the sites' arrays read by the loader (tffre.data.images.load_oct_c8), the
+``prepare``, the sites' arrays read by the loader (tffre.data.image_sets.load_oct_c8), the
 local executor (builder.build_algorithm) with hyperparameters resolved as ``run`` resolves
 them. No deployment code builds it.
 
@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tffre.data.images import load_oct_c8
+from tffre.data.image_sets import load_oct_c8
 from tffre.deploy.tasks import DeployJob
 from tffre.tasks import images
 from tffre.tasks.sites import SiteDataError
@@ -264,7 +264,7 @@ def job(dataset="oct-c8", **facts):
 def test_a_site_reads_its_folder_as_a_run_reads_it(tmp_path):
     """OCT-C8's split folders, and Kvasir's class folders split with the job's seed: the
     loader's arrays, the run's image size; the survey lists the same without decoding."""
-    from tffre.data.images import load_kvasir
+    from tffre.data.image_sets import load_kvasir
     folder = site_folder(str(tmp_path), "a", 0, 3, 0)
     flat = os.path.join(folder, "train")      # class folders only: Kvasir's layout
     for dataset, path, (want, _) in (("oct-c8", folder, load_oct_c8(folder, (SIZE, SIZE))),

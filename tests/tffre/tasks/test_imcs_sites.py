@@ -24,7 +24,7 @@ from tffre.deploy.tasks import DeployJob  # noqa: E402
 from tffre.runner.checkpoints import Checkpoints  # noqa: E402
 from tffre.tasks import imcs as imcs_task  # noqa: E402
 from tffre.tasks.imcs import IMCSSites  # noqa: E402
-from tffre.data import imcs  # noqa: E402
+from tffre.data import imcs_dialogues as imcs  # noqa: E402
 from tffre.tasks.sites import SiteDataError  # noqa: E402
 
 NAME = "FedAvgT"
@@ -162,7 +162,7 @@ def test_the_runs_model_reaches_the_sides(world):
     """``--model mean-logistic`` travels in the job: both sides build Table 9's model (frozen
     vectors, one trainable softmax layer), not the LSTM."""
     from tffre.deploy.server_app import job_head
-    from tffre.deploy.settings import resolve_run
+    from tffre.deploy.flower_config import resolve_run
     cfg, settings = resolve_run({"dataset": "imcs", "algorithm": NAME, "model": "mean-logistic",
                                  "out": "unused"})
     head = job_head(cfg, settings, IMCSSites())

@@ -143,7 +143,7 @@ def one_round_per_executor(name, tmp_path, data_dir, **options):
     those initial weights) for "tff" and "local", on the jsonl fixture with a tiny encoder
     whose dropout is off (in its config and before the classifier), and the task ``options``."""
     from tffre import build_algorithm
-    from tffre.models.relations import build_re_model, config_for
+    from tffre.models.relation_model import build_re_model, config_for
     from tffre.tasks import relations as relation
     folder = tmp_path / "enc"
     make_encoder_folder(str(folder), weights="tf")

@@ -6,7 +6,7 @@ import json
 import pandas as pd
 
 from tffre import cli
-from tffre.data.imcs import DIAGNOSES
+from tffre.data.imcs_dialogues import DIAGNOSES
 from tiny_encoder import make_encoder_folder
 from test_relation_task import write_splits
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tffre import resources
-from tffre.data import imcs
+from tffre.data import imcs_dialogues as imcs
 from tffre.text import FeatureEncoder, MedicalSegmenter, TextEncoder, Vocabulary
 from tffre.text.word2vec import load_vectors
 

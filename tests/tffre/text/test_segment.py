@@ -45,7 +45,7 @@ def test_missing_user_dict_is_an_error(tmp_path):
 
 def test_saved_dictionary_reproduces_the_segmenter(tmp_path):
     from tffre import resources
-    from tffre.data import imcs
+    from tffre.data import imcs_dialogues as imcs
 
     splits = imcs.load_imcs(resources.path("imcs_sample"), verbose=False)
     texts = list(imcs.to_examples(splits["dev"], "symptom")["text"])

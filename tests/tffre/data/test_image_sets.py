@@ -1,4 +1,4 @@
-"""The class-per-folder image loaders (tffre.data.images): OCT-C8, Kvasir-v2, stratified split.
+"""The class-per-folder image loaders (tffre.data.image_sets): OCT-C8, Kvasir-v2, stratified split.
 
 Every test writes its own tiny 8x8 PNG folders into tmp_path with tf.io.encode_png.
 """
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tffre.data import images
-from tffre.data.images import (ImageFolderError, ImageFolderNotFoundError, load_image_folder,
+from tffre.data import image_sets as images
+from tffre.data.image_sets import (ImageFolderError, ImageFolderNotFoundError, load_image_folder,
                                load_kvasir, load_oct_c8, split_stratified)
 
 

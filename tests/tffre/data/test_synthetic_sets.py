@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tffre.data.synthetic import make_synthetic
+from tffre.data.synthetic_sets import make_synthetic
 
 
 def reference_draws(alpha, beta, iid, seed, num_clients=30, dim=60, num_class=10):

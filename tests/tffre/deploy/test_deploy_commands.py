@@ -8,10 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from tffre.deploy import cli
+from tffre.deploy import commands as cli
 from tffre.deploy.certs import make_certificates
 from tffre.deploy.project import write_app
-from tffre.deploy.settings import DeploySettings, resolve_run, split_run_config
+from tffre.deploy.flower_config import DeploySettings, resolve_run, split_run_config
 from tffre.deploy.tasks import DeployJob
 from tffre.tasks.relations import RelationSites
 from tffre.tasks.sites import SiteDataError

@@ -346,7 +346,7 @@ def run_config_file(argv, prog):
     the deployment's), written to a temporary file; returns its path."""
     import tomli_w
     from tffre import config as config_lib
-    from tffre.deploy.settings import DeploySettings
+    from tffre.deploy.flower_config import DeploySettings
     parser = OneLineParser(prog=f"{prog} run", description="Start a deployed run.")
     _app_arguments(parser)
     config_lib.add_run_arguments(parser)

@@ -58,7 +58,7 @@ objectives that average over pairs (MOON, FedLCC).
 The model is driven by :class:`DocREModelConfig` and built from the
 encoder's ``config.json`` only, with random weights (:func:`build_docre_model`
 is cheap and safe as a TFF ``model_fn``); pretrained weights enter afterwards
-through :func:`tffre.models.relations.load_pretrained_encoder` (the encoder layer is
+through :func:`tffre.models.relation_model.load_pretrained_encoder` (the encoder layer is
 named "encoder", as in the sentence-level model), or all at once with
 :func:`from_pretrained`. Everything is tf ops on whole batches (no Python loop
 over documents), so the model traces inside ``tf.function`` and TFF
@@ -74,7 +74,7 @@ import tensorflow as tf
 
 from tffre.models.partial import (HIDDEN, PartialTraining, as_partial, encoder_top,  # noqa: F401
                                   has_prefix)
-from tffre.models.relations import (as_config, build_encoder, check_encoder_folder, config_from_dict,
+from tffre.models.relation_model import (as_config, build_encoder, check_encoder_folder, config_from_dict,
                              hf_encoder_config, load_pretrained_encoder)
 from tffre.text.document_features import DocREFeaturizer, template_tokens
 

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from tffre import resources
-from tffre.data import imcs
+from tffre.data import imcs_dialogues as imcs
 
 
 def turn(sid, speaker="患者", sentence="有发烧", act="Inform-Symptom", norms=("发热",), types=("1",)):

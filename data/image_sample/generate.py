@@ -5,7 +5,7 @@
 
 32x32 RGB PNGs of invented "retina-like" cross-sections in OCT-C8's official-split
 layout, ``<split>/<class>/<id>.png`` with splits train/val/test, so that
-:func:`tffre.data.images.load_oct_c8` reads it like the real dataset. No real
+:func:`tffre.data.image_sets.load_oct_c8` reads it like the real dataset. No real
 patient or scan is behind any of them.
 
 Every image shows a dark vitreous above a bright, gently curved retinal band and

@@ -46,9 +46,10 @@ KINDS = ("record", "choices", "tables", "setting", "headline", "curves")
 START = re.compile(r"^<!-- record: (?P<spec>.*?) -->[ \t]*$", re.M)
 END = "<!-- end record -->"
 #: How to make a record that ``benchmarks/real_corpora.py`` does not write.
-MAKERS = {"imcs-lstm": "`python examples/imcs_lstm.py` and then `python -m tffre report "
-                       "results/imcs_lstm --save-record benchmarks/results/imcs-lstm.json "
-                       "--name imcs-lstm` write"}
+MAKERS = {"imcs-lstm": "`python examples/imcs_lstm.py --seed S --centralised "
+                       "--centralised-learning-rates 3e-4,1e-3,3e-3 --out RUNS/imcs_lstm/seed_S` "
+                       "for S in 0, 1, 2 and then `python -m tffre report RUNS --save-record "
+                       "benchmarks/results/imcs-lstm.json --name imcs-lstm` write"}
 
 #: A record whose every setting waits for a choice (no test score may show yet).
 WAITING = ("Not shown yet: {results}/{name}.json holds runs, but its choice waits for every "

@@ -103,9 +103,11 @@ def test_the_benchmarks_comparisons_name_their_command(hook):
         "Not yet measured under the protocol: `python benchmarks/real_corpora.py --root ROOT "
         "--only iid-gad,feded-gad` writes their records, benchmarks/results/NAME.json.")
     assert hook.not_measured(["imcs-lstm"]) == (
-        "Not yet measured: `python examples/imcs_lstm.py` and then `python -m tffre report "
-        "results/imcs_lstm --save-record benchmarks/results/imcs-lstm.json --name imcs-lstm` "
-        "write benchmarks/results/imcs-lstm.json.")
+        "Not yet measured: `python examples/imcs_lstm.py --seed S --centralised "
+        "--centralised-learning-rates 3e-4,1e-3,3e-3 --out RUNS/imcs_lstm/seed_S` for S in 0, "
+        "1, 2 and then `python -m tffre report RUNS --save-record "
+        "benchmarks/results/imcs-lstm.json --name imcs-lstm` write "
+        "benchmarks/results/imcs-lstm.json.")
 
 
 PAGE = """# A page

@@ -12,7 +12,7 @@ from tffre import execution
 from tffre.client_model import ClientModel
 from tffre.client_work import ClientTrainer
 from tffre.mapreduce import RoundFactory
-from tffre.registry import (LOCAL_OPTIMIZERS, SERVER_AGGREGATORS, get_spec, local_optimizer_of,
+from tffre.registry import (CLIENT_OPTIMIZERS, SERVER_AGGREGATORS, get_spec, client_optimizer_of,
                             resolve_hparams)
 
 
@@ -40,7 +40,7 @@ def round_factory(name, model_fn, *, loss, input_spec, metrics=None, context=Non
     definition = spec.load_definition()(hp, context)
     model_fn = definition.model_fn(model_fn)   # the algorithm's own model parts, if any
     make_model = client_model_fn(model_fn, loss=loss, input_spec=input_spec, metrics=metrics)
-    local = LOCAL_OPTIMIZERS[local_optimizer_of(spec, hp)]
+    local = CLIENT_OPTIMIZERS[client_optimizer_of(spec, hp)]
     server = SERVER_AGGREGATORS[spec.aggregator]
     trainer = ClientTrainer.from_hparams(make_model, lambda: local.make(hp), hp, definition)
     make_aggregator = server.factory(hp)

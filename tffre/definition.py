@@ -5,8 +5,9 @@ the client loop, the aggregation plumbing and both executors are shared
 (:mod:`tffre.mapreduce`, :mod:`tffre.client_work`, :mod:`tffre.execution`).
 The parts, each a method or attribute with a working default (FedAvg's):
 
-1. **local optimizer**: the registry row's Keras optimizer
-   (:data:`tffre.registry.LOCAL_OPTIMIZERS`).
+1. **client optimizer** (the paper's "local optimizer"): the registry row's Keras optimizer
+   (:data:`tffre.registry.CLIENT_OPTIMIZERS`); the ``local_optimizer`` hyperparameter
+   may replace it by its form in another family (:data:`OPTIMIZER_FAMILIES`).
 2. **server extras** (:meth:`Definition.initial_extras`,
    :meth:`Definition.server_update`): tensors kept in the server state beside
    the model and broadcast with it (FedCMC's major classifier vectors,
@@ -69,7 +70,10 @@ from tffre.lazy import tf
 #: The weight of a client's update (see :mod:`tffre.client_work`); "dataset_size" is n_k of
 #: FLCMC Eq. 6.
 CLIENT_WEIGHTINGS = ("dataset_size", "processed", "uniform")
-#: ``local_optimizer``: replace a row's optimizer by the same kind of step in another family.
+#: The optimizer families, declared here once: the values of the ``local_optimizer``
+#: hyperparameter (``--local-optimizer``), which replaces a row's client optimizer by the same
+#: kind of step in another family (each client optimizer's ``forms`` in
+#: :data:`tffre.registry.CLIENT_OPTIMIZERS` say by which).
 OPTIMIZER_FAMILIES = ("adam", "sgdm")
 
 
@@ -78,8 +82,8 @@ class Hparams(Params):
     """FedAvg's hyperparameters, which every algorithm takes (FLCMC Table 7 and the common ones)."""
 
     learning_rate: Optional[float] = param(
-        None, optional(non_negative_float), "local learning rate; default the local "
-        "optimizer's: 0.01 for SGD/PGD, 0.001 for the Adam family", paper="FLCMC Table 7")
+        None, optional(non_negative_float), "local learning rate; default the client "
+        "optimizer's: 0.01 for SGD/PGD, 0.001 for the Adam ones", paper="FLCMC Table 7")
     num_epochs: int = param(10, positive_int, "local epochs", paper="FLCMC Table 7")
     num_iters: Optional[int] = param(20, num_iters, "cap on local steps per round; 0 or none: "
                                      "no cap", paper="FLCMC Table 7")

@@ -1,7 +1,7 @@
 """The algorithm registry: what each algorithm is, one line each, without importing TensorFlow.
 
-An algorithm is a row: a local optimizer and a server aggregator (FLCMC
-Tables 5 and 6) and, for algorithms that change more than those two, a
+An algorithm is a row: a client optimizer (the paper's "local optimizer") and a
+server aggregator (FLCMC Tables 5 and 6) and, for algorithms that change more than those two, a
 :class:`tffre.definition.Definition` subclass (client objective, uploads,
 server extras and work, per-client state). Its hyperparameters are declared
 where they belong, once: FedAvg's in :class:`tffre.definition.Hparams`, the
@@ -19,7 +19,7 @@ modules import it lazily (:mod:`tffre.lazy`), so ``--help`` stays instant.
 import dataclasses
 import functools
 import importlib
-from typing import Callable, Optional, Tuple
+from typing import Callable, Mapping, Optional, Tuple
 
 from tffre.hparams import (Params, ParamsError, choice, compose, non_negative_float, param)
 from tffre.privacy.dp_settings import DPHparams
@@ -49,17 +49,28 @@ class AttentionHparams(Params):
                              "reference) or over the whole model", paper="FLCMC Eq. 11")
 
 
+#: A client optimizer's ``kind``: the kind of step, which keys a task's own default learning
+#: rates (:attr:`tffre.tasks.Task.learning_rates`).
+OPTIMIZER_KINDS = ("sgd", "adam")
+
+
 @dataclasses.dataclass(frozen=True)
-class LocalOptimizer:
+class ClientOptimizer:
     """How a client optimizes: a Keras optimizer factory (hparams -> optimizer).
 
-    ``family`` ("sgd" or "adam") keys a task's own default learning rates
-    (:attr:`tffre.tasks.Task.learning_rates`)."""
+    Attributes:
+      kind: one of :data:`OPTIMIZER_KINDS` ("sgd" or "adam"): which of a task's own default
+        learning rates it takes.
+      forms: {family: key of :data:`CLIENT_OPTIMIZERS`}: the optimizer that replaces this one
+        when the ``local_optimizer`` hyperparameter (``--local-optimizer``) names that family
+        (one of :data:`tffre.definition.OPTIMIZER_FAMILIES`); a family it lacks is refused.
+    """
     description: str
     factory: Callable
     default_learning_rate: float
     hparams: type = NoHparams
-    family: str = "sgd"
+    kind: str = "sgd"
+    forms: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
     def make(self, hp):
         """A fresh optimizer of ``factory(hp)``; with the common ``clip_norm``, each step's
@@ -129,24 +140,22 @@ def _attention(hp):
     return lambda shapes: aggregators.Attention(shapes, hp.granularity)
 
 
-LOCAL_OPTIMIZERS = {
-    "sgd": LocalOptimizer("SGD", _sgd, 0.01),
-    "pgd": LocalOptimizer("PGD (SGD on Eq. 22)", _pgd, 0.01, ProximalHparams),
-    "self_adam": LocalOptimizer("Self-Adam (Eq. 15-20)", _self_adam, 0.001, family="adam"),
-    "tf_adam": LocalOptimizer("tf.keras Adam", _tf_adam, 0.001, family="adam"),
-    "padam": LocalOptimizer("PAdam (Eq. 21-27)", _padam, 0.001, ProximalHparams,
-                            family="adam"),
-    "sgdm": LocalOptimizer("SGD, momentum 0.9, weight decay 5e-4", _sgdm, 0.01),
-}
-
-# The common ``local_optimizer`` hyperparameter replaces a row's optimizer by the same kind of
-# step in another family (FedCB trains every method with Adam; its authors' scripts with SGD
-# and momentum): {family: {row's optimizer: replacement}}. A proximal row keeps its proximal
-# term (PGD -> PAdam); there is no proximal SGD with momentum.
-OPTIMIZER_FAMILIES = {
-    "adam": {"sgd": "tf_adam", "pgd": "padam", "tf_adam": "tf_adam", "padam": "padam",
-             "self_adam": "self_adam"},
-    "sgdm": {"sgd": "sgdm", "tf_adam": "sgdm", "self_adam": "sgdm", "sgdm": "sgdm"},
+# ``forms``: the common ``local_optimizer`` hyperparameter replaces a row's optimizer by the same
+# kind of step in another family (FedCB trains every method with Adam; its authors' scripts
+# with SGD and momentum). A proximal row keeps its proximal term (PGD -> PAdam); there is no
+# proximal SGD with momentum.
+CLIENT_OPTIMIZERS = {
+    "sgd": ClientOptimizer("SGD", _sgd, 0.01, forms={"adam": "tf_adam", "sgdm": "sgdm"}),
+    "pgd": ClientOptimizer("PGD (SGD on Eq. 22)", _pgd, 0.01, ProximalHparams,
+                           forms={"adam": "padam"}),
+    "self_adam": ClientOptimizer("Self-Adam (Eq. 15-20)", _self_adam, 0.001, kind="adam",
+                                 forms={"adam": "self_adam", "sgdm": "sgdm"}),
+    "tf_adam": ClientOptimizer("tf.keras Adam", _tf_adam, 0.001, kind="adam",
+                               forms={"adam": "tf_adam", "sgdm": "sgdm"}),
+    "padam": ClientOptimizer("PAdam (Eq. 21-27)", _padam, 0.001, ProximalHparams, kind="adam",
+                             forms={"adam": "padam"}),
+    "sgdm": ClientOptimizer("SGD, momentum 0.9, weight decay 5e-4", _sgdm, 0.01,
+                            forms={"sgdm": "sgdm"}),
 }
 
 SERVER_AGGREGATORS = {
@@ -165,7 +174,9 @@ class AlgorithmSpec:
 
     Attributes:
       name: the display name (lookups are case-insensitive).
-      local_optimizer: a key of :data:`LOCAL_OPTIMIZERS`.
+      client_optimizer: a key of :data:`CLIENT_OPTIMIZERS` (the paper's local optimizer; the
+        ``local_optimizer`` hyperparameter may replace it by another family's,
+        :func:`client_optimizer_of`).
       aggregator: a key of :data:`SERVER_AGGREGATORS` (how model deltas are combined).
       definition: "module:Class" of the algorithm's
         :class:`~tffre.definition.Definition` subclass; None for the default
@@ -174,7 +185,7 @@ class AlgorithmSpec:
         declarations' (e.g. FedCMC-minor's ``vectors``).
     """
     name: str
-    local_optimizer: str
+    client_optimizer: str
     aggregator: str
     definition: Optional[str] = None
     defaults: Tuple[Tuple[str, object], ...] = ()
@@ -195,7 +206,7 @@ class AlgorithmSpec:
 @functools.lru_cache(maxsize=None)
 def _composed(spec):
     return compose(f"{spec.name.replace('-', '_')}Hparams", spec.load_definition().Hparams,
-                   LOCAL_OPTIMIZERS[spec.local_optimizer].hparams,
+                   CLIENT_OPTIMIZERS[spec.client_optimizer].hparams,
                    SERVER_AGGREGATORS[spec.aggregator].hparams, DPHparams,
                    defaults=dict(spec.defaults))
 
@@ -269,14 +280,15 @@ def algorithm_hparams(name, values):
     return get_spec(name).hparams_class().subset(values)
 
 
-def local_optimizer_of(spec, hparams):
-    """The key of :data:`LOCAL_OPTIMIZERS` a row trains with, given its ``local_optimizer``."""
+def client_optimizer_of(spec, hparams):
+    """The key of :data:`CLIENT_OPTIMIZERS` row ``spec`` trains with under ``hparams``: its own,
+    or its form in the family ``hparams.local_optimizer`` names (``--local-optimizer``)."""
     family = hparams.local_optimizer
     if family is None:
-        return spec.local_optimizer
-    replaced = OPTIMIZER_FAMILIES[family].get(spec.local_optimizer)
+        return spec.client_optimizer
+    replaced = CLIENT_OPTIMIZERS[spec.client_optimizer].forms.get(family)
     if replaced is None:
-        raise ValueError(f"{spec.name}: its {spec.local_optimizer} optimizer has no "
+        raise ValueError(f"{spec.name}: its {spec.client_optimizer} optimizer has no "
                          f"{family} form")
     return replaced
 
@@ -287,8 +299,8 @@ def resolve_hparams(name, values=None, *, learning_rates=None, **kwargs):
     ``values`` is the row's ``Hparams`` object (returned as it is: the run's hyperparameters
     stay typed from the command line to the client) or a mapping; it and keyword arguments
     may use the declared names or their aliases (``mu``, ``temperature``); unset or None values take the row's
-    defaults; ``learning_rate`` defaults to ``learning_rates[family]`` of the local
-    optimizer's family ("adam", "sgd": a task's own rates, e.g. a transformer's), else to
+    defaults; ``learning_rate`` defaults to ``learning_rates[kind]`` of the client
+    optimizer's kind ("adam", "sgd": a task's own rates, e.g. a transformer's), else to
     the optimizer's. Raises :class:`tffre.hparams.ParamsError` (a ValueError) naming the
     algorithm and the setting.
     """
@@ -298,11 +310,11 @@ def resolve_hparams(name, values=None, *, learning_rates=None, **kwargs):
     given = dict(values or {}, **kwargs)
     hp = spec.hparams_class().resolve(given, owner=spec.name)
     try:
-        local = LOCAL_OPTIMIZERS[local_optimizer_of(spec, hp)]
+        client = CLIENT_OPTIMIZERS[client_optimizer_of(spec, hp)]
     except ValueError as err:
         raise ParamsError(str(err)) from None
     if hp.learning_rate is None:
-        rate = (learning_rates or {}).get(local.family, local.default_learning_rate)
+        rate = (learning_rates or {}).get(client.kind, client.default_learning_rate)
         hp = dataclasses.replace(hp, learning_rate=rate)
     if hp.dp_on:
         reason = dp_refusal(spec, hp, weighting_given=given.get("client_weighting"))

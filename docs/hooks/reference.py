@@ -491,7 +491,7 @@ def hparams_cell(spec, common):
 def algorithms_page():
     """The Markdown of ``reference/algorithms.md``."""
     from tffre import registry
-    from tffre.definition import Hparams
+    from tffre.definition import OPTIMIZER_FAMILIES, Hparams
     from tffre.privacy.dp_settings import DPHparams
     common = set(Hparams.names()) | set(DPHparams.names())
     rows, refusals = [], []
@@ -500,10 +500,10 @@ def algorithms_page():
         hp = registry.resolve_hparams(name)
         dp = registry.dp_refusal(spec, hp)
         secagg = secagg_refusal(name)
-        local = registry.LOCAL_OPTIMIZERS[spec.local_optimizer]
+        local = registry.CLIENT_OPTIMIZERS[spec.client_optimizer]
         server = registry.SERVER_AGGREGATORS[spec.aggregator]
         rows.append([f"{code(spec.name)}{{#{spec.name.lower()}}}",
-                     f"{cell(local.description)} ({code(spec.local_optimizer)})",
+                     f"{cell(local.description)} ({code(spec.client_optimizer)})",
                      f"{cell(server.description)} ({code(spec.aggregator)})",
                      paper_of(spec),
                      "yes" if dp is None else "[no](#why-" + spec.name.lower() + ")",
@@ -512,15 +512,17 @@ def algorithms_page():
         if dp or secagg:
             refusals.append([f"{code(spec.name)}{{#why-{spec.name.lower()}}}",
                              cell(dp) if dp else "—", cell(secagg) if secagg else "—"])
-    local_rows = [[code(key), cell(o.description), code(o.default_learning_rate), code(o.family),
+    local_rows = [[code(key), cell(o.description), code(o.default_learning_rate), code(o.kind),
                    ", ".join(code("--" + n.replace("_", "-")) for n in o.hparams.names()) or "—"]
-                  for key, o in registry.LOCAL_OPTIMIZERS.items()]
+                  for key, o in registry.CLIENT_OPTIMIZERS.items()]
     server_rows = [[code(key), cell(a.description),
                     ", ".join(code("--" + n.replace("_", "-")) for n in a.hparams.names()) or "—",
                     "sound" if a.dp_refusal is None else "not sound: " + cell(a.dp_refusal)]
                    for key, a in registry.SERVER_AGGREGATORS.items()]
-    family_rows = [[code(family), ", ".join(f"{code(a)} → {code(b)}" for a, b in swaps.items())]
-                   for family, swaps in registry.OPTIMIZER_FAMILIES.items()]
+    family_rows = [[code(family), ", ".join(f"{code(key)} → {code(o.forms[family])}"
+                                            for key, o in registry.CLIENT_OPTIMIZERS.items()
+                                            if family in o.forms)]
+                   for family in OPTIMIZER_FAMILIES]
     out = ["# Algorithm registry", "",
            f"Generated when the site is built from {code('tffre/registry.py')} "
            f"({code('tffre.registry.ALGORITHMS')}): one row per name "
@@ -534,21 +536,23 @@ def algorithms_page():
            "Every algorithm also takes FedAvg's hyperparameters and the differential-privacy "
            "ones ([Algorithm hyperparameters](cli.md#run-hyperparameters)); the last column lists "
            "the row's own.", ""]
-    out += table(("Algorithm", "Local optimizer", "Server aggregator", "Paper", "DP",
+    out += table(("Algorithm", "Client optimizer", "Server aggregator", "Paper", "DP",
                   "SecAgg+", "Its own hyperparameters"), rows) + [""]
     out += ["## Why DP or SecAgg+ is refused {#why}", ""]
     out += table(("Algorithm", "Client-level DP", "SecAgg+"), refusals) + [""]
-    out += ["## Local optimizers {#local-optimizers}", "",
-            f"{code('tffre.registry.LOCAL_OPTIMIZERS')}; {code('--learning-rate')} defaults to "
-            "the task's rate for the family, else to this one.", ""]
-    out += table(("Key", "Optimizer", "Default learning rate", "Family", "Hyperparameters"),
+    out += ["## Client optimizers {#client-optimizers}", "",
+            f"{code('tffre.registry.CLIENT_OPTIMIZERS')}: a row's client optimizer (the "
+            f"papers' local optimizer); {code('--learning-rate')} defaults to the task's rate for "
+            "the optimizer's kind, else to this one.", ""]
+    out += table(("Key", "Optimizer", "Default learning rate", "Kind", "Hyperparameters"),
                  local_rows) + [""]
     out += ["## Server aggregators {#server-aggregators}", "",
             f"{code('tffre.registry.SERVER_AGGREGATORS')}.", ""]
     out += table(("Key", "Aggregator", "Hyperparameters", "Client-level DP"), server_rows)
     out += ["", "## Optimizer families {#optimizer-families}", "",
-            f"{code('--local-optimizer')} replaces a row's optimizer by the same kind of step in "
-            f"another family ({code('tffre.registry.OPTIMIZER_FAMILIES')}).", ""]
+            f"{code('--local-optimizer')} replaces a row's client optimizer by the same kind "
+            f"of step in another family ({code('tffre.definition.OPTIMIZER_FAMILIES')}; each "
+            f"optimizer's {code('forms')} say by which).", ""]
     out += table(("Family", "Replacements"), family_rows) + [""]
     return "\n".join(out)
 

@@ -20,7 +20,7 @@ def test_registry_has_the_nine_flcmc_algorithms():
     # The nine are plain rows: the default definition (FedAvg's parts).
     assert all(registry.ALGORITHMS[n.lower()].definition is None
                for n in registry.valid_algorithm_names()[:9])
-    rows = {n: (s.local_optimizer, s.aggregator) for n, s in registry.ALGORITHMS.items()}
+    rows = {n: (s.client_optimizer, s.aggregator) for n, s in registry.ALGORITHMS.items()}
     assert rows["fedpap"] == ("padam", "attention")   # Table 6
     assert rows["fedpa"] == ("pgd", "attention")      # Table 5
     assert rows["fedproxp"] == ("padam", "mean")

@@ -96,7 +96,7 @@ def test_learning_rate_decays_per_round(executor):
 def test_local_optimizer_override():
     spec = registry.get_spec
     def of(name, **hp):
-        return registry.local_optimizer_of(spec(name), registry.resolve_hparams(name, **hp))
+        return registry.client_optimizer_of(spec(name), registry.resolve_hparams(name, **hp))
     assert of("FedAvg", local_optimizer="adam") == "tf_adam"
     assert of("FedProx", local_optimizer="adam") == "padam"
     assert of("FedRep", local_optimizer="sgdm") == "sgdm"
@@ -108,6 +108,6 @@ def test_local_optimizer_override():
         registry.resolve_hparams("FedAvg", lr_decay=1.5)
     import optimizers
     hp = registry.resolve_hparams("FedProx", local_optimizer="adam", mu=0.1)
-    optimizer = registry.LOCAL_OPTIMIZERS[registry.local_optimizer_of(spec("FedProx"), hp)] \
+    optimizer = registry.CLIENT_OPTIMIZERS[registry.client_optimizer_of(spec("FedProx"), hp)] \
         .factory(hp)
     assert isinstance(optimizer, optimizers.PAdam) and float(optimizer.mu) == pytest.approx(0.1)

@@ -58,7 +58,7 @@ def run_centralised(job, name, hparams, settings, *, log, bar, save_model=None,
     data, seed = job.data, settings.seed
     epochs = epochs_of(name, hparams, settings, data.sizes("train"))
     spec = registry.get_spec(name)
-    local = registry.LOCAL_OPTIMIZERS[registry.local_optimizer_of(spec, hparams)]
+    local = registry.CLIENT_OPTIMIZERS[registry.client_optimizer_of(spec, hparams)]
     tf.keras.utils.set_random_seed(seed)
     evaluator = make_evaluator(job.evaluation, job.model_fn, data, job.loss,
                                negative_label=job.negative_label, macro_f1=job.macro_f1,

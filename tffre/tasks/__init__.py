@@ -46,7 +46,7 @@ class Task:
       environment: environment variables to set before TensorFlow is imported.
       dp_refusal: why client-level DP is not sound for the task's models, or None.
       samples: {dataset: the path of its embedded sample} (``--data sample``).
-      learning_rates: {optimizer family ("adam", "sgd"): the task's default local learning
+      learning_rates: {optimizer kind ("adam", "sgd"): the task's default local learning
         rate} where it differs from the optimizer's (FLCMC's 0.001 for Adam suits its LSTM,
         not a pretrained transformer); a row's own default, or a given rate, comes first.
     """

@@ -145,7 +145,7 @@ def test_objective_is_eq_13_over_hand_built_contexts():
 def test_registry_row_and_moon_masks_padded_pairs_too():
     assert registry.resolve_hparams("FedLCC").contrastive_weight == 0.1
     assert registry.resolve_hparams("FedLCC").contrastive_temperature == 0.5
-    assert registry.get_spec("fedlcc").local_optimizer == "tf_adam"
+    assert registry.get_spec("fedlcc").client_optimizer == "tf_adam"
     with pytest.raises(ValueError, match="FedLCC: contrastive_temperature"):
         fedlcc(dict(mu=0.1, temperature=0.0))
     # MOON on a pair-shaped "features" output averages l_con over the valid pairs only.

@@ -15,7 +15,8 @@ from typing import Dict, List, Optional, Tuple
 LAYOUT = {"relations": ("examples", "label", "e1 type -> e2 type"),
           "documents": ("documents", "relation type", "entity types"),
           "dialogues": ("dialogues", "label", None),
-          "images": ("images", "class", None)}
+          "images": ("images", "class", None),
+          "texts": ("texts", "label", None)}
 PROBLEMS_SHOWN = 20
 PERCENTILES = (0, 50, 95, 100)
 

@@ -5,7 +5,8 @@ A task is one module of this package with a :class:`Task` named ``TASK`` and
 a ``prepare(cfg) -> tffre.runner.Job`` (and optionally ``check(cfg)``, checks
 that need no TensorFlow; ``check_data``, what ``python -m tffre data check``
 reports; and ``SITES``, a :class:`tffre.tasks.sites.Sites`, what ``python -m
-tffre deploy`` runs at each side). Its options are a :class:`tffre.hparams.Params`
+tffre deploy`` runs at each side), or a ``RECIPE`` (:class:`tffre.tasks.recipe.Recipe`), the
+one declaration from which all of these are derived. Its options are a :class:`tffre.hparams.Params`
 dataclass: the command line's flags and config keys come from those
 declarations (:mod:`tffre.config`), which therefore holds no dataset lists.
 Adding a task is one module and one entry of :data:`MODULES`.
@@ -22,7 +23,7 @@ from tffre.hparams import (Params, boolean, choice, existing_file, optional, par
                            positive_float, positive_int, subset_of, text)
 
 #: The task modules, in the order the command line lists their datasets.
-MODULES = ("synthetic", "imcs", "relations", "images", "documents")
+MODULES = ("synthetic", "imcs", "relations", "images", "documents", "texts")
 #: ``--data sample``: the task's embedded synthetic sample.
 SAMPLE = "sample"
 #: ``--lora-targets`` (the keys of :data:`tffre.models.lora.TARGETS`, which imports TensorFlow).
@@ -77,19 +78,33 @@ class Task:
         """The task's module (``prepare``, ``check``)."""
         return importlib.import_module(f"tffre.tasks.{self.name}")
 
+    def recipe(self):
+        """The module's ``RECIPE`` (a :class:`tffre.tasks.recipe.Recipe`), or None for a task
+        written as ``prepare`` and ``SITES``."""
+        return getattr(self.module(), "RECIPE", None)
+
     def prepare(self, cfg):
         """Loads and splits the data and builds the model: the :class:`tffre.runner.Job`."""
+        recipe = self.recipe()
+        if recipe is not None:
+            from tffre.tasks.recipe import prepare
+            return prepare(recipe, cfg)
         return self.module().prepare(cfg)
 
     def check(self, cfg):
         """The task's checks that need no data (a ValueError with a one-line message)."""
-        check = getattr(self.module(), "check", None)
+        check = getattr(self.recipe() or self.module(), "check", None)
         if check is not None:
             check(cfg)
 
     def sites(self):
         """What ``python -m tffre deploy`` runs at each side (its module's ``SITES``, a
-        :class:`tffre.tasks.sites.Sites`); ValueError when the task does not deploy."""
+        :class:`tffre.tasks.sites.Sites`, or the sites its ``RECIPE`` derives:
+        :class:`tffre.tasks.recipe.RecipeSites`); ValueError when the task does not deploy."""
+        recipe = self.recipe()
+        if recipe is not None:
+            from tffre.tasks.recipe import sites_of
+            return sites_of(recipe)
         sites = getattr(self.module(), "SITES", None)
         if sites is None:
             raise ValueError(f"the {self.name} task ({', '.join(self.datasets)}) does not "
@@ -99,14 +114,14 @@ class Task:
     @property
     def checks_data(self):
         """True when the task offers ``data check`` (its module defines ``check_data``)."""
-        return hasattr(self.module(), "check_data")
+        return hasattr(self.recipe() or self.module(), "check_data")
 
     def check_data(self, dataset, options, *, tokenizer=None, max_len=None, seed=0):
         """What ``python -m tffre data check`` reports on the data a run of ``dataset`` with
         ``options`` (the task's ``Options``) would load: a
         :class:`tffre.data.check.CheckReport` (the task module's ``check_data``)."""
-        return self.module().check_data(dataset, options, tokenizer=tokenizer, max_len=max_len,
-                                        seed=seed)
+        return (self.recipe() or self.module()).check_data(
+            dataset, options, tokenizer=tokenizer, max_len=max_len, seed=seed)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,326 @@
+"""One task, one recipe: a typed declaration from which both the simulation and every site of
+a deployment are derived (issue 68 item 1).
+
+A recipe task is a module of :mod:`tffre.tasks` whose ``RECIPE`` is a :class:`Recipe`
+subclass instance; :class:`tffre.tasks.Task` then finds ``prepare``, ``check``,
+``check_data`` and ``SITES`` through it, so the module writes neither a ``prepare`` nor a
+:class:`tffre.tasks.sites.Sites` class. The protocol (each method gets typed objects, never
+a dict of options):
+
+* :attr:`Recipe.TASK`: the :class:`tffre.tasks.Task` (names, ``Options``, defaults);
+  :attr:`Recipe.EVALUATION`: the evaluation kind (a key of
+  :data:`tffre.evaluation.EVALUATORS`); :attr:`Recipe.PREDICTS`: the bundle encoder's kind
+  that ``python -m tffre predict`` reads (``"text"``: JSON lines with ``"text"``);
+  :attr:`Recipe.TABLES`: the paper tables it reproduces; :attr:`Recipe.LOCAL_OPTIONS`: the
+  options naming a side's own files (never in the deployment's job); :attr:`Recipe.AGREED`:
+  the facts every side must report alike besides the labels.
+* :meth:`Recipe.load` ``(path, options, seed, notes, site) -> Loaded``: the data of one path (a
+  run's ``--data``, a site's ``data``), checked, every error one line naming file, record
+  and field; :meth:`Recipe.check_data`: what ``data check`` reports; :meth:`Recipe.check`
+  (optional): the options' checks that need no data.
+* :meth:`Recipe.resources` ``(options, side) -> Resources``: the public files a side uses
+  (word vectors, a dictionary, an encoder folder; ``side`` holds its own paths, dashed as in
+  a node configuration) and their fingerprints (:attr:`Resources.facts`).
+* :meth:`Recipe.build` ``(ModelSpec) -> Built``: the model and loss from the typed options,
+  the labels and the resources, with the encoding of a split's records into model inputs.
+* :meth:`Recipe.partition` ``(Loaded, options, clients, seed) -> {client: {split: rows}}``:
+  the simulation's clients.
+
+The adapters, written once: :func:`prepare` (recipe -> :class:`tffre.runner.Job`) and
+:class:`RecipeSites` (recipe -> the deployment's survey, agreement, model and site data).
+A site parses the job's options into ``Options`` once per job (:meth:`RecipeSites.options`).
+"""
+
+import dataclasses
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from tffre.tasks.sites import SiteData, SiteDataError, SiteModel, Sites, check_report_line, \
+    site_path
+
+
+@dataclasses.dataclass
+class Loaded:
+    """A path's data: ``splits`` {split: [record]} (each record a dict with at least
+    ``label``), ``labels`` (the class names in index order), ``notes`` (what the user should
+    know) and ``facts`` (what else the data says, e.g. its site values)."""
+    splits: Dict[str, list]
+    labels: Tuple[str, ...]
+    notes: list = dataclasses.field(default_factory=list)
+    facts: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def label_ids(self, split, labels=None):
+        """The int32 label indices of ``split``'s records over ``labels`` (default this
+        data's); a label outside them is a :class:`ValueError`."""
+        import numpy as np
+        index = {label: i for i, label in enumerate(labels or self.labels)}
+        try:
+            return np.asarray([index[r["label"]] for r in self.splits[split]], np.int32)
+        except KeyError as err:
+            raise ValueError(f"label {err.args[0]!r} is not among the run's labels "
+                             f"{', '.join(labels or self.labels)}") from None
+
+
+@dataclasses.dataclass
+class Resources:
+    """A side's public files as loaded (:meth:`Recipe.resources`): ``value`` whatever the
+    recipe's :meth:`Recipe.build` reads, ``facts`` {name: fingerprint} the sides compare,
+    ``description`` what they are (for the logs)."""
+    value: Any
+    facts: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    description: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """What :meth:`Recipe.build` is given: the ``--model`` name, the typed ``options``, the
+    ``labels``, the side's :class:`Resources`, the run's ``seed`` and its ``algorithms``
+    (registry names: FedCB and the like want a model with named outputs)."""
+    model: str
+    options: Any
+    labels: Tuple[str, ...]
+    resources: Resources
+    seed: int
+    algorithms: Tuple[str, ...]
+
+
+@dataclasses.dataclass
+class Built:
+    """The model a recipe builds: ``model_fn`` and ``loss``; ``encode`` (a split's records ->
+    the model's inputs x); ``x_spec`` (x's ``tf.TensorSpec``); ``load_pretrained``
+    (word vectors, an encoder's weights into a model, at the server); ``encoder`` (what a
+    bundle saves and ``predict`` reads); ``description`` (the model in a title)."""
+    model_fn: Callable[[], Any]
+    loss: Any
+    encode: Callable[[list], Any]
+    x_spec: Any
+    load_pretrained: Optional[Callable[[Any], None]] = None
+    encoder: Any = None
+    description: str = ""
+
+
+class Recipe:
+    """A task's one declaration (see the module docstring); subclass it."""
+
+    TASK = None
+    EVALUATION = "classification"
+    PREDICTS = "text"
+    TABLES: Tuple[str, ...] = ()
+    LOCAL_OPTIONS: Tuple[str, ...] = Sites.LOCAL_OPTIONS
+    AGREED: Tuple[str, ...] = ()
+
+    def check(self, cfg):
+        """The options' checks that need no data (ValueError, one line)."""
+
+    def load(self, path, options, *, seed, notes=None, site=None):
+        """The :class:`Loaded` data of ``path`` (``site``: a deployment's node configuration,
+        which may select part of the file; None in the simulation)."""
+        raise NotImplementedError
+
+    def check_data(self, dataset, options, *, tokenizer=None, max_len=None, seed=0,
+                   site=None):
+        """``python -m tffre data check``'s :class:`tffre.data.check.CheckReport` (``site``
+        as for :meth:`load`)."""
+        raise NotImplementedError
+
+    def resources(self, options, side):
+        """The :class:`Resources` of a side's own public files (``side``: {dashed option
+        name: path}, the server's run config or a site's node configuration)."""
+        return Resources(None)
+
+    def build(self, spec):
+        """The :class:`Built` model of a :class:`ModelSpec`."""
+        raise NotImplementedError
+
+    def partition(self, loaded, options, num_clients, seed):
+        """{client id: {split: row indices}} of the simulation."""
+        raise NotImplementedError
+
+    def describe(self, cfg, loaded, data):
+        """Extra summary fields and a line to print for the simulation (optional)."""
+        return {}
+
+
+def side_of(recipe, options):
+    """The simulation's side: the options of :attr:`Recipe.LOCAL_OPTIONS` given, dashed, as a
+    deployment's server passes them (:func:`tffre.deploy.server_app.server_side`)."""
+    return {k.replace("_", "-"): v for k, v in options.asdict().items()
+            if k in recipe.LOCAL_OPTIONS and v not in (None, "")}
+
+
+def prepare(recipe, cfg):
+    """The :class:`tffre.runner.Job` of ``cfg`` from ``recipe``: load, build, encode, split
+    over clients (the simulation's half of the recipe)."""
+    from tffre.data import FederatedData
+    from tffre.data.concepts import concepts_for
+    from tffre.metrics import trivial_baselines
+    from tffre.runner.run_settings import Job
+    from tffre.tasks import data_path
+    o = cfg.options
+    notes = []
+    loaded = recipe.load(data_path(cfg.dataset, o.data), o, seed=cfg.run.seed, notes=notes)
+    for note in notes:
+        print(f"note: {note}")
+    resources = recipe.resources(o, side_of(recipe, o))
+    built = recipe.build(ModelSpec(cfg.model, o, tuple(loaded.labels), resources,
+                                   cfg.run.seed, tuple(cfg.algorithms)))
+    arrays = {split: (built.encode(records), loaded.label_ids(split))
+              for split, records in loaded.splits.items()}
+    parts = recipe.partition(loaded, o, cfg.run.clients, cfg.run.seed)
+    clients = {cid: {split: (arrays[split][0][idx], arrays[split][1][idx])
+                     for split, idx in rows.items()} for cid, rows in parts.items()}
+    data = FederatedData(clients, num_classes=len(loaded.labels),
+                         name=f"{cfg.dataset} ({o.data}), {len(clients)} clients")
+    y_train, y_test = arrays["train"][1], arrays["test"][1]
+    info = {"labels": list(loaded.labels), "data_notes": notes,
+            "train_examples": int(len(y_train)), "test_examples": int(len(y_test)),
+            "dev_split": "dev" if "dev" in arrays else None,
+            "clients_examples": {c: int(len(s["train"][1])) for c, s in clients.items()},
+            **({"resources": resources.description} if resources.description else {}),
+            **trivial_baselines(y_train, y_test, len(loaded.labels)),
+            **recipe.describe(cfg, loaded, data)}
+    print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
+          f"examples, {len(loaded.labels)} labels; training examples per client: "
+          + ", ".join(f"{c} {n}" for c, n in info["clients_examples"].items()))
+    return Job(data=data, model_fn=built.model_fn, loss=built.loss,
+               title=f"{data.name}, {built.description}", label_names=list(loaded.labels),
+               encoder=built.encoder, info=info, load_pretrained=built.load_pretrained,
+               concepts=concepts_for(loaded.labels, getattr(o, "concept_file", None)),
+               prompts="text", evaluation=recipe.EVALUATION)
+
+
+_SITES = {}
+
+
+def sites_of(recipe):
+    """The :class:`RecipeSites` of ``recipe``, one per recipe in a process (it keeps the last
+    job's options, data and files)."""
+    if id(recipe) not in _SITES:
+        _SITES[id(recipe)] = RecipeSites(recipe)
+    return _SITES[id(recipe)]
+
+
+class RecipeSites(Sites):
+    """The deployment's half of a recipe (:mod:`tffre.tasks.sites`), derived from it.
+
+    Node configuration: ``data`` (the site's file or folder, read by :meth:`Recipe.load`)
+    and the recipe's local files (its :attr:`Recipe.LOCAL_OPTIONS`, dashed). The labels are
+    the union of the sites' (sorted, as the simulation sorts the whole set's), so a hospital
+    without one class still takes part; the recipe's :attr:`Recipe.AGREED` facts must be
+    alike. The job's options are parsed into the task's ``Options`` once per job.
+    """
+
+    def __init__(self, recipe):
+        self.recipe = recipe
+        self.LOCAL_OPTIONS = tuple(recipe.LOCAL_OPTIONS)
+        self.AGREED = tuple(recipe.AGREED)
+        self._options = {}     # job key -> Options
+        self._loaded = {}      # (path, selection, seed) -> Loaded, the last one
+        self._resources = {}   # (options, side) -> Resources, the last one
+
+    def options(self, job):
+        """The task's typed ``Options`` of ``job`` (its dict parsed once per job; the local
+        paths, which the job never holds, unset)."""
+        key = job.key()
+        if key not in self._options:
+            names = set(self.recipe.TASK.Options.names())
+            self._options = {key: self.recipe.TASK.Options.resolve(
+                {k: v for k, v in job.options.items() if k in names})}
+        return self._options[key]
+
+    def _load(self, job, site):
+        path = site_path(site, "data")
+        key = (path, tuple(sorted((k, str(v)) for k, v in site.items() if k != "state-dir")),
+               job.seed)
+        if key not in self._loaded:
+            try:
+                loaded = self.recipe.load(path, self.options(job), seed=job.seed,
+                                          site=site)
+            except (OSError, ValueError) as err:   # one line: file, record, field
+                message = " ".join(str(err).split())
+                raise SiteDataError(message if path in message or ":" in message
+                                    else f"{path}: {message}") from None
+            self._loaded = {key: loaded}
+        return self._loaded[key]
+
+    def _side(self, job, side):
+        """The side's :class:`Resources`, checked against the facts the sites agreed on."""
+        options = self.options(job)
+        local = tuple(sorted((k, str(v)) for k, v in side.items()
+                             if k.replace("-", "_") in self.LOCAL_OPTIONS))
+        key = (job.key(), local)
+        if key not in self._resources:
+            try:
+                self._resources = {key: self.recipe.resources(options, side)}
+            except (OSError, ValueError) as err:
+                raise SiteDataError(" ".join(str(err).split())) from None
+        resources = self._resources[key]
+        for name, value in resources.facts.items():
+            agreed = job.facts.get(name)
+            if agreed and agreed != value:
+                whose = "" if side.get("site") else "the server's "
+                raise SiteDataError(f"{whose}{name} (fingerprint {value}) differs from the one "
+                                    f"the sites agreed on ({agreed}): every side needs the "
+                                    f"same public file")
+        return resources
+
+    def survey(self, job, site):
+        """{labels, examples, and the resources' facts} of the site's data and files."""
+        loaded = self._load(job, site)
+        resources = self._side(job, site)
+        return {"labels": list(loaded.labels), "examples": len(loaded.splits["train"]),
+                **resources.facts}
+
+    def agree(self, head, sites, log, concept_file=None):
+        """:meth:`tffre.tasks.sites.Sites.agree` with the labels united (sorted) instead of
+        required alike (:attr:`AGREED` holds only the recipe's facts): a hospital without
+        one class still takes part."""
+        from tffre.data.concepts import concepts_for
+        job = Sites.agree(self, head, sites, log, concept_file)
+        union = sorted({str(x) for s in sites if not s.error for x in s.facts.get("labels")
+                        or ()})
+        return dataclasses.replace(job, labels=tuple(union),
+                                   concepts=tuple(concepts_for(union, concept_file)))
+
+    def disagreement(self, job, facts):
+        """Why a site's survey differs from the agreed job: a label outside the job's, or an
+        :attr:`AGREED` fact differing; None when it can take part."""
+        extra = sorted(set(map(str, facts.get("labels") or ())) - set(job.labels))
+        if extra:
+            return f"its labels {extra} are not among the run's {list(job.labels)}"
+        return Sites.disagreement(self, job, facts)
+
+    def model(self, job, side):
+        """The :class:`tffre.tasks.sites.SiteModel` of ``job`` built by the recipe from the
+        side's own files."""
+        import tensorflow as tf
+        built = self.recipe.build(ModelSpec(
+            job.model or self.recipe.TASK.models[0], self.options(job), tuple(job.labels),
+            self._side(job, side), job.seed, (job.algorithm,)))
+        return SiteModel(model_fn=built.model_fn, loss=built.loss,
+                         input_spec=(built.x_spec, tf.TensorSpec((None,), tf.int32)),
+                         load_pretrained=built.load_pretrained, encoder=built.encoder,
+                         evaluation=self.recipe.EVALUATION)
+
+    def site_data(self, job, site):
+        """The site's :class:`tffre.tasks.sites.SiteData`: its splits encoded by the recipe's
+        model, labels indexed by the job's."""
+        loaded = self._load(job, site)
+        built = self.recipe.build(ModelSpec(
+            job.model or self.recipe.TASK.models[0], self.options(job), tuple(job.labels),
+            self._side(job, site), job.seed, (job.algorithm,)))
+        arrays = {}
+        for split, records in loaded.splits.items():
+            try:
+                arrays[split] = (built.encode(records), loaded.label_ids(split, job.labels))
+            except ValueError as err:
+                raise SiteDataError(f"{site_path(site, 'data')}: {split} split: "
+                                    f"{' '.join(str(err).split())}") from None
+        return SiteData(train=arrays.pop("train"), held_out=arrays)
+
+    def check_site(self, site, dataset=None):
+        """``python -m tffre data check``'s report of the site's ``data`` as one line."""
+        dataset = dataset or self.recipe.TASK.datasets[0]
+        path = site_path(site, "data")
+        options = self.recipe.TASK.Options.resolve({"data": path})
+        report = self.recipe.check_data(dataset, options, site=site)
+        return check_report_line(report, dataset, path)

@@ -218,10 +218,12 @@ def sites_of(splits):
                          if r.get(SITE)}))
 
 
-def check_texts(dataset, path, *, seed=0, dev_fraction=0.2, segmenter=None, max_len=None):
+def check_texts(dataset, path, *, seed=0, dev_fraction=0.2, segmenter=None, max_len=None,
+                site_value=None):
     """``python -m tffre data check``'s :class:`tffre.data.check_report.CheckReport` of the
     texts a run would read from ``path``: every bad record counted (lenient), the splits'
-    label counts, the sites, and with a ``segmenter`` the lengths in jieba tokens."""
+    label counts, the sites, and with a ``segmenter`` the lengths in jieba tokens.
+    ``site_value``: only that site's records (a deployed site's share of a shared file)."""
     from tffre.data.check_report import CheckReport, SplitSummary
     notes, problems = [], []
     try:
@@ -229,6 +231,12 @@ def check_texts(dataset, path, *, seed=0, dev_fraction=0.2, segmenter=None, max_
                                           notes=notes, problems=problems)
     except (TextFormatError, ValueError) as err:   # a whole file or folder: the only problem
         return CheckReport("texts", dataset, str(path), [], [], notes, [str(err)])
+    if site_value not in (None, ""):
+        splits = {n: [r for r in records if r.get(SITE) == str(site_value)]
+                  for n, records in splits.items()}
+        if not any(splits.values()):
+            problems.append(f"{os.path.basename(str(path))}: field {SITE}: no record has "
+                            f"{show(str(site_value))}")
     summaries = []
     for name, records in splits.items():
         counts = {label: 0 for label in labels}

@@ -83,6 +83,10 @@ def build_parser(prog=PROG):
     p.add_argument("--encoder", help="this site's encoder folder (default the packaged "
                                      "all-MiniLM-L6-v2)")
     p.add_argument("--state-dir", help="this site's own folder (default ~/.tffre/nodes/SITE)")
+    p.add_argument("--node-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a task's other node configuration, repeatable (--dataset text: "
+                        "w2v=/site/vectors.txt, user-dict=FILE, site-value=A); a value that "
+                        "names a file or folder is made absolute")
     p.add_argument("--deploy-task", default=None,
                    help="module:attribute, a task of this site's own (default: the run's "
                         "task, one of tffre's)")
@@ -179,7 +183,20 @@ def supernode_node_config(args):
         items["task"] = args.deploy_task
     if args.encoder:
         items["encoder"] = os.path.abspath(args.encoder)
+    items.update(node_options(args))
     return " ".join(f"{k}={quoted(v)}" for k, v in items.items())
+
+
+def node_options(args):
+    """{key: value} of ``deploy supernode``'s ``--node-option KEY=VALUE`` (a value naming an
+    existing path made absolute); SystemExit with one line for one without ``=``."""
+    out = {}
+    for item in getattr(args, "node_option", None) or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--node-option: {item!r} is not KEY=VALUE")
+        out[key.strip()] = os.path.abspath(value) if os.path.exists(value) else value
+    return out
 
 
 def check_data(args, prog):
@@ -187,7 +204,7 @@ def check_data(args, prog):
     one line on what it holds; SystemExit with one line when it has nothing to train on."""
     from tffre.deploy.tasks import load_task
     from tffre.tasks.sites import SiteDataError, check_any_site, check_site_data
-    site = {"site": args.site, "data": args.data}
+    site = {"site": args.site, "data": args.data, **node_options(args)}
     if args.encoder:
         site["encoder"] = args.encoder
     try:

@@ -109,7 +109,8 @@ class TextRecipe(Recipe):
         return check_texts(dataset, data_path(dataset, options.data), seed=seed,
                            dev_fraction=options.dev_fraction,
                            segmenter=_segmenter(options.user_dict),
-                           max_len=max_len or options.max_len)
+                           max_len=max_len or options.max_len,
+                           site_value=None if site is None else site.get("site-value"))
 
     def resources(self, options, side):
         """jieba (the shipped dictionary and the side's ``user-dict``) and the side's public

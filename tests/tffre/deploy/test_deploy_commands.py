@@ -192,6 +192,31 @@ def test_a_sites_data_check_says_what_it_holds():
         check_site_data(TinyTask({}, bad_sites={"a"}), site)
 
 
+def test_a_text_sites_node_options_reach_its_node_config_and_its_check(tmp_path, capsys):
+    """``--node-option KEY=VALUE`` carries a task's other keys (--dataset text's w2v and
+    site-value) into the node configuration and the start-up check."""
+    notes = tmp_path / "notes.csv"
+    notes.write_text("text,label,site\n" + "".join(f"note {i},{'xy'[i % 2]},{'AB'[i % 2]}\n"
+                                                   for i in range(10)), encoding="utf-8")
+    vectors = tmp_path / "v.txt"
+    vectors.write_text("1 2\nnote 0.1 0.2\n", encoding="utf-8")
+    args = cli.build_parser().parse_args([
+        "supernode", "--site", "a", "--data", str(notes), "--state-dir", str(tmp_path / "s"),
+        "--node-option", f"w2v={vectors}", "--node-option", "site-value=A"])
+    assert cli.supernode_node_config(args) == (
+        f'site="a" data="{notes}" state-dir="{tmp_path / "s"}" w2v="{vectors}" '
+        f'site-value="A"')
+    args.dataset = "text"
+    cli.check_data(args, "deploy supernode")
+    # site A's 5 texts of the 10, after 2 test and 2 dev were held out of the whole file
+    said = capsys.readouterr().out.strip()
+    counts = [int(w.strip(",")) for w in said.split(": text, ")[1].split()[1::2]]
+    assert said.startswith(f"site a: data {notes}: text, train ") and sum(counts) == 5
+    args.node_option = ["no-equals"]
+    with pytest.raises(SystemExit, match="--node-option: 'no-equals' is not KEY=VALUE"):
+        cli.supernode_node_config(args)
+
+
 def test_the_clientapps_local_channel_is_not_reported_as_insecure(capsys, caplog):
     import logging
     from tffre.deploy.launch import LOCAL_CHANNEL, open_local_channel

@@ -227,6 +227,43 @@ class StructSum:
         return acc
 
 
+@dataclasses.dataclass(frozen=True)
+class UploadRange:
+    """Where the values of one part of an algorithm's upload lie (see
+    :meth:`Definition.upload_ranges`): what secure aggregation, which sums values in a fixed
+    range (:mod:`tffre.deploy.secagg`), needs to know of them.
+
+    Attributes:
+      part: the upload: "extra" (:meth:`Definition.client_upload`'s, through its aggregator)
+        or "model" (the delta).
+      low, high: the values' bounds; None where there is none.
+      values: what the values are, one phrase naming the setting that makes them so (a
+        refusal quotes it).
+      instead: what to do when a value leaves the secure range ("use ... with secure
+        aggregation"), or "".
+    """
+    part: str
+    low: Optional[float] = None
+    high: Optional[float] = None
+    values: str = ""
+    instead: str = ""
+
+    @property
+    def bounded(self):
+        """True when the values have both bounds."""
+        return self.low is not None and self.high is not None
+
+    def why_unbounded(self):
+        """One clause saying which bound the values lack and what to do ("" when bounded)."""
+        if self.bounded:
+            return ""
+        side = "lower" if self.low is None else "upper"
+        if self.low is None and self.high is None:
+            side = "lower or upper"
+        return f"{self.values}, which have no {side} bound" + \
+            (f": {self.instead}" if self.instead else "")
+
+
 class Definition:
     """An algorithm's parts (see the module docstring); the defaults are FedAvg's.
 
@@ -267,6 +304,15 @@ class Definition:
             return (f"{cls.__name__} uploads more than the model delta, and those uploads are "
                     f"not clipped and noised")
         return None
+
+    @classmethod
+    def upload_ranges(cls, hparams):
+        """The value ranges this definition's uploads are known to keep under ``hparams``: a
+        tuple of :class:`UploadRange`, one per part with something to declare. Secure
+        aggregation reads it (a value beyond its range is refused in one line that quotes the
+        part's ``why_unbounded``). Default none: the model delta and the training sums have
+        no bounds known in advance (SecAgg+'s clip and maximum weight bound them)."""
+        return ()
 
     def dp_settings(self):
         """The keyword arguments of a DP-FedAvg aggregator (:mod:`tffre.privacy.aggregator`)

@@ -123,3 +123,15 @@ def test_runner_resumes_a_stateful_algorithm_with_its_client_states(stateful_row
     pd.testing.assert_series_equal(full["train_loss"], cut["train_loss"], rtol=1e-6)
     pd.testing.assert_series_equal(full["local_train_loss"], cut["local_train_loss"], rtol=1e-6)
     assert full["clients"].tolist() == cut["clients"].tolist()
+
+
+def test_an_upload_range_says_which_bound_it_lacks():
+    from tffre.definition import UploadRange
+    assert UploadRange("extra", 0.0, 1.0, values="v").bounded
+    assert UploadRange("extra", 0.0, 1.0, values="v").why_unbounded() == ""
+    assert UploadRange("extra", None, 0.0, values="v", instead="do w").why_unbounded() == \
+        "v, which have no lower bound: do w"
+    assert UploadRange("model", 0.0, values="v").why_unbounded() == "v, which have no upper bound"
+    assert UploadRange("model", values="v").why_unbounded() == \
+        "v, which have no lower or upper bound"
+    assert Definition.upload_ranges(registry.resolve_hparams("FedAvgS")) == ()

@@ -38,6 +38,15 @@ share: public, or its own. The labels stay at the server (a constant of the
 server computation). The predictions are still a channel about each client's
 data (a model trained on few records can reveal them through its outputs),
 so FedED lowers the traffic, not the need for care.
+
+**Secure aggregation** (:mod:`tffre.deploy.secagg`). A site's contribution is its
+predictions on D_v with weight 1 (:class:`TeacherMean`): probabilities in [0, 1] with the
+default ``teacher="probabilities"``, well inside any range that holds the training sums
+every contribution carries; the teacher mean z (Eq. 5), the predictions' sum over the
+sites' count, both off by at most ``K W 2C / 2**22``, is off by at most ``2 W 2C / 2**22``
+per entry. With ``teacher="logits"`` the sites send log-probabilities, which have no lower
+bound: a value below ``-C W`` is refused at the site in one line that says so (raise
+``secagg-max-weight``, or use the probabilities). :meth:`FedED.upload_ranges` declares both.
 """
 
 import collections
@@ -45,7 +54,7 @@ import dataclasses
 
 
 from tffre import definition
-from tffre.definition import Definition, WeightedStructMean
+from tffre.definition import Definition, UploadRange, WeightedStructMean
 from tffre.hparams import choice, non_negative_float, param, positive_float
 from tffre.lazy import np, tf
 
@@ -166,6 +175,16 @@ class FedED(Definition):
     @classmethod
     def dp_refusal(cls, hparams):
         return None   # the predictions on D_v are clipped and noised (upload_aggregator)
+
+    @classmethod
+    def upload_ranges(cls, hparams):
+        """Probabilities lie in [0, 1]; log-probabilities have no lower bound (a confident
+        model's log-probability of another class can be -50)."""
+        if hparams.teacher == "logits":
+            return (UploadRange("extra", None, 0.0, values="FedED's teacher=logits uploads "
+                                "log-probabilities", instead="use teacher=probabilities (in "
+                                "[0, 1]) with secure aggregation"),)
+        return (UploadRange("extra", 0.0, 1.0, values="FedED's probabilities"),)
 
     def __init__(self, hparams, context=None):
         super().__init__(hparams, context)

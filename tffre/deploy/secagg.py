@@ -5,7 +5,7 @@ compute ``sum_k r_k p_k / sum_k r_k`` of one list of float arrays per client
 (``p_k``; ``r_k = num_examples / max_weight``), masked so that the server can
 unmask only the total. tffre's rounds aggregate with mergeable accumulators;
 where every one of them is a sum (:func:`tffre.execution.split_round.sum_refusal`:
-the weighted mean, the statistics' mean, FedED's prediction sums, differential
+the weighted mean, the statistics' mean, an algorithm's summed predictions, differential
 privacy's clipped sum before its noise), a round's accumulator is the sum of
 what each client adds, ``c_k = accumulate(zero(), upload_k)``
 (:meth:`tffre.execution.split_round.SplitRound.contribution`), and the round's
@@ -27,15 +27,13 @@ model delta's weighted mean ``sum_k n_k u_k / sum_k n_k`` then differs from the
 plain one by about that bound divided by ``sum_k n_k``. Choose ``W`` near the
 largest client weight (examples) to make it small.
 
-**FedED.** A site's contribution is its predictions on D_v with weight 1
-(:class:`tffre.algorithms.feded.TeacherMean`): probabilities in [0, 1] with
-the default ``teacher="probabilities"``, well inside any range that holds the
-training sums every contribution carries; the teacher mean z (Eq. 5), the
-predictions' sum over the sites' count, both off by at most ``K W 2C / 2**22``,
-is off by at most ``2 W 2C / 2**22`` per entry. With ``teacher="logits"`` the sites send
-log-probabilities, which have no lower bound (a confident model's log-probability
-of another class can be -50): a value below ``-C W`` is refused at the site in one
-line that says so (raise ``secagg-max-weight``, or use the probabilities).
+**Declared ranges.** What an algorithm uploads besides the training sums may lie in a
+known range or lack a bound; the algorithm says which
+(:meth:`tffre.definition.Definition.upload_ranges`, one
+:class:`tffre.definition.UploadRange` per part), and this module names no algorithm. A
+value beyond ``[-C W, C W]`` is refused at the site in one line; where the part's values
+are declared to lack a bound, the line quotes the declaration (what the values are and
+what to use instead).
 
 **What the server holds.** The masked vectors (uniform modulo 2**32) and the sum;
 never a site's ``c_k`` or upload: the mod clears the FitRes arrays before they
@@ -128,21 +126,29 @@ def client_reply(runtime, msg, context):
     site = site_settings(context.node_config)
     job = DeployJob.from_json(config["job"])
     built = runtime.build(job, site)
+    definition = built.definition   # its declared upload ranges name what can overflow
     encoded = encode(runtime.contribution(built, upload), float(config["secagg_max_weight"]),
-                     float(config["secagg_clip"]), hints=range_hints(job))
+                     float(config["secagg_clip"]),
+                     hints=declared_hints(definition.upload_ranges(definition.hparams)))
     fit_res = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(encoded), 1,
                      {k: v for k, v in reply.items() if isinstance(v, (str, int, float))})
     return Message(compat.fitres_to_recorddict(fit_res, keep_input=False), reply_to=msg)
 
 
+def declared_hints(ranges):
+    """{path prefix: why} from an algorithm's declared upload ranges
+    (:meth:`tffre.definition.Definition.upload_ranges`): the parts whose values lack a bound,
+    and so can leave SecAgg+'s range."""
+    return {f"{r.part}/": f"; {r.why_unbounded()}" for r in ranges if not r.bounded}
+
+
 def range_hints(job):
-    """{path prefix: why} a job's contributions can leave SecAgg+'s range: FedED's
-    log-probabilities (its extra upload)."""
-    if job.hparams.get("teacher") == "logits":
-        return {"extra/": "; FedED's teacher=logits uploads log-probabilities, which have no "
-                          "lower bound: use teacher=probabilities (in [0, 1]) with secure "
-                          "aggregation"}
-    return {}
+    """{path prefix: why} a job's contributions can leave SecAgg+'s range, as its algorithm
+    declares them under the job's hyperparameters (:func:`declared_hints`)."""
+    from tffre.registry import get_spec, resolve_hparams
+    definition = get_spec(job.algorithm).load_definition()
+    return declared_hints(definition.upload_ranges(resolve_hparams(job.algorithm,
+                                                                   job.hparams)))
 
 
 class _Capture:

@@ -202,3 +202,66 @@ def test_needs_server_data_and_valid_choices(loss):
     with pytest.raises(ValueError, match="teacher"):
         build_algorithm("FedED", tiny_model, loss=loss, input_spec=INPUT_SPEC, executor="local",
                         context=TaskContext(server_data=server_dataset()), teacher="votes")
+
+
+# --- what secure aggregation reads: the declared upload ranges (FedED.upload_ranges) ---
+
+#: The line a site gave before the declaration existed (secagg.range_hints named FedED).
+LOGITS_REFUSAL = ("secure aggregation: extra/total reaches -50, beyond secagg-clip x "
+                  "secagg-max-weight = 32; raise secagg-max-weight; FedED's teacher=logits "
+                  "uploads log-probabilities, which have no lower bound: use "
+                  "teacher=probabilities (in [0, 1]) with secure aggregation")
+
+
+def _ranges(teacher):
+    from tffre import registry
+    from tffre.algorithms.feded import FedED
+    return FedED.upload_ranges(registry.resolve_hparams("FedED", {"teacher": teacher}))
+
+
+def _contribution(value):
+    import collections
+    return collections.OrderedDict(
+        extra=collections.OrderedDict(total=np.full((2, 3), value, np.float32),
+                                      weight=np.float32(1)))
+
+
+def test_secure_aggregation_refuses_logits_beyond_its_range_in_the_same_line_as_before():
+    from tffre.deploy import secagg
+    with pytest.raises(ValueError) as err:
+        secagg.encode(_contribution(-50.0), 16.0, 2.0,
+                      hints=secagg.declared_hints(_ranges("logits")))
+    assert str(err.value) == LOGITS_REFUSAL
+
+
+def test_secure_aggregation_accepts_probabilities_which_are_declared_bounded():
+    from tffre.deploy import secagg
+    (declared,) = _ranges("probabilities")
+    assert (declared.part, declared.low, declared.high) == ("extra", 0.0, 1.0)
+    assert secagg.declared_hints(_ranges("probabilities")) == {}
+    encoded = secagg.encode(_contribution(1.0), 16.0, 2.0,
+                            hints=secagg.declared_hints(_ranges("probabilities")))
+    np.testing.assert_array_equal(encoded[0], np.full((2, 3), 1 / 16))
+    np.testing.assert_array_equal(encoded[1], [1 / 16])
+
+
+@pytest.mark.parametrize("teacher", ["probabilities", "logits"])
+def test_the_upload_keeps_its_declared_range(teacher):
+    """What FedED uploads (its predictions on D_v from a tiny model) lies in the range it
+    declares: [0, 1] summing to 1 for probabilities, <= 0 for log-probabilities."""
+    from tffre import registry
+    from tffre.algorithms.feded import FedED
+    from tffre.client_model import ClientModel
+    hp = registry.resolve_hparams("FedED", {"teacher": teacher})
+    fed = FedED(hp, TaskContext(server_data=server_dataset()))
+    model = ClientModel(tiny_model(), loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+                        input_spec=INPUT_SPEC)   # softmax outputs: from_logits=False
+    out = fed.predict(model, tf.constant(server_arrays()[0])).numpy()
+    (declared,) = FedED.upload_ranges(hp)
+    assert out.shape == (SERVER_N, NUM_CLASSES)
+    assert out.max() <= declared.high
+    if declared.low is not None:
+        assert out.min() >= declared.low
+        np.testing.assert_allclose(out.sum(-1), 1.0, rtol=1e-5)
+    else:
+        np.testing.assert_allclose(np.exp(out).sum(-1), 1.0, rtol=1e-5)

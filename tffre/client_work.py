@@ -47,7 +47,6 @@ from tffre.definition import CLIENT_WEIGHTINGS, Definition, ObjectiveContext, We
 runtime.install_worker_death_signal()
 
 ModelWeights = tff.learning.models.ModelWeights
-LOOPS = ("while", "steps", "reduce")
 
 
 def spec_of(structure):

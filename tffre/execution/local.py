@@ -26,14 +26,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffre.client_work import LOOPS
+from tffre.execution import CLIENT_WORKERS, LOOPS   # the one registry's vocabularies
 from tffre.execution.workers import WorkerPool, numpy_structure
 from tffre.mapreduce import ModelWeights, spec_of
 from tffre.process import MeasuredLearningProcess
 from tffre.types_util import spec_nbytes
-
-
-CLIENT_WORKERS = ("threads", "processes")
 
 
 def _devices():

@@ -12,12 +12,10 @@ Nothing here imports TensorFlow.
 import dataclasses
 from typing import Any, Callable, Optional
 
+from tffre.execution import (CLIENT_WORKERS, EXECUTORS, LOOPS, client_workers_help,
+                             executor_help, loop_help)
 from tffre.hparams import (Params, boolean, choice, non_negative_int, optional, param,
                            positive_floats, positive_int, seed, text, unit_interval)
-
-EXECUTORS = ("auto", "tff", "local")
-CLIENT_WORKERS = ("threads", "processes")
-LOOPS = ("while", "steps", "reduce")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,17 +56,13 @@ class RunSettings(Params):
         None, optional(positive_floats), "the centralised run: train it once per learning "
         "rate (comma-separated, e.g. 1e-5,3e-5,1e-4,3e-4); the report keeps the rate of best "
         "dev score (default: the first algorithm's rate, one run)", resumable=True)
-    executor: str = param("auto", choice(*EXECUTORS), "tff: TFF's runtime (CPU only); local: "
-                          "this process, GPU when present; auto: local when a GPU is visible",
-                          resumable=True)
+    # The executors' vocabularies and their help: the one registry (tffre.execution).
+    executor: str = param("auto", choice(*EXECUTORS), executor_help(), resumable=True)
     max_parallel_clients: int = param(1, positive_int, "local executor: clients trained at "
                                       "once", resumable=True)
-    client_workers: str = param("threads", choice(*CLIENT_WORKERS), "local executor: parallel "
-                                "clients in threads of this process, or in worker processes "
-                                "with a TensorFlow runtime each (faster for small models on a "
-                                "CPU)", resumable=True)
-    loop: str = param("while", choice(*LOOPS), "local executor: one graph with a while loop "
-                      "(fastest), per-batch compiled steps, or dataset.reduce", resumable=True)
+    client_workers: str = param(CLIENT_WORKERS[0], choice(*CLIENT_WORKERS),
+                                client_workers_help(), resumable=True)
+    loop: str = param(LOOPS[0], choice(*LOOPS), loop_help(), resumable=True)
 
     def check(self):
         if self.clients_per_round > self.clients:

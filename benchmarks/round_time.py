@@ -55,7 +55,7 @@ def logistic_workload():
 
 
 def lstm_workload():
-    from tffre.models import lstm_classifier
+    from tffre.models import LSTMConfig, lstm_classifier
     rng = np.random.RandomState(0)
     clients = []
     for _ in range(10):
@@ -64,8 +64,8 @@ def lstm_workload():
         x[:, 10:] *= rng.rand(n, 6) > 0.5          # some padding, masked
         y = (x[:, 0] % 3 == 0).astype(np.int32)
         clients.append(tf.data.Dataset.from_tensor_slices((x, y)).batch(10))
-    return dict(model_fn=lambda: lstm_classifier(2, 16, vocab_size=354, embedding_dim=64,
-                                                 lstm_units=64, seed=0),
+    config = LSTMConfig(2, 16, vocab_size=354, embedding_dim=64, lstm_units=64, seed=0)
+    return dict(model_fn=lambda: lstm_classifier(config),
                 algorithm="fedavgs", optimizer=lambda: _self_adam(0.001),
                 hparams=dict(learning_rate=0.001), clients=clients, num_epochs=10, num_iters=20)
 

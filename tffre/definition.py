@@ -327,10 +327,12 @@ class Definition:
         if not self.context.clients_per_round:
             raise ValueError("differential privacy needs the expected clients per round: "
                              "TaskContext(clients_per_round=...)")
+        from tffre.privacy.aggregator import AdaptiveClip
         adaptive = hp.dp_clip == ADAPTIVE
         return dict(noise_multiplier=hp.dp_noise_multiplier,
                     clip=INITIAL_ADAPTIVE_CLIP if adaptive else hp.dp_clip,
-                    adaptive_clip=adaptive, target_quantile=hp.dp_target_quantile,
+                    adaptive_clip=AdaptiveClip(target_quantile=hp.dp_target_quantile)
+                    if adaptive else None,
                     expected_clients=self.context.clients_per_round, seed=hp.dp_seed)
 
     def __init__(self, hparams, context=None):

@@ -13,7 +13,7 @@ import tensorflow as tf
 from tffre import resources
 from tffre.bundle import BundleError, load_bundle, read_manifest, save_bundle
 from tffre.data import imcs_dialogues as imcs
-from tffre.models import logistic_regression, lstm_classifier
+from tffre.models import LSTMConfig, logistic_regression, lstm_classifier
 from tffre.text import FeatureEncoder, MedicalSegmenter, TextEncoder, Vocabulary
 from tffre.text.word2vec import load_vectors
 
@@ -34,7 +34,7 @@ def imcs_bundle(tmp_path_factory):
     seg.add_terms(["小儿手足口"])
     texts += ["孩子喘憋性支气管问题", "得了小儿手足口吗"]
     encoder = TextEncoder(seg, vocab, MAX_LEN)
-    model = lstm_classifier(2, MAX_LEN, embedding_matrix=vocab.embedding_matrix(kv), lstm_units=6)
+    model = lstm_classifier(LSTMConfig(2, MAX_LEN, lstm_units=6), vocab.embedding_matrix(kv))
     rng = np.random.RandomState(7)
     model.set_weights([w + 0.3 * rng.randn(*w.shape).astype(np.float32)
                        for w in model.get_weights()])

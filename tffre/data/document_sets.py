@@ -27,7 +27,9 @@ lenient and ``notes`` (a list) receives what a user should know about what was r
 :mod:`tffre.data.document_schema`).
 """
 
+import dataclasses
 import os
+from typing import Optional
 
 from tffre import resources
 from tffre.data.check_report import repeats
@@ -237,9 +239,18 @@ def _refuse_two_splits(path, splits, sources, problems):
     raise DocREFormatError(f"{path}: {found[0]}{more}; remove it from one of the files{hint}")
 
 
+@dataclasses.dataclass(frozen=True)
+class Holdout:
+    """The seeded shares of train held out where the data has no split of its own
+    (:func:`tffre.data.splits.complete_splits`): ``test_fraction`` as the test split (None
+    refuses data without one), then ``dev_fraction`` of what is left as the dev split (None
+    leaves it out)."""
+    dev_fraction: Optional[float] = DEV_FRACTION
+    test_fraction: Optional[float] = TEST_FRACTION
+
+
 def load_document_splits(path, *, seed, format=None, eog_variant=EOG_VARIANT,  # noqa: A002
-                         dev_fraction=DEV_FRACTION, test_fraction=TEST_FRACTION,
-                         dev_as_test=False, notes=None, problems=None):
+                         holdout=Holdout(), dev_as_test=False, notes=None, problems=None):
     """``{"train", "dev", "test": [Document]}``: the documents a run trains, selects and scores on.
 
     Loads ``path`` with :func:`load_documents`. A single file is the whole set, whatever its
@@ -247,10 +258,11 @@ def load_document_splits(path, *, seed, format=None, eog_variant=EOG_VARIANT,  #
     read. With ``dev_as_test`` (DocRED, whose test labels are not public: FedLCC Table 7
     scores the dev split) the dev split becomes the test split. Then the gaps are filled as a
     sentence-level set's are (:func:`tffre.data.sentence_sets.load_relation_splits`), by
-    :func:`tffre.data.splits.complete_splits`: without a test split -- a single file, or a
-    folder without a test file -- a seeded ``test_fraction`` of train is held out as the test
-    split (``test_fraction=None`` refuses it instead); then a missing dev split is a seeded
-    ``dev_fraction`` of what train is left (``dev_fraction=None`` leaves it out). What was
+    :func:`tffre.data.splits.complete_splits`, with ``holdout`` (a :class:`Holdout`): without
+    a test split -- a single file, or a folder without a test file -- a seeded
+    ``test_fraction`` of train is held out as the test split (``test_fraction=None`` refuses it
+    instead); then a missing dev split is a seeded ``dev_fraction`` of what train is left
+    (``dev_fraction=None`` leaves it out). What was
     done is appended to ``notes``. Data without training documents is refused with the files
     it holds named.
 
@@ -289,8 +301,8 @@ def load_document_splits(path, *, seed, format=None, eog_variant=EOG_VARIANT,  #
     # One behaviour for a single file and a folder, in every task: a missing test split is
     # a seeded share of train, with a note (a folder's test file, when it has one, is used
     # as it is).
-    splits = complete_splits(splits, seed=seed, dev_fraction=dev_fraction,
-                             test_fraction=test_fraction, notes=notes, what="documents",
+    splits = complete_splits(splits, seed=seed, dev_fraction=holdout.dev_fraction,
+                             test_fraction=holdout.test_fraction, notes=notes, what="documents",
                              source=path)
     # A held-out split was read from the training file.
     _refuse_two_splits(path, splits, {s: sources.get(s, sources["train"]) for s in splits},

@@ -6,6 +6,8 @@ segmentation and encoding (:mod:`tffre.text`) -> per-client arrays.
 """
 
 import collections
+import dataclasses
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -47,8 +49,34 @@ def encode_examples(dialogues, task, segmenter, vocab, max_len):
     return examples, x, y
 
 
-def build_imcs_federated(splits, task, *, segmenter, vocab, max_len=32,
-                         partition="diagnosis-dirichlet", num_clients=10, alpha=0.5, seed=0,
+@dataclasses.dataclass(frozen=True)
+class TextEncoding:
+    """How texts become token ids: segmented by ``segmenter`` (a
+    :class:`tffre.text.MedicalSegmenter`), encoded by ``vocab`` (a
+    :class:`tffre.text.Vocabulary`, from public vectors), ``max_len`` tokens per example
+    (truncated / padded, 0 = padding)."""
+    segmenter: Any
+    vocab: Any
+    max_len: int = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class DialoguePartition:
+    """How whole dialogues are assigned to clients (see :mod:`tffre.data.partition`):
+    ``scheme`` ("diagnosis-dirichlet", "iid", "by-diagnosis"), ``num_clients``, the Dirichlet
+    ``alpha`` and the ``seed``."""
+    scheme: str = "diagnosis-dirichlet"
+    num_clients: int = 10
+    alpha: float = 0.5
+    seed: int = 0
+
+    def partitioner(self, diagnoses):
+        """The :class:`tffre.data.partition.DialoguePartitioner` over ``diagnoses``."""
+        return DialoguePartitioner(self.scheme, self.num_clients, diagnoses, alpha=self.alpha,
+                                   seed=self.seed)
+
+
+def build_imcs_federated(splits, task, *, encoding, partition=DialoguePartition(),
                          eval_split="test", dev_split="dev"):
     """Builds the federated IMCS dataset for ``task``.
 
@@ -56,10 +84,8 @@ def build_imcs_federated(splits, task, *, segmenter, vocab, max_len=32,
       splits: {split: [Dialogue]} from :func:`tffre.data.imcs_dialogues.load_imcs`;
         needs "train" and ``eval_split``.
       task: "symptom", "dialogue-act" or "diagnosis".
-      segmenter: a :class:`tffre.text.MedicalSegmenter`.
-      vocab: a :class:`tffre.text.Vocabulary` (from public vectors).
-      max_len: tokens per example (truncated / padded, 0 = padding).
-      partition, num_clients, alpha, seed: see :mod:`tffre.data.partition`.
+      encoding: the :class:`TextEncoding` (segmenter, vocabulary, tokens per example).
+      partition: the :class:`DialoguePartition` (scheme, clients, alpha, seed).
       eval_split: the split that becomes each client's "test" data.
       dev_split: the split that becomes each client's "dev" data (for model
         selection), when ``splits`` has it (non-empty) and it is neither
@@ -71,11 +97,12 @@ def build_imcs_federated(splits, task, *, segmenter, vocab, max_len=32,
       the count of each label. A client without examples of a role gets empty
       int32 arrays x [0, max_len], y [0].
     """
+    num_clients = partition.num_clients
     roles = split_roles(splits, eval_split, dev_split)
     # Every split's diagnoses, so the partitioner knows all of them; IMCS's splits share the
     # same 10, so adding dev does not change the Dirichlet columns (and the train/test split).
     diagnoses = diagnosis_vocabulary([d for _, split in roles for d in splits[split]])
-    partitioner = DialoguePartitioner(partition, num_clients, diagnoses, alpha=alpha, seed=seed)
+    partitioner = partition.partitioner(diagnoses)
     arrays, ids, stats = {}, {}, []
     names = imcs.label_names(task)
     # split_seed = position in roles (train 0, test 1, dev 2), so each split is drawn separately.
@@ -84,7 +111,8 @@ def build_imcs_federated(splits, task, *, segmenter, vocab, max_len=32,
         owner = partitioner.assign([d.diagnosis for d in dialogues], split_seed=split_seed,
                                    min_per_client=1 if role == "train" else 0)
         client_of = {d.example_id: c for d, c in zip(dialogues, owner)}
-        examples, x, y = encode_examples(dialogues, task, segmenter, vocab, max_len)
+        examples, x, y = encode_examples(dialogues, task, encoding.segmenter, encoding.vocab,
+                                         encoding.max_len)
         clients = examples["example_id"].map(client_of).to_numpy()
         for c in range(num_clients):
             rows = clients == c
@@ -95,6 +123,6 @@ def build_imcs_federated(splits, task, *, segmenter, vocab, max_len=32,
                 client=f"client_{c:02d}", split=role, dialogues=int(np.sum(owner == c)),
                 examples=int(rows.sum()), **{names[k]: int(counts[k]) for k in range(len(names))}))
     data = FederatedData(arrays, num_classes=imcs.num_classes(task),
-                         name=f"IMCS-V2 {task} ({partition}, {num_clients} clients)",
+                         name=f"IMCS-V2 {task} ({partition.scheme}, {num_clients} clients)",
                          example_ids=ids)
     return data, pd.DataFrame(stats)

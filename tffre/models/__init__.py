@@ -1,7 +1,7 @@
 """Keras models. Each is an ordinary ``tf.keras.Model`` usable with or without TFF."""
 
 from tffre.models.logistic import logistic_regression
-from tffre.models.text import lstm_classifier, mean_embedding_logistic
+from tffre.models.text import LSTMConfig, lstm_classifier, mean_embedding_logistic
 
 # Relation extraction (tffre.models.relation_model) is exported lazily: its module is only imported
 # when one of these names is first used.
@@ -10,7 +10,7 @@ _LAZY = {name: "tffre.models.relation_model" for name in (
     "default_encoder_dir", "load_pretrained_encoder")}
 _LAZY["resnet18"] = "tffre.models.resnet"
 
-__all__ = ["logistic_regression", "lstm_classifier", "mean_embedding_logistic", *_LAZY]
+__all__ = ["LSTMConfig", "logistic_regression", "lstm_classifier", "mean_embedding_logistic", *_LAZY]
 
 
 def __getattr__(name):

@@ -4,6 +4,9 @@ Both are ordinary Keras models: use them with ``model.fit`` or as the
 ``model_fn`` of :func:`tffre.build_algorithm`.
 """
 
+import dataclasses
+from typing import Optional
+
 import numpy as np
 import tensorflow as tf
 
@@ -80,18 +83,15 @@ def _cpu_kernel_only(*layers):
         layer._could_use_gpu_kernel = False
 
 
-def lstm_classifier(num_classes, max_len, *, embedding_matrix=None, vocab_size=None,
-                    embedding_dim=None, trainable_embedding=True, lstm_units=64,
-                    bidirectional=False, unroll=False, seed=0, name="lstm_classifier",
-                    named_outputs=False):
-    """Embedding (Word2Vec-initialised) -> LSTM (optionally bidirectional) -> dense softmax.
+@dataclasses.dataclass(frozen=True)
+class LSTMConfig:
+    """The architecture of :func:`lstm_classifier` (a model driven by its config).
 
-    Args:
+    Attributes:
       num_classes: output classes.
       max_len: padded sequence length.
-      embedding_matrix: [vocab, dim] initial vectors (e.g. from
-        :meth:`tffre.text.Vocabulary.embedding_matrix`); else random with
-        ``vocab_size`` x ``embedding_dim``.
+      vocab_size, embedding_dim: the random embedding's shape, when no embedding matrix is
+        given to :func:`lstm_classifier` (its matrix's shape wins otherwise).
       trainable_embedding: fine-tune the embedding (True) or freeze it.
       lstm_units: LSTM width.
       bidirectional: wrap the LSTM in ``Bidirectional``.
@@ -103,29 +103,53 @@ def lstm_classifier(num_classes, max_len, *, embedding_matrix=None, vocab_size=N
         (no softmax; train with ``from_logits=True``) for the algorithms that read
         the features or replace the head (FedCB, FedETF, FedRoD); else the softmax
         probabilities.
+      name: the Keras model's name.
     """
-    inputs = tf.keras.Input((max_len,), dtype=tf.int32, name="tokens")
-    x = _embedding(embedding_matrix, vocab_size, embedding_dim, trainable_embedding, seed,
-                   "embedding")(inputs)
+    num_classes: int
+    max_len: int
+    vocab_size: Optional[int] = None
+    embedding_dim: Optional[int] = None
+    trainable_embedding: bool = True
+    lstm_units: int = 64
+    bidirectional: bool = False
+    unroll: bool = False
+    seed: int = 0
+    named_outputs: bool = False
+    name: str = "lstm_classifier"
+
+
+def lstm_classifier(config, embedding_matrix=None):
+    """Embedding (Word2Vec-initialised) -> LSTM (optionally bidirectional) -> dense softmax.
+
+    Args:
+      config: the :class:`LSTMConfig`.
+      embedding_matrix: [vocab, dim] initial vectors (e.g. from
+        :meth:`tffre.text.Vocabulary.embedding_matrix`); else random with the config's
+        ``vocab_size`` x ``embedding_dim``.
+    """
+    c, seed = config, config.seed
+    inputs = tf.keras.Input((c.max_len,), dtype=tf.int32, name="tokens")
+    x = _embedding(embedding_matrix, c.vocab_size, c.embedding_dim, c.trainable_embedding,
+                   seed, "embedding")(inputs)
     lstm = tf.keras.layers.LSTM(
-        lstm_units, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=seed + 1),
+        c.lstm_units, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=seed + 1),
         recurrent_initializer=tf.keras.initializers.Orthogonal(seed=seed + 2),
-        unroll=unroll, name="lstm")
-    if bidirectional:
+        unroll=c.unroll, name="lstm")
+    if c.bidirectional:
         lstm = tf.keras.layers.Bidirectional(lstm, name="bilstm")
         _cpu_kernel_only(lstm.forward_layer, lstm.backward_layer)
     else:
         _cpu_kernel_only(lstm)
     x = lstm(x)
-    if named_outputs:
+    if c.named_outputs:
         logits = tf.keras.layers.Dense(
-            num_classes, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=seed + 3),
+            c.num_classes, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=seed + 3),
             name="classifier")(x)
-        return tf.keras.Model(inputs, {"features": x, "logits": logits}, name=name)
+        return tf.keras.Model(inputs, {"features": x, "logits": logits}, name=c.name)
     outputs = tf.keras.layers.Dense(
-        num_classes, activation="softmax",
+        c.num_classes, activation="softmax",
         kernel_initializer=tf.keras.initializers.GlorotUniform(seed=seed + 3), name="softmax")(x)
-    return tf.keras.Model(inputs, outputs, name=name)
+    return tf.keras.Model(inputs, outputs, name=c.name)
 
 
 def mean_embedding_logistic(num_classes, max_len, *, embedding_matrix=None, vocab_size=None,

@@ -56,8 +56,10 @@ server sees, and is not covered by epsilon).
 
 import collections
 import contextlib
+import dataclasses
 import numbers
 import secrets
+from typing import Optional
 
 import dp_accounting
 import tensorflow as tf
@@ -162,6 +164,17 @@ def _positive(value, name):
     return float(value)
 
 
+@dataclasses.dataclass(frozen=True)
+class AdaptiveClip:
+    """Adaptive clipping (Andrew et al.): C follows the ``target_quantile`` of the update
+    norms at ``clip_learning_rate`` (C changes by at most a factor exp(rate) per round), the
+    clipped count noised with stddev ``clipped_count_stddev`` (None: ``expected_clients`` /
+    20)."""
+    target_quantile: float = 0.5
+    clip_learning_rate: float = 0.2
+    clipped_count_stddev: Optional[float] = None
+
+
 class DPStructMean:
     """DP-FedAvg's clipped, noised sum over a fixed denominator, of any structure of tensors.
 
@@ -180,22 +193,20 @@ class DPStructMean:
       expected_clients: the expected number of clients per round (m, or q N).
       denominator: what the noised sum is divided by; default ``expected_clients``
         (1 gives the noised sum).
-      adaptive_clip: adapt C to the ``target_quantile`` of the update norms
-        (Andrew et al.), at ``clip_learning_rate`` (C changes by at most a
-        factor exp(rate) per round), the clipped count noised with stddev
-        ``clipped_count_stddev`` (default ``expected_clients`` / 20).
+      adaptive_clip: an :class:`AdaptiveClip` to adapt C (True: its defaults), or None or
+        False for a fixed C.
       seed: the secret noise seed, an int in [0, 2^63); None draws one.
     """
 
     def __init__(self, spec, *, noise_multiplier, clip, expected_clients, denominator=None,
-                 adaptive_clip=False, target_quantile=0.5, clip_learning_rate=0.2,
-                 clipped_count_stddev=None, seed=None):
+                 adaptive_clip=None, seed=None):
+        adaptive = AdaptiveClip() if adaptive_clip is True else adaptive_clip or None
         self.noise_multiplier = check_noise_multiplier(noise_multiplier)
         self.clip = _positive(clip, "dp clip")
         self.expected_clients = _positive(expected_clients, "expected clients per round")
         self.denominator = _positive(self.expected_clients if denominator is None
                                      else denominator, "dp denominator")
-        self.adaptive_clip = bool(adaptive_clip)
+        self.adaptive_clip = adaptive is not None
         if seed is None:
             seed = secrets.randbits(63)
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) \
@@ -204,13 +215,15 @@ class DPStructMean:
         self.seed = int(seed)
         self._seeds = _NoiseSeeds()
         if self.adaptive_clip:
+            target_quantile = adaptive.target_quantile
+            clip_learning_rate = adaptive.clip_learning_rate
             if not 0 <= target_quantile <= 1:
                 raise ValueError(f"dp target quantile must be in [0, 1], got {target_quantile!r}")
             if not clip_learning_rate >= 0:
                 raise ValueError(f"dp clip learning rate must be >= 0, "
                                  f"got {clip_learning_rate!r}")
             self.value_noise_multiplier, self.clipped_count_stddev = adaptive_clip_noise(
-                self.noise_multiplier, self.expected_clients, clipped_count_stddev)
+                self.noise_multiplier, self.expected_clients, adaptive.clipped_count_stddev)
             query = SeededQuantileAdaptiveClipSumQuery(
                 self.clip, self.value_noise_multiplier, float(target_quantile),
                 float(clip_learning_rate), self.clipped_count_stddev, self.expected_clients,

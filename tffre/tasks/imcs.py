@@ -173,7 +173,7 @@ def prepare(cfg):
     """Loads, splits and encodes IMCS for ``cfg``; returns the :class:`Job`."""
     from tffre.data import imcs_dialogues as imcs
     from tffre.data.concepts import concepts_for
-    from tffre.data.imcs_federated import build_imcs_federated
+    from tffre.data.imcs_federated import DialoguePartition, TextEncoding, build_imcs_federated
     from tffre.metrics import lookup_baselines, trivial_baselines
     from tffre.plots import plot_partition
     from tffre.text import TextEncoder, Vocabulary
@@ -189,8 +189,9 @@ def prepare(cfg):
     length = max_len(cfg)
     eval_split = eval_split_of(splits)
     data, stats = build_imcs_federated(
-        splits, o.task, segmenter=segmenter, vocab=vocab, max_len=length,
-        partition=o.partition, num_clients=cfg.run.clients, alpha=o.alpha, seed=cfg.run.seed,
+        splits, o.task, encoding=TextEncoding(segmenter, vocab, max_len=length),
+        partition=DialoguePartition(o.partition, num_clients=cfg.run.clients, alpha=o.alpha,
+                                    seed=cfg.run.seed),
         eval_split=eval_split)
     y_train, y_test = data.pooled("train")[1], data.pooled("test")[1]
     # What remembering the training texts scores, on the raw texts of the roles scored.
@@ -236,7 +237,7 @@ def build_model(model, options, num_classes, vocab_size, embedding_dim, *, seed,
     registry names. The simulation (:func:`prepare`) and each side of a deployment
     (:class:`IMCSSites`) build their model here, so the two are one model."""
     import tensorflow as tf
-    from tffre.models import lstm_classifier, mean_embedding_logistic
+    from tffre.models import LSTMConfig, lstm_classifier, mean_embedding_logistic
     length = length_of(options)
     # The vectors enter through load_pretrained (set_model_weights after initialize), not as
     # model_fn's initial values: those would be constants in every traced TFF graph.
@@ -244,12 +245,11 @@ def build_model(model, options, num_classes, vocab_size, embedding_dim, *, seed,
     named = model == "lstm" and needs_features(algorithms)
     if model == "lstm":
         def model_fn():
-            return lstm_classifier(num_classes, length, vocab_size=vocab_size,
-                                   embedding_dim=embedding_dim,
-                                   trainable_embedding=not options.freeze_embedding,
-                                   lstm_units=options.lstm_units,
-                                   bidirectional=options.bidirectional, seed=seed,
-                                   named_outputs=named)
+            return lstm_classifier(LSTMConfig(
+                num_classes, length, vocab_size=vocab_size, embedding_dim=embedding_dim,
+                trainable_embedding=not options.freeze_embedding,
+                lstm_units=options.lstm_units, bidirectional=options.bidirectional, seed=seed,
+                named_outputs=named))
         name = "LSTM"
     elif model == "mean-logistic":
         def model_fn():

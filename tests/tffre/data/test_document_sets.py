@@ -21,8 +21,8 @@ from document_checks import (CDR, CDR_TRAIN, DOCRED_TEST, DOCRED_TRAIN, EOG, FIX
 
 from tffre.data.document_schema import (DocREFileNotFoundError, DocREFormatError, Document,
                                         Mention, Relation)
-from tffre.data.document_sets import (guess_format, load_document_splits, load_documents,
-                                      load_sample, sample_path, split_files)
+from tffre.data.document_sets import (Holdout, guess_format, load_document_splits,
+                                      load_documents, load_sample, sample_path, split_files)
 from tffre.data.formats.docred import load_docred
 from tffre.data.formats.eog import EOG_VARIANT, load_eog
 from tffre.data.formats.pubtator import load_pubtator
@@ -241,7 +241,7 @@ def test_document_splits_dev_as_test_and_a_missing_test(tmp_path):
     shutil.copy(DOCRED_TEST, tmp_path / "dev.json")
     notes = []
     splits = load_document_splits(str(tmp_path), seed=0, dev_as_test=True,
-                                  dev_fraction=None, notes=notes)
+                                  holdout=Holdout(dev_fraction=None), notes=notes)
     assert [d.pmid for d in splits["test"]] == ["Skai Radio"] and list(splits) == ["train",
                                                                                     "test"]
     assert notes == ["the dev split is scored as the test set (its test labels are not public; "
@@ -298,7 +298,7 @@ def test_a_single_file_of_training_documents_has_a_seeded_test_split_held_out(tm
     # The sentence-level sets' own mechanism, on the same seed, holds out the same documents.
     assert splits == complete_splits({"train": docs}, seed=4, test_fraction=TEST_FRACTION)
     with pytest.raises(ValueError, match="no test split$"):
-        load_document_splits(str(path), seed=4, test_fraction=None)
+        load_document_splits(str(path), seed=4, holdout=Holdout(test_fraction=None))
 
 
 @pytest.mark.parametrize("name", ["train.pubtator", "CDR_TrainingSet.PubTator.txt"])
@@ -337,7 +337,7 @@ def test_a_folder_with_only_a_training_file_has_a_seeded_test_split_held_out(tmp
     assert other["test"] != splits["test"]
     # test_fraction=None refuses it, as it refuses a single file.
     with pytest.raises(ValueError, match="no test split$"):
-        load_document_splits(str(folder), seed=3, test_fraction=None)
+        load_document_splits(str(folder), seed=3, holdout=Holdout(test_fraction=None))
 
 
 def test_a_folder_with_train_and_dev_files_has_its_test_split_held_out_of_train(tmp_path,

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from tffre.data import imcs_dialogues as imcs
-from tffre.data.imcs_federated import build_imcs_federated
+from tffre.data.imcs_federated import DialoguePartition, TextEncoding, build_imcs_federated
 from tffre.text import MedicalSegmenter, Vocabulary
 from tffre.text.word2vec import load_vectors
-from test_imcs import imcs_sample
+from test_imcs_dialogues import imcs_sample
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +62,8 @@ def check_whole_dialogues(data, stats, role, records, seg, vocab, max_len):
 @pytest.mark.parametrize("partition", ["diagnosis-dirichlet", "iid", "by-diagnosis"])
 def test_clients_hold_whole_dialogues_of_the_raw_data(sample, partition):
     splits, seg, vocab = sample
-    data, stats = build_imcs_federated(splits, "symptom", segmenter=seg, vocab=vocab, max_len=12,
-                                       partition=partition, num_clients=5, seed=1)
+    data, stats = build_imcs_federated(splits, "symptom", encoding=TextEncoding(seg, vocab, 12),
+                                       partition=DialoguePartition(partition, 5, seed=1))
     for role in ("train", "test", "dev"):
         check_whole_dialogues(data, stats, role, raw_split(role), seg, vocab, max_len=12)
     assert stats[stats.split == "train"]["examples"].min() > 0
@@ -74,8 +74,8 @@ def test_clients_hold_whole_dialogues_of_the_raw_data(sample, partition):
 
 def test_dev_role_comes_from_the_dev_split(sample):
     splits, seg, vocab = sample
-    data, stats = build_imcs_federated(splits, "symptom", segmenter=seg, vocab=vocab, max_len=12,
-                                       num_clients=6, seed=2)
+    data, stats = build_imcs_federated(splits, "symptom", encoding=TextEncoding(seg, vocab, 12),
+                                       partition=DialoguePartition(num_clients=6, seed=2))
     raw = raw_split("dev")
     dev_turns = sum(len(r["dialogue"]) for r in raw.values())
     assert sum(len(data.clients[c]["dev"][1]) for c in data.client_ids) == dev_turns
@@ -87,7 +87,8 @@ def test_dev_role_comes_from_the_dev_split(sample):
 
 def test_without_a_dev_split_train_and_test_are_unchanged(sample):
     splits, seg, vocab = sample
-    kw = dict(segmenter=seg, vocab=vocab, max_len=12, num_clients=6, seed=2)
+    kw = dict(encoding=TextEncoding(seg, vocab, 12),
+              partition=DialoguePartition(num_clients=6, seed=2))
     with_dev, _ = build_imcs_federated(splits, "symptom", **kw)
     for data, stats in (
             build_imcs_federated(splits, "symptom", dev_split=None, **kw),
@@ -106,8 +107,9 @@ def test_without_a_dev_split_train_and_test_are_unchanged(sample):
 def test_a_client_without_dev_dialogues_gets_empty_arrays(sample):
     splits, seg, vocab = sample
     one = splits["dev"][:1]  # one dev dialogue: four of the five clients have none
-    data, stats = build_imcs_federated({**splits, "dev": one}, "symptom", segmenter=seg,
-                                       vocab=vocab, max_len=12, num_clients=5, seed=0)
+    data, stats = build_imcs_federated({**splits, "dev": one}, "symptom",
+                                       encoding=TextEncoding(seg, vocab, 12),
+                                       partition=DialoguePartition(num_clients=5, seed=0))
     turns = len(raw_split("dev")[one[0].example_id]["dialogue"])
     sizes = sorted(len(data.clients[c]["dev"][1]) for c in data.client_ids)
     assert sizes == [0, 0, 0, 0, turns]
@@ -121,8 +123,8 @@ def test_a_client_without_dev_dialogues_gets_empty_arrays(sample):
 
 def test_by_diagnosis_keeps_diseases_whole_in_every_split(sample):
     splits, seg, vocab = sample
-    data, stats = build_imcs_federated(splits, "diagnosis", segmenter=seg, vocab=vocab,
-                                       max_len=40, partition="by-diagnosis", num_clients=5)
+    data, stats = build_imcs_federated(splits, "diagnosis", encoding=TextEncoding(seg, vocab, 40),
+                                       partition=DialoguePartition("by-diagnosis", 5))
     for c in data.client_ids:
         for role in ("train", "test", "dev"):
             labels = set(data.clients[c][role][1].tolist())
@@ -131,7 +133,8 @@ def test_by_diagnosis_keeps_diseases_whole_in_every_split(sample):
 
 def test_same_seed_same_data(sample):
     splits, seg, vocab = sample
-    a, _ = build_imcs_federated(splits, "dialogue-act", segmenter=seg, vocab=vocab, seed=4, num_clients=6)
-    b, _ = build_imcs_federated(splits, "dialogue-act", segmenter=seg, vocab=vocab, seed=4, num_clients=6)
+    kw = dict(encoding=TextEncoding(seg, vocab), partition=DialoguePartition(num_clients=6, seed=4))
+    a, _ = build_imcs_federated(splits, "dialogue-act", **kw)
+    b, _ = build_imcs_federated(splits, "dialogue-act", **kw)
     for c in a.client_ids:
         np.testing.assert_array_equal(a.clients[c]["train"][0], b.clients[c]["train"][0])

@@ -4,20 +4,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tffre.models import lstm_classifier, mean_embedding_logistic
+from tffre.models import LSTMConfig, lstm_classifier, mean_embedding_logistic
 
 MATRIX = np.random.RandomState(0).randn(30, 8).astype(np.float32)
 MATRIX[0] = 0
 MAKERS = [
-    lambda: lstm_classifier(3, 10, embedding_matrix=MATRIX, lstm_units=4),
-    lambda: lstm_classifier(3, 10, embedding_matrix=MATRIX, lstm_units=4, bidirectional=True),
+    lambda: lstm_classifier(LSTMConfig(3, 10, lstm_units=4), MATRIX),
+    lambda: lstm_classifier(LSTMConfig(3, 10, lstm_units=4, bidirectional=True), MATRIX),
     lambda: mean_embedding_logistic(3, 10, embedding_matrix=MATRIX),
 ]
 
 
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_lstm_shapes_and_softmax(bidirectional):
-    model = lstm_classifier(5, 12, embedding_matrix=MATRIX, lstm_units=6, bidirectional=bidirectional)
+    model = lstm_classifier(LSTMConfig(5, 12, lstm_units=6, bidirectional=bidirectional), MATRIX)
     out = model(np.random.RandomState(1).randint(1, 30, (4, 12)).astype(np.int32)).numpy()
     assert out.shape == (4, 5)
     np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-5)
@@ -41,7 +41,7 @@ def test_padding_is_masked(make):
 
 
 def test_embedding_initialised_from_word2vec_and_freezable():
-    model = lstm_classifier(2, 6, embedding_matrix=MATRIX, trainable_embedding=False, lstm_units=3)
+    model = lstm_classifier(LSTMConfig(2, 6, trainable_embedding=False, lstm_units=3), MATRIX)
     emb = model.get_layer("embedding")
     np.testing.assert_array_equal(emb.embeddings.numpy(), MATRIX)
     assert emb.embeddings.ref() not in {v.ref() for v in model.trainable_variables}
@@ -50,8 +50,9 @@ def test_embedding_initialised_from_word2vec_and_freezable():
 
 
 def test_same_seed_same_weights():
-    a = lstm_classifier(2, 6, vocab_size=20, embedding_dim=4, lstm_units=3, seed=5).get_weights()
-    b = lstm_classifier(2, 6, vocab_size=20, embedding_dim=4, lstm_units=3, seed=5).get_weights()
+    config = LSTMConfig(2, 6, vocab_size=20, embedding_dim=4, lstm_units=3, seed=5)
+    a = lstm_classifier(config).get_weights()
+    b = lstm_classifier(config).get_weights()
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
 
@@ -61,7 +62,7 @@ def test_lstm_trains_with_fit_and_our_optimizer():
     rng = np.random.RandomState(0)
     x = rng.randint(1, 30, (64, 6)).astype(np.int32)
     y = (x[:, 0] > 15).astype(np.int32)
-    model = lstm_classifier(2, 6, embedding_matrix=MATRIX, lstm_units=8)
+    model = lstm_classifier(LSTMConfig(2, 6, lstm_units=8), MATRIX)
     opt = PAdam(0.01, mu=0.01)
     opt.set_anchor([v.numpy() for v in model.trainable_variables])
     model.compile(opt, "sparse_categorical_crossentropy", metrics=["accuracy"])
@@ -80,7 +81,7 @@ def test_config_holds_the_shape_not_the_vectors(make):
 
 
 def test_saved_keras_file_round_trip(tmp_path):
-    model = lstm_classifier(3, 10, embedding_matrix=MATRIX, lstm_units=4)
+    model = lstm_classifier(LSTMConfig(3, 10, lstm_units=4), MATRIX)
     model.set_weights([w + 0.1 for w in model.get_weights()])
     path = str(tmp_path / "m.keras")
     model.save(path)
@@ -102,7 +103,7 @@ def test_initializer_from_config_and_shape_check():
 def test_builds_in_a_graph_like_tff_tracing():
     # TFF calls model_fn while tracing a graph: the initializer must not need eager values.
     with tf.Graph().as_default():
-        model = lstm_classifier(2, 6, embedding_matrix=MATRIX, lstm_units=3)
+        model = lstm_classifier(LSTMConfig(2, 6, lstm_units=3), MATRIX)
         emb = model.get_layer("embedding").embeddings
         with tf.compat.v1.Session() as sess:
             sess.run(tf.compat.v1.global_variables_initializer())
@@ -150,8 +151,8 @@ def test_without_a_gpu_the_lstm_traces_one_implementation_with_keras_numbers(bid
     reference is Keras's own selection on the same weights and batches: the same numbers."""
     if tf.config.list_logical_devices("GPU"):
         pytest.skip("with a GPU the backend selection stays")
-    make = lambda: lstm_classifier(3, 10, embedding_matrix=MATRIX, lstm_units=4,  # noqa: E731
-                                   bidirectional=bidirectional, seed=5)
+    make = lambda: lstm_classifier(  # noqa: E731
+        LSTMConfig(3, 10, lstm_units=4, bidirectional=bidirectional, seed=5), MATRIX)
     ours = make()
     initial = [w.numpy() for w in ours.weights]
     keras_own = make()

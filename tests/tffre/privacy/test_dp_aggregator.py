@@ -8,7 +8,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffre import aggregators
-from tffre.privacy.aggregator import DPMean, DPStructMean
+from tffre.privacy.aggregator import AdaptiveClip, DPMean, DPStructMean
 from tffre.types_util import to_py
 
 SHAPES = [(4, 3), (5,), (2, 2)]
@@ -225,7 +225,7 @@ def test_adaptive_clip_follows_the_geometric_quantile_update():
         scale = n / math.sqrt(sum(float(np.sum(np.square(t.astype(np.float64)))) for t in d))
         clients.append([(t * scale).astype(np.float32) for t in d])
     agg = DPMean(SHAPES, noise_multiplier=0.0, clip=clip, expected_clients=m, seed=0,
-                 adaptive_clip=True, target_quantile=gamma, clip_learning_rate=eta)
+                 adaptive_clip=AdaptiveClip(target_quantile=gamma, clip_learning_rate=eta))
     run = tf_round(agg)
     state, want = agg.initial_state(), clip
     for _ in range(4):
@@ -271,7 +271,7 @@ def test_an_overflowing_update_is_excluded_not_nan():
     (dict(clip=0.0), "dp clip must be a finite number > 0"),
     (dict(expected_clients=0), "expected clients per round must be a finite number > 0"),
     (dict(seed=-3), "dp seed must be an integer"),
-    (dict(adaptive_clip=True, target_quantile=1.5), "dp target quantile must be in [0, 1]"),
+    (dict(adaptive_clip=AdaptiveClip(target_quantile=1.5)), "dp target quantile must be in [0, 1]"),
     (dict(adaptive_clip=True, noise_multiplier=2.0, expected_clients=10),
      "adaptive clipping cannot reach noise multiplier 2"),
 ])

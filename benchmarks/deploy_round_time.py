@@ -112,7 +112,7 @@ def message_bytes():
     from flwr.common.inflatable import get_all_nested_objects
     from tffre.deploy import protocol
     from tffre.deploy.round_factory import make_round
-    from tffre.execution.split_round import to_arrays
+    from tffre.federation.split_round import to_arrays
     from tffre.data import FederatedData
     task = LSTM.model(None, None)
     parts, _, _ = make_round("fedavgs", task.model_fn, loss=task.loss,

@@ -329,7 +329,7 @@ class DocREEvaluator(GlobalModelEvaluator):
                 preds = preds > threshold
             y = self._splits[split][1]
             notes = self._annotations[split]
-            # The same counts a deployed site sends (tffre.deploy.node.SiteEvaluator), here
+            # The same counts a deployed site sends (tffre.federation.site_evaluation.SiteEvaluator), here
             # over the pooled split: the scores are a function of their sums.
             counts = docre_counts(y[..., :-1], preds, y[..., -1], intra=notes.get("pair_intra"),
                                   in_train=notes.get("pair_in_train"))

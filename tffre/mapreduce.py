@@ -94,7 +94,7 @@ class Round:
         normalisation statistics (a frozen embedding, FedCB's classifier) and the
         definition's ``constant_extras`` (FedED's D_v inputs, which its server_update returns
         unchanged). A client needs them once, so they are counted at its first round only,
-        as a deployment sends them (:func:`tffre.execution.split_round.constant_extras`)."""
+        as a deployment sends them (:func:`tffre.federation.split_round.constant_extras`)."""
         from tffre.types_util import spec_nbytes
         extras = self.trainer.definition.constant_extras
         return spec_nbytes([self.model_spec.non_trainable[i] for i in self.constant]

@@ -9,7 +9,7 @@
 * ``reference/algorithms.md``: the registry (:data:`tffre.registry.ALGORITHMS`) as a table:
   local optimizer, server aggregator, paper, whether client-level DP is sound
   (:func:`tffre.registry.dp_refusal`) and whether the row can use SecAgg+ (the deployment's
-  own check, :func:`tffre.execution.split_round.sum_refusal`, on each row's round built on a
+  own check, :func:`tffre.federation.split_round.sum_refusal`, on each row's round built on a
   small probe model).
 
 Nothing here is committed: the pages are added to the site's files in ``on_files``. A
@@ -437,12 +437,12 @@ def _probe_model_fn():
 @functools.lru_cache(maxsize=None)
 def secagg_refusal(name):
     """Why registry row ``name`` cannot use SecAgg+ with its default hyperparameters, or None:
-    :func:`tffre.execution.split_round.sum_refusal` (what ``deploy run --secagg`` checks
+    :func:`tffre.federation.split_round.sum_refusal` (what ``deploy run --secagg`` checks
     before round 1) on the row's round, built on a probe model."""
     tf = _quiet_tensorflow()
     from tffre import builder, registry
     from tffre.definition import TaskContext
-    from tffre.execution.split_round import SplitRound, sum_refusal
+    from tffre.federation.split_round import SplitRound, sum_refusal
     spec = registry.get_spec(name)
     server = None
     if spec.load_definition().needs_server_data:
@@ -531,7 +531,7 @@ def algorithms_page():
            "with the row's default hyperparameters; the task may refuse it too, see "
            "[the tasks](cli.md#run-tasks)). **SecAgg+** says whether a deployment can sum its "
            "uploads securely: the check `deploy run --secagg` makes before round 1 "
-           f"({code('tffre.execution.split_round.sum_refusal')}), on the row's round built "
+           f"({code('tffre.federation.split_round.sum_refusal')}), on the row's round built "
            "with its default hyperparameters.", "",
            "Every algorithm also takes FedAvg's hyperparameters and the differential-privacy "
            "ones ([Algorithm hyperparameters](cli.md#run-hyperparameters)); the last column lists "

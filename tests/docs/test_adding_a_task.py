@@ -89,7 +89,7 @@ def site_folders(root, features=(FEATURES, FEATURES)):
 def deploy(tmp_path, folders):
     from deploy_fakes import FakeGrid, run_config
     from tffre.deploy.client_app import make_client_app
-    from tffre.deploy.node import NodeRuntime
+    from tffre.deploy.client_app import NodeRuntime
     from tffre.deploy.server_app import run_server
     nodes = {s: (make_client_app(NodeRuntime()),
                  {"site": s, "data": folders[s], "state-dir": str(tmp_path / "state" / s)})

@@ -25,6 +25,7 @@ LAYERS = (
     ("builder", ("tffre.builder",)),
     ("runner", ("tffre.runner", "tffre.evaluation", "tffre.bundle", "tffre.records")),
     ("tasks", ("tffre.tasks",)),
+    ("federation", ("tffre.federation",)),
     ("experiments", ("tffre.experiments", "tffre.paper_tables")),
     ("CLI", ("tffre.config", "tffre.cli", "tffre.predict", "tffre.sweep", "tffre.deploy",
              "tffre.report", "tffre.__main__")),
@@ -137,3 +138,46 @@ def test_the_checker_finds_a_back_edge_and_a_circle(tmp_path):
     found = imports_of(str(a), "tffre.data.x", modules)
     assert found == {"tffre.cli"} and layer_of("tffre.cli") > layer_of("tffre.data.x")
     assert imports_of(str(b), "tffre.cli", modules) == {"tffre.data.sentence_sets"}
+
+
+#: What the transport-neutral federation core (``tffre/federation/``) must never import: a
+#: transport's package or its library (DEVELOPERS.md, "Layers").
+TRANSPORTS = ("flwr", "tffre.deploy")
+
+
+def named_imports(path):
+    """Every module name ``path`` imports anywhere in it, in or out of the package (``from a
+    import b`` counts ``a`` and ``a.b``; relative imports are left out)."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def transport_imports(paths):
+    """["module imports name"] of the modules ({name: path}) that import a transport."""
+    return sorted(f"{m} imports {name}" for m, path in paths.items()
+                  for name in named_imports(path)
+                  if any(name == t or name.startswith(t + ".") for t in TRANSPORTS))
+
+
+def test_the_federation_core_imports_no_transport():
+    federation = {m: p for m, p in package_modules().items()
+                  if m == "tffre.federation" or m.startswith("tffre.federation.")}
+    assert {"tffre.federation.round_driver", "tffre.federation.site_runtime"} <= set(federation)
+    assert transport_imports(federation) == []
+
+
+def test_the_transport_check_finds_flower_and_deploy(tmp_path):
+    """The check above is not vacuous: a planted Flower import and deploy import are found,
+    in a function body too."""
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("def f():\n    from flwr.app import Message\n")
+    b.write_text("from tffre import deploy\nimport tffre.federation.messages\n")
+    assert transport_imports({"x.a": str(a), "x.b": str(b)}) == [
+        "x.a imports flwr.app", "x.a imports flwr.app.Message", "x.b imports tffre.deploy"]

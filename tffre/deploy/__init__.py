@@ -10,15 +10,18 @@ configuration, trains and returns only its upload. Both build the same
 :class:`tffre.mapreduce.Round` (:mod:`tffre.deploy.round_factory`), so a
 deployed run gives the local executor's weights.
 
-Modules: :mod:`~tffre.deploy.tasks` (the shared job, a site's data),
-:mod:`~tffre.deploy.node` (a site's side), :mod:`~tffre.deploy.seeding` (a site's
-randomness per job, round and site), :mod:`~tffre.deploy.server` (the
-server's side of a round), :mod:`~tffre.deploy.protocol` (the messages),
-:mod:`~tffre.deploy.link` (sending and waiting), :mod:`~tffre.deploy.flower_config`
+What the two sides do whatever carries the messages is the federation core's
+(:mod:`tffre.federation`: the server's round driver, a site's runtime and seeding, the split
+round); this package is Flower's. Modules: :mod:`~tffre.deploy.tasks` (the shared job, a
+site's data), :mod:`~tffre.deploy.round_factory` (the round both sides build),
+:mod:`~tffre.deploy.protocol` (the core's messages as Flower records),
+:mod:`~tffre.deploy.link` (sending and waiting), :mod:`~tffre.deploy.server_app` and
+:mod:`~tffre.deploy.client_app` (the apps), :mod:`~tffre.deploy.secagg` (SecAgg+),
+:mod:`~tffre.deploy.flower_config`
 (the run config), :mod:`~tffre.deploy.certs` (demo certificates and keys),
 :mod:`~tffre.deploy.launch` (daemons and the long-lived ClientApp process),
-:mod:`~tffre.deploy.flower_patches` (Flower 1.23: fixed waits, a race), :mod:`~tffre.deploy.project`
-(the Flower app folder) and :mod:`~tffre.deploy.commands` (``python -m tffre deploy``).
+:mod:`~tffre.deploy.flower_patches` (Flower 1.23: fixed waits, a race),
+:mod:`~tffre.deploy.project` (the Flower app folder) and :mod:`~tffre.deploy.commands` (``python -m tffre deploy``).
 
 Importing this package imports neither TensorFlow nor Flower.
 """

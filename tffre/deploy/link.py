@@ -1,14 +1,18 @@
 """The ServerApp's line to the sites: messages out, replies in, a deadline.
 
-:class:`GridLink` sends through a Flower ``Grid`` (``push_messages`` and
-``pull_messages``) and polls for replies every ``poll`` seconds until all have
-come or the deadline passes. (``Grid.send_and_receive`` waits 3 s between
-pulls, which a round of a small model would mostly spend waiting.) A reply
-that never comes is simply absent: the round goes on with the others
-(:mod:`tffre.deploy.server`).
+:class:`GridLink` is the federation core's link over Flower
+(:class:`tffre.federation.round_driver.FederatedRounds` talks to the sites through it): it
+encodes the core's requests as Flower messages (:mod:`tffre.deploy.protocol`), sends them
+through a Flower ``Grid`` (``push_messages`` and ``pull_messages``), polls for replies every
+``poll`` seconds until all have come or the deadline passes, and decodes the replies.
+(``Grid.send_and_receive`` waits 3 s between pulls, which a round of a small model would
+mostly spend waiting.) A reply that never comes is simply absent: the round goes on with
+the others.
 """
 
 import time
+
+from tffre.deploy import protocol
 
 
 class GridLink:
@@ -30,8 +34,9 @@ class GridLink:
         return sorted(int(n) for n in self.grid.get_node_ids())
 
     def exchange(self, requests, timeout, group=""):
-        """Sends ``requests`` ({node id: (message type, RecordDict)}) and returns {node id:
-        reply Message} of the replies in by ``timeout`` seconds."""
+        """Sends ``requests`` ({node id: :class:`tffre.federation.messages.Request`}) and
+        returns {node id: :class:`tffre.federation.messages.Reply`} of the replies in by
+        ``timeout`` seconds."""
         if not requests:
             return {}
         start = time.perf_counter()
@@ -48,7 +53,7 @@ class GridLink:
                 if _lost(reply) and nid not in resent:
                     lost[nid] = requests[nid]
                 else:
-                    replies[nid] = reply
+                    replies[nid] = protocol.reply_of(reply)
             if lost:   # the SuperLink dropped the reply (see flower_patches): ask once more
                 resent.update(lost)
                 pending.update(self._push(lost, group))
@@ -60,8 +65,9 @@ class GridLink:
 
     def _push(self, requests, group):
         from flwr.app import Message
-        messages = [Message(content, dst_node_id=int(nid), message_type=kind, group_id=group)
-                    for nid, (kind, content) in requests.items()]
+        messages = [Message(protocol.request_content(request), dst_node_id=int(nid),
+                            message_type=protocol.MESSAGE_TYPES[request.kind], group_id=group)
+                    for nid, request in requests.items()]
         ids = list(self.grid.push_messages(messages))
         return {mid: nid for mid, nid in zip(ids, requests) if mid}
 

@@ -1,26 +1,16 @@
-"""The messages between the tffre ServerApp and its ClientApps (Flower's Message API).
+"""The federation core's messages on Flower's Message API (tffre's ServerApp and ClientApps).
 
-Three kinds, each answered by one reply (``Message(content, reply_to=msg)``):
+The kinds and their configs are the core's (:mod:`tffre.federation.messages`); here each kind
+is a Flower message type (:data:`MESSAGE_TYPES`: a hello is Flower's ``query``), each request
+a ``RecordDict`` (:func:`request_content`) answered by one reply
+(``Message(content, reply_to=msg)``), read back as a
+:class:`tffre.federation.messages.Reply` (:func:`reply_of`).
 
-* ``query`` ("hello"): config ``{"job"}`` (the job without what the sites tell)
-  -> config ``{"site", "labels", "entity_types", "examples", "constants"}``, or
-  ``{"site", "error"}`` when the site's data cannot be used.
-* ``train``: config ``{"job", "round", "constants"}`` and the arrays of the
-  round's broadcast (:meth:`tffre.mapreduce.Round.prepare`), without the
-  constant weights when the site already holds them -> the arrays of the upload
-  and config ``{"site", "round", "constants", "seconds"}`` (or ``"error"``).
-* ``evaluate``: the same config and arrays as ``train`` -> arrays of summed
-  evaluation counts per held-out split (``loss/<split>``, ``count/<split>``,
-  ``confusion/<split>``) and the same reply config.
-
-``constants`` is the hash of the broadcast's constant weights (frozen
-embeddings, FedCB's classifier: :meth:`tffre.execution.split_round.SplitRound.constant_paths`):
-the server sends them only to a site whose replies do not name that hash, so
-they reach a site once, not every round. Arrays travel in an ``ArrayRecord`` of two
-``Array`` objects: their bytes packed end to end, and an index of their paths in the round's
-structure (:func:`tffre.execution.split_round.to_arrays`), dtypes and shapes. Flower stores
-and pulls each ``Array`` as an object of its own, one gRPC call per hop: with one ``Array``
-per weight (60 for the benchmark's LSTM) the pulls were most of a small round's fixed cost.
+Arrays travel in an ``ArrayRecord`` of two ``Array`` objects: their bytes packed end to end,
+and an index of their paths in the round's structure
+(:func:`tffre.federation.split_round.to_arrays`), dtypes and shapes. Flower stores and pulls
+each ``Array`` as an object of its own, one gRPC call per hop: with one ``Array`` per weight
+(60 for the benchmark's LSTM) the pulls were most of a small round's fixed cost.
 
 With secure aggregation the ``train`` exchange is Flower's SecAgg+ protocol
 instead (:mod:`tffre.deploy.secagg`): the same broadcast in FitIns form, and no
@@ -28,12 +18,17 @@ upload the server can read.
 """
 
 import collections
-import hashlib
 import json
 
 import numpy as np
 
-HELLO, TRAIN, EVALUATE = "query", "train", "evaluate"
+from tffre.federation.messages import (EVALUATE, HELLO, TRAIN, Reply, constants_hash,  # noqa: F401
+                                       contiguous, payload_bytes)
+
+#: Flower's message type of each of the core's kinds (a ClientApp answers query, train and
+#: evaluate messages).
+MESSAGE_TYPES = {HELLO: "query", TRAIN: "train", EVALUATE: "evaluate"}
+KIND_OF = {flower: kind for kind, flower in MESSAGE_TYPES.items()}
 CONFIG, ARRAYS, REPLY = "config", "arrays", "reply"
 #: The packed record's two arrays: the values' bytes, and the JSON index
 #: [[name, dtype, shape], ...] (as uint8).
@@ -44,19 +39,13 @@ def arrays_record(named):
     """An ``ArrayRecord`` of an ordered {name: numpy array}, packed into two ``Array``
     objects (see the module docstring)."""
     from flwr.app import Array, ArrayRecord
-    values = [_contiguous(value) for value in named.values()]
+    values = [contiguous(value) for value in named.values()]
     index = json.dumps([[name, value.dtype.str, list(value.shape)]
                         for name, value in zip(named, values)]).encode()
     packed = np.concatenate([value.reshape(-1).view(np.uint8) for value in values]) \
         if values else np.zeros(0, np.uint8)
     return ArrayRecord(collections.OrderedDict(
         [(INDEX, Array(np.frombuffer(index, np.uint8))), (PACKED, Array(packed))]))
-
-
-def _contiguous(value):
-    # np.ascontiguousarray would turn a scalar into shape [1].
-    value = np.asarray(value)
-    return value if value.flags.c_contiguous else value.copy(order="C")
 
 
 def record_arrays(record):
@@ -79,23 +68,6 @@ def record_arrays(record):
     return out
 
 
-def payload_bytes(named):
-    """Bytes of the arrays' values (what ``bytes_broadcast``/``bytes_uploaded`` count)."""
-    return int(sum(np.asarray(v).nbytes for v in named.values()))
-
-
-def constants_hash(named):
-    """A hash of the constant arrays (names, dtypes, shapes and values); "" when none."""
-    if not named:
-        return ""
-    digest = hashlib.sha256()
-    for name, value in named.items():
-        value = _contiguous(value)
-        digest.update(f"{name}:{value.dtype.str}:{value.shape};".encode())
-        digest.update(value.tobytes())
-    return digest.hexdigest()[:32]
-
-
 def make_content(config, arrays=None):
     """A ``RecordDict`` of a config dict (and arrays)."""
     from flwr.app import ConfigRecord, RecordDict
@@ -110,3 +82,18 @@ def read_content(content):
     config = dict(content.config_records.get(CONFIG, {}))
     arrays = content.array_records.get(ARRAYS)
     return config, None if arrays is None else record_arrays(arrays)
+
+
+def request_content(request):
+    """The ``RecordDict`` of a :class:`tffre.federation.messages.Request`."""
+    return make_content(request.config, request.arrays)
+
+
+def reply_of(message):
+    """The :class:`tffre.federation.messages.Reply` of a Flower reply ``Message``: its config
+    and arrays, or Flower's error (the node went away, its ClientApp raised) on one line."""
+    if message.has_error():
+        reason = " ".join(str(message.error.reason).split())
+        return Reply(error=reason or f"error code {message.error.code}")
+    config, arrays = read_content(message.content)
+    return Reply(config, arrays)

@@ -5,16 +5,16 @@ the ServerApp to prepare, aggregate and update, each ClientApp to train. This
 function copies what :func:`tffre.builder.build_algorithm` does up to the round
 (hyperparameters resolved, the definition, the trainer, the round factory:
 :func:`tffre.builder.round_factory`) and reads the round off one eager slot, as
-the local executor does (:class:`tffre.execution.split_round.SplitRound`).
+the local executor does (:class:`tffre.federation.split_round.SplitRound`).
 """
 
 from tffre import builder
-from tffre.execution.split_round import SplitRound
+from tffre.federation.split_round import SplitRound
 
 
 def make_round(name, model_fn, *, loss, input_spec, hparams, metrics=None, context=None,
                trains=True):
-    """(:class:`tffre.execution.split_round.SplitRound`, the algorithm's model_fn, its definition)
+    """(:class:`tffre.federation.split_round.SplitRound`, the algorithm's model_fn, its definition)
     for registry algorithm ``name`` with ``hparams`` ({name: value}, as ``python -m tffre run``
     names them; unset ones take the registry's defaults).
 

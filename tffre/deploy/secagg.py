@@ -4,11 +4,11 @@ Flower 1.23's ``SecAggPlusWorkflow`` (server) and ``secaggplus_mod`` (client)
 compute ``sum_k r_k p_k / sum_k r_k`` of one list of float arrays per client
 (``p_k``; ``r_k = num_examples / max_weight``), masked so that the server can
 unmask only the total. tffre's rounds aggregate with mergeable accumulators;
-where every one of them is a sum (:func:`tffre.execution.split_round.sum_refusal`:
+where every one of them is a sum (:func:`tffre.federation.split_round.sum_refusal`:
 the weighted mean, the statistics' mean, an algorithm's summed predictions, differential
 privacy's clipped sum before its noise), a round's accumulator is the sum of
 what each client adds, ``c_k = accumulate(zero(), upload_k)``
-(:meth:`tffre.execution.split_round.SplitRound.contribution`), and the round's
+(:meth:`tffre.federation.split_round.SplitRound.contribution`), and the round's
 aggregate is ``report(sum_k c_k)``. So:
 
 * each site computes ``c_k`` and hands SecAgg+ ``p_k = c_k / W`` (``W`` =
@@ -48,8 +48,9 @@ import json
 import numpy as np
 
 from tffre.deploy import protocol
-from tffre.deploy.server import TooFewSites
-from tffre.execution.split_round import MessageError, from_arrays, to_arrays
+from tffre.federation.messages import TRAIN
+from tffre.federation.round_driver import TooFewSites
+from tffre.federation.split_round import MessageError, from_arrays, to_arrays
 
 FIT_INS_ARRAYS = "fitins.parameters"
 
@@ -64,7 +65,7 @@ def optional_secaggplus_mod(msg, context, call_next):
     message goes straight to the handler."""
     from flwr.client.mod import secaggplus_mod
     from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS
-    if msg.metadata.message_type == protocol.TRAIN and \
+    if msg.metadata.message_type == protocol.MESSAGE_TYPES[TRAIN] and \
             RECORD_KEY_CONFIGS in msg.content.config_records:
         return secaggplus_mod(msg, context, call_next)
     return call_next(msg, context)
@@ -114,17 +115,16 @@ def client_reply(runtime, msg, context):
     from flwr.app import Message
     from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
     from flwr.common import recorddict_compat as compat
-    from tffre.deploy.node import site_settings
-    from tffre.deploy.tasks import DeployJob
+    from tffre.federation.site_runtime import site_settings
     fit_ins = compat.recorddict_to_fitins(msg.content, keep_input=True)
     config = dict(fit_ins.config)
     names = json.loads(config.pop("arrays"))
     arrays = collections.OrderedDict(zip(names, parameters_to_ndarrays(fit_ins.parameters)))
-    reply, upload = runtime.handle(protocol.TRAIN, config, arrays, context.node_config)
+    reply, upload = runtime.handle(TRAIN, config, arrays, context.node_config)
     if "error" in reply:   # the mod turns it into an error reply naming the site
         raise ValueError(f"site {reply['site']}: {reply['error']}")
     site = site_settings(context.node_config)
-    job = DeployJob.from_json(config["job"])
+    job = runtime.job_of(config["job"])   # parsed by handle already: the runtime's cached job
     built = runtime.build(job, site)
     definition = built.definition   # its declared upload ranges name what can overflow
     encoded = encode(runtime.contribution(built, upload), float(config["secagg_max_weight"]),
@@ -221,7 +221,7 @@ class SecureSum:
                                   timeout=timeout)
 
     def round(self, rounds, parts, job, state, rnd, layout, sites, start):
-        """One round through SecAgg+ (:meth:`tffre.deploy.server.FederatedRounds.train`'s
+        """One round through SecAgg+ (:meth:`tffre.federation.round_driver.FederatedRounds.train`'s
         secure branch)."""
         from flwr.app import ArrayRecord, ConfigRecord, Context, RecordDict
         from flwr.common import FitIns, ndarrays_to_parameters
@@ -229,11 +229,11 @@ class SecureSum:
         from flwr.server.compat.grid_client_proxy import GridClientProxy
         from flwr.server.compat.legacy_context import LegacyContext
         from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD, Key
-        requests, sent, constants = rounds._request(protocol.TRAIN, parts, job, state, rnd,
-                                                    layout, sites)
+        requests, sent, constants = rounds._request(TRAIN, parts, job, state, rnd, layout,
+                                                    sites)
         fit_ins = {}
-        for nid, (_, content) in requests.items():
-            config, arrays = protocol.read_content(content)
+        for nid, request in requests.items():
+            config, arrays = dict(request.config), request.arrays
             config.update(arrays=json.dumps(list(arrays)),
                           secagg_max_weight=float(self.settings.secagg_max_weight),
                           secagg_clip=float(self.settings.secagg_clip))

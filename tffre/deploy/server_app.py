@@ -9,7 +9,7 @@ as the runner does, and then drives the rounds with the runner's own loop
 (:class:`tffre.runner.rounds.AlgorithmRounds`): resume, the rows, DP's columns,
 evaluation, checkpoints, the saved model and the summary are a simulated run's; only
 where the clients run differs (:class:`DeployedRounds`: the sites, through
-:class:`tffre.deploy.server.FederatedRounds`). It holds the server state, applies
+:class:`tffre.federation.round_driver.FederatedRounds`). It holds the server state, applies
 ``update`` and writes what ``python -m tffre run`` writes:
 
 * ``metrics.csv`` (the runner's columns plus ``missing_clients``: the sites that took no
@@ -50,10 +50,10 @@ import os
 import time
 import types
 
-from tffre.deploy.server import FederatedRounds, TooFewSites, log_line
 from tffre.deploy.flower_config import resolve_run
 from tffre.deploy.tasks import (SERVER_ONLY_HPARAMS, DeployJob, load_task, public_hparams,
                                 server_inputs, task_context)
+from tffre.federation.round_driver import FederatedRounds, Scoring, TooFewSites, log_line
 from tffre.jsonio import read_json_object, write_json
 from tffre.runner.rounds import ClientRounds, RoundOutput
 
@@ -155,10 +155,10 @@ def serve(rounds, cfg, settings, task, log=log_line):
     here, then the runner's loop (:class:`tffre.runner.rounds.AlgorithmRounds`) with the
     clients at the sites (:class:`DeployedRounds`)."""
     import tensorflow as tf
-    from tffre.deploy.node import layout_key
+    from tffre.federation.site_runtime import layout_key
     from tffre.deploy.round_factory import make_round
     from tffre.evaluation import EVALUATORS
-    from tffre.execution.split_round import sum_refusal
+    from tffre.federation.split_round import sum_refusal
     from tffre.runner import privacy
     from tffre.runner.outputs import prepare_out_dir
     from tffre.runner.processes import pretrained_weights
@@ -224,8 +224,8 @@ def serve(rounds, cfg, settings, task, log=log_line):
     write_json(os.path.join(run.out, JOB_FILE),
                {"job": job.to_json(), "head": head.to_json(), "settings": settings.asdict(),
                 "sites": site_names})
-    where = DeployedRounds(rounds, parts, job, layout, settings, model, model_fn, definition,
-                           log)
+    where = DeployedRounds(rounds, ServerRound(parts, model_fn, definition, layout), job,
+                           settings, model, log)
     # A deployed round is dear: checkpoint every round unless the run config says otherwise.
     algorithm = AlgorithmRounds(
         name, where, state, run, private=private,
@@ -254,12 +254,23 @@ def serve(rounds, cfg, settings, task, log=log_line):
     return record.write_summary(title=f"{cfg.dataset}, {name} across sites")
 
 
+@dataclasses.dataclass(frozen=True)
+class ServerRound:
+    """The round the server built (:func:`tffre.deploy.round_factory.make_round`): its split
+    functions, the algorithm's model_fn and definition, and the layout key the sites' rounds must
+    match (:func:`tffre.federation.site_runtime.layout_key`)."""
+    parts: object
+    model_fn: object
+    definition: object
+    layout: str
+
+
 class DeployedRounds(ClientRounds):
     """A deployment's clients (:class:`tffre.runner.rounds.ClientRounds`): every site that
-    answers, through ``rounds`` (:class:`tffre.deploy.server.FederatedRounds`); a round is
-    retried while fewer than ``min-nodes`` answer (:func:`_train_with_retries`), its rows name
-    the missing sites and why, the sites evaluate the round's model, and each row is a line
-    of the server log (:func:`format_row`).
+    answers, through ``rounds`` (:class:`tffre.federation.round_driver.FederatedRounds`); a
+    round is retried while fewer than ``min-nodes`` answer (:func:`_train_with_retries`), its
+    rows name the missing sites and why, the sites evaluate the round's model (``built``, a
+    :class:`ServerRound`), and each row is a line of the server log (:func:`format_row`).
 
     ``missing``: {site: its last reason} over the run (``summary.json``'s
     ``deployment.missing``).
@@ -267,11 +278,11 @@ class DeployedRounds(ClientRounds):
 
     columns = (MISSING_COLUMN, REASONS_COLUMN)
 
-    def __init__(self, rounds, parts, job, layout, settings, model, model_fn, definition,
-                 log=log_line):
-        self.rounds, self.parts, self.job, self.layout = rounds, parts, job, layout
-        self.settings, self.model, self.model_fn = settings, model, model_fn
-        self.definition, self.log = definition, log
+    def __init__(self, rounds, built, job, settings, model, log=log_line):
+        self.rounds, self.job, self.settings, self.model = rounds, job, settings, model
+        self.log = log
+        self.parts, self.model_fn = built.parts, built.model_fn
+        self.definition, self.layout = built.definition, built.layout
         self.missing = {}
         self.sampling = f"all {job.num_clients} sites every round (a deployment samples none)"
 
@@ -289,10 +300,10 @@ class DeployedRounds(ClientRounds):
 
     def evaluate(self, state, rnd, clients):
         model = self.model
+        scoring = Scoring(kind=model.evaluation, negative_label=model.negative_label,
+                          macro_f1=model.macro_f1)
         return self.rounds.evaluate(self.parts, self.job, state, rnd, self.layout,
-                                    negative_label=model.negative_label,
-                                    macro_f1=model.macro_f1, names=clients,
-                                    kind=model.evaluation)
+                                    scoring=scoring, names=clients)
 
     def report(self, row, output, evaluated):
         self.log(format_row(row, output.metrics["round"]))

@@ -16,7 +16,7 @@ carries only the shape and dtype of D_v's inputs (``server_inputs``): a site
 builds the same round from placeholder zeros of that shape
 (:func:`task_context`), since FedED's round takes only the types of its
 ``server_x`` extra from them; the real inputs arrive with the first broadcast
-as a constant (sent once: :func:`tffre.execution.split_round.constant_extras`).
+as a constant (sent once: :func:`tffre.federation.split_round.constant_extras`).
 D_v's labels never leave the server.
 
 What each side loads is the task's: its module's ``SITES``

@@ -19,6 +19,7 @@ process ``dataset.reduce`` is slow (an LSTM round: 11x the lean loop, against
 1.0x for "while"; ``benchmarks/round_time.py``).
 """
 
+import collections
 import concurrent.futures
 import queue
 
@@ -55,6 +56,13 @@ def keras_v2_again(model):
             version_utils.swap_class(type(obj), training.Model, training_v1.Model, True)
         if isinstance(obj, base_layer_v1.Layer):
             version_utils.swap_class(type(obj), base_layer.Layer, base_layer_v1.Layer, True)
+
+
+#: The round's compiled functions, one at a time on tensors (:meth:`LocalExecutor.steps`):
+#: prepare(state), zero(), accumulate(acc, upload), report(acc), update(state, aggregate) and
+#: work(broadcast, dataset, client_state=None), one client on a free slot.
+RoundSteps = collections.namedtuple("RoundSteps",
+                                    "prepare zero accumulate report update work")
 
 
 class LocalExecutor:
@@ -118,6 +126,12 @@ class LocalExecutor:
         """A client's state before its first round (stateful algorithms)."""
         return numpy_structure(
             self.round.definition.initial_client_state(self.slots[0].slot.model))
+
+    def steps(self):
+        """The :class:`RoundSteps` :meth:`next` runs, to call one at a time (a deployment runs
+        them on two sides: :class:`tffre.federation.split_round.SplitRound`)."""
+        return RoundSteps(self._prepare, self._zero, self._accumulate, self._report,
+                          self._update, self._work)
 
     def _work(self, broadcast, dataset, client_state=None):
         slot = self._free.get()

@@ -13,7 +13,7 @@ Where the clients run is the only thing that differs, a :class:`ClientRounds`:
   drawn from (seed, round), in this process, in worker processes or in TFF's runtime (the
   process's executor), evaluated on the pooled held-out data;
 * deployment (:class:`tffre.deploy.server_app.DeployedRounds`): every site that answers,
-  across Flower (:class:`tffre.deploy.server.FederatedRounds`), evaluated by the sites; its
+  across Flower (:class:`tffre.federation.round_driver.FederatedRounds`), evaluated by the sites; its
   rows add ``missing_clients`` and ``missing_reasons``.
 
 :class:`RunRecord` is what a run writes around its algorithms' rounds, the same way on

@@ -372,7 +372,7 @@ class DocumentSites(Sites):
     holds is cut (a site that joins later with larger documents has its extra rows cut and
     counted). ``max-len`` and the loss are the job's options.
 
-    Evaluation is the "docre" kind (:class:`tffre.deploy.node.SiteEvaluator`): each site sends
+    Evaluation is the "docre" kind (:class:`tffre.federation.site_evaluation.SiteEvaluator`): each site sends
     its TP/FP/FN counts (and intra-/inter-sentence ones, loss sums and pairs), and the server's
     P/R/F1 are those of :class:`tffre.evaluation.DocREEvaluator` on the pooled splits. DocRED's
     Ign F1 is left out: it needs the facts of every site's training split.

@@ -62,7 +62,7 @@ def tiny_dropout_model():
 
 class DropoutTask(NpzTask):
     """:class:`NpzTask` whose model has dropout: what a site's round draws shows in its results
-    (``tffre.deploy.seeding``)."""
+    (``tffre.federation.seeding``)."""
 
     def model_fn(self):
         return tiny_dropout_model
@@ -74,7 +74,7 @@ DROPOUT = DropoutTask()
 class RelationsWithoutDropout(RelationSites):
     """The relation task with the classifier's dropout off: a deployed round equals the local
     executor's only for a deterministic model (the two draw dropout masks apart:
-    :mod:`tffre.deploy.seeding`). Sites load it as ``deploy_tiny_task:RELATIONS``."""
+    :mod:`tffre.federation.seeding`). Sites load it as ``deploy_tiny_task:RELATIONS``."""
 
     def _config(self, job, encoder_dir):
         tokenizer, config = super()._config(job, encoder_dir)

@@ -13,7 +13,7 @@ from deploy_fakes import FakeGrid, TinyTask, run_config
 from tiny import client_arrays
 
 from tffre.deploy.client_app import make_client_app
-from tffre.deploy.node import NodeRuntime
+from tffre.deploy.client_app import NodeRuntime
 from tffre.deploy.server_app import run_server
 from tffre.privacy import accounting
 

@@ -12,7 +12,7 @@ from deploy_fakes import FakeGrid, TinyTask, final_state, run_config
 from tiny import client_arrays
 
 from tffre.deploy.client_app import make_client_app
-from tffre.deploy.node import NodeRuntime
+from tffre.deploy.client_app import NodeRuntime
 from tffre.deploy.protocol import read_content
 from tffre.deploy.server_app import run_server
 from tffre.jsonio import read_json_object
@@ -49,7 +49,7 @@ def test_too_few_answers_stop_the_run_in_one_line(tmp_path, capsys):
     task = TinyTask(ARRAYS)
     grid = grid_of(task, tmp_path, sites=("a", "b"))
     grid.before_group["2"] = lambda: grid.kill(grid.node_of("b"))
-    from tffre.deploy.server import TooFewSites
+    from tffre.federation.round_driver import TooFewSites
     with pytest.raises(TooFewSites, match="round 2: 1 upload"):
         run_server(grid, run_config("FedAvg", tmp_path / "out", **{"round-timeout": 0.3}),
                    task=task)

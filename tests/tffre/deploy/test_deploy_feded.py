@@ -12,10 +12,10 @@ from local_reference import local_run
 from tiny import client_arrays
 
 from tffre.deploy.client_app import make_client_app
-from tffre.deploy.node import NodeRuntime
+from tffre.deploy.client_app import NodeRuntime
 from tffre.deploy.protocol import read_content
 from tffre.deploy.server_app import run_server
-from tffre.execution import split_round
+from tffre.federation import split_round
 from tffre.runner.checkpoints import Checkpoints
 
 SITES = ("a", "b", "c")

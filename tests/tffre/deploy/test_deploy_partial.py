@@ -16,7 +16,7 @@ from local_reference import sites_reference
 from tiny_encoder import make_encoder_folder
 
 from tffre.deploy.client_app import make_client_app
-from tffre.deploy.node import NodeRuntime
+from tffre.deploy.client_app import NodeRuntime
 from tffre.deploy.server_app import run_server
 from tffre.deploy.tasks import DeployJob
 from tffre.runner.checkpoints import Checkpoints

@@ -4,7 +4,7 @@ sites whose model has dropout, so that what a site's round draws shows in the re
 
 * The same run twice on the same running ``deploy supernode`` sites gives the same metrics
   and weights (to 1e-6): a site's process carries nothing from one run to the next
-  (``tffre.deploy.seeding``).
+  (``tffre.federation.seeding``).
 * The README's plain-Flower commands, as written (parsed from docs/tutorials/deploy.md, where
   they moved from the README; only the ports, the sites' data and the run's options are the
   test's), give the same run again with Flower's default ``--isolation subprocess``: a fresh
@@ -110,7 +110,7 @@ def repeated(tmp_path_factory):
 
 
 def test_a_run_repeated_on_running_sites_gives_the_same_results(repeated):
-    # Before tffre.deploy.seeding, the second run's rounds continued the first run's dropout
+    # Before tffre.federation.seeding, the second run's rounds continued the first run's dropout
     # streams at each site (test_deploy_seeding shows the masks matter).
     assert_same(repeated["again"], repeated["first"])
 

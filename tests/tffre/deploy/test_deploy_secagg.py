@@ -11,9 +11,9 @@ from tiny import client_arrays
 
 from tffre.deploy import secagg
 from tffre.deploy.client_app import make_client_app
-from tffre.deploy.node import NodeRuntime
+from tffre.deploy.client_app import NodeRuntime
 from tffre.deploy.server_app import run_server
-from tffre.execution.split_round import to_arrays
+from tffre.federation.split_round import to_arrays
 
 SITES = ("a", "b", "c")
 ARRAYS = dict(zip(SITES, client_arrays([8, 10, 6], seed=1)))

@@ -14,7 +14,7 @@ from tiny import client_arrays, run_experiment, tiny_model
 
 from tffre.data import FederatedData
 from tffre.deploy.client_app import make_client_app
-from tffre.deploy.node import NodeRuntime
+from tffre.deploy.client_app import NodeRuntime
 from tffre.deploy.server_app import MISSING_COLUMN, REASONS_COLUMN, run_server
 from tffre.errors import ConfigError
 from tffre.runner import rounds

@@ -9,7 +9,7 @@ task's site code reads with the run's job (``local_reference.sites_reference``).
 The encoder tasks use the packaged MiniLM's tokenizer and weights with its dropout off, one
 layer deep, and sentence-level RE its classifier's dropout off too (its sites run
 ``deploy_tiny_task:RELATIONS``, read through the sites' code): a site and the local executor
-draw dropout masks apart (:mod:`tffre.deploy.seeding`).
+draw dropout masks apart (:mod:`tffre.federation.seeding`).
 
 * IMCS with FedPAP (the LSTM; PAdam at the clients, the attention step at the server): in
   the default suite. IMCS with FedAvgS (Self-Adam, the weighted mean) is opt-in, to keep the

@@ -9,7 +9,7 @@ from local_reference import local_run
 from tiny import client_arrays, poisoned
 
 from tffre.deploy.client_app import make_client_app
-from tffre.deploy.node import NodeRuntime
+from tffre.deploy.client_app import NodeRuntime
 from tffre.deploy.server_app import run_server
 from tffre.runner.checkpoints import Checkpoints
 from tffre.runner.processes import pretrained_weights

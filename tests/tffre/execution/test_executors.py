@@ -150,7 +150,7 @@ def test_a_server_reads_the_sites_upload_spec_without_tracing_training(name, ext
     traces (paths, dtypes, shapes: the layout key both sides compare)."""
     from tffre.builder import round_factory
     from tffre.client_work import TrainerSlot
-    from tffre.execution.split_round import SplitRound, paths_of
+    from tffre.federation.split_round import SplitRound, paths_of
 
     def parts(trains):
         model_fn, model_loss = model_for(name, loss)

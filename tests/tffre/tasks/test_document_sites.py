@@ -61,8 +61,8 @@ def deploy(tmp_path, world):
     columns of the last round as the server computed them, the server's log)."""
     from tffre.deploy.client_app import make_client_app
     from tffre.deploy.link import GridLink
-    from tffre.deploy.node import NodeRuntime
-    from tffre.deploy.server import FederatedRounds
+    from tffre.deploy.client_app import NodeRuntime
+    from tffre.federation.round_driver import FederatedRounds
     from tffre.deploy.server_app import serve
     from tffre.deploy.flower_config import resolve_run
     encoder, sites = world

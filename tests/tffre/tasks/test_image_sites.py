@@ -81,7 +81,7 @@ def deploy(root, name, folders, concepts, log):
     """``name`` deployed on ``folders`` ({site: folder}) through a FakeGrid; the out folder."""
     from deploy_fakes import FakeGrid, run_config
     from tffre.deploy.client_app import make_client_app
-    from tffre.deploy.node import NodeRuntime
+    from tffre.deploy.client_app import NodeRuntime
     from tffre.deploy.server_app import run_server
     task = images.ImageSites()
     nodes = {s: (make_client_app(NodeRuntime(task)),

@@ -18,7 +18,7 @@ from local_reference import simulated_reference  # noqa: E402
 
 from tffre import resources  # noqa: E402
 from tffre.deploy.client_app import make_client_app  # noqa: E402
-from tffre.deploy.node import NodeRuntime  # noqa: E402
+from tffre.deploy.client_app import NodeRuntime  # noqa: E402
 from tffre.deploy.server_app import run_server  # noqa: E402
 from tffre.deploy.tasks import DeployJob  # noqa: E402
 from tffre.runner.checkpoints import Checkpoints  # noqa: E402

@@ -20,7 +20,7 @@ from tffre import config as config_lib  # noqa: E402
 from tffre.data import FederatedData  # noqa: E402
 from tffre.definition import TaskContext  # noqa: E402
 from tffre.deploy.client_app import make_client_app  # noqa: E402
-from tffre.deploy.node import NodeRuntime  # noqa: E402
+from tffre.deploy.client_app import NodeRuntime  # noqa: E402
 from tffre.deploy.server_app import run_server  # noqa: E402
 from tffre.deploy.tasks import DeployJob  # noqa: E402
 from tffre.runner.checkpoints import Checkpoints  # noqa: E402

@@ -1,8 +1,10 @@
 """A site's side of a deployment: its data, its round, its own folder.
 
-:class:`NodeRuntime` answers the ServerApp's three messages
-(:mod:`tffre.deploy.protocol`). Everything a site uses comes from its own node
-configuration (``flower-supernode --node-config``), never from the server:
+:class:`SiteRuntime` answers the server's three messages
+(:mod:`tffre.federation.messages`: a kind, a config and arrays in; a config and arrays out),
+whatever carries them (Flower's ClientApp: :mod:`tffre.deploy.client_app`). Everything a
+site uses comes from its own node configuration (Flower's ``flower-supernode
+--node-config``), never from the server:
 
 * ``site``: the site's name (required; it orders the sum and names the site in
   the server's logs and metrics);
@@ -15,27 +17,53 @@ configuration (``flower-supernode --node-config``), never from the server:
 * ``task``: "module:attribute", a task of the site's own (default: the job's task, one of
   tffre's, :func:`site_task`).
 
-The round is built once per job (:meth:`tffre.deploy.tasks.DeployJob.key`) and kept
-while this process lives: a long-lived ClientApp process
-(:mod:`tffre.deploy.launch`) trains each round without rebuilding the model. What a
-round draws (dropout masks, Python's and numpy's generators) is reset before each round
-from (job seed, round, site) (:mod:`tffre.deploy.seeding`), so a long-lived process, a
-process per message (plain Flower) and a run repeated on running sites give the same
+A job's text is parsed once (:meth:`SiteRuntime.job_of`: every message carries it, so a site
+that restarts rebuilds the same round), and its round is built once per job
+(:meth:`tffre.tasks.sites.DeployJob.key`) and kept while this process lives: a long-lived
+site process (:mod:`tffre.deploy.launch`) trains each round without rebuilding the model.
+What a round draws (dropout masks, Python's and numpy's generators) is reset before each
+round from (job seed, round, site) (:mod:`tffre.federation.seeding`), so a long-lived process,
+a process per message (plain Flower) and a run repeated on running sites give the same
 uploads.
+
+What a site builds with comes from the transport's package, as :class:`SiteBuilders` (the
+task loader, the round factory, the task context), so that this core imports none of it.
 """
 
 import collections
+import dataclasses
 import os
 import time
+from typing import Callable
 
 import numpy as np
 
-from tffre.deploy import protocol
-from tffre.deploy.tasks import DeployJob, load_task
-from tffre.tasks.sites import SiteDataError
-from tffre.execution.split_round import MessageError, from_arrays, paths_of, to_arrays
+from tffre.federation.messages import EVALUATE, HELLO, constants_hash
+from tffre.federation.split_round import MessageError, from_arrays, paths_of, to_arrays
+from tffre.tasks.sites import DeployJob, SiteDataError
 
 KEEP_STATES = 3   # client states kept per job: a resumed server replays at most the last round
+JOBS_KEPT = 4     # parsed job texts kept (a run's hello job and its agreed job, and a new run's)
+
+
+@dataclasses.dataclass(frozen=True)
+class SiteBuilders:
+    """What a site builds a job's round with (the deployment's: :mod:`tffre.deploy.tasks` and
+    :mod:`tffre.deploy.round_factory`).
+
+    Attributes:
+      load_task: callable(name=None, dataset=None) -> a task's site side (a
+        :class:`tffre.tasks.sites.Sites`): a task's name, "module:attribute", or None for
+        ``dataset``'s task.
+      make_round: callable(algorithm, model_fn, *, loss, input_spec, hparams, context) ->
+        (:class:`tffre.federation.split_round.SplitRound`, the algorithm's model_fn, its
+        definition).
+      task_context: callable(job) -> the job's :class:`tffre.definition.TaskContext`.
+    """
+    load_task: Callable
+    make_round: Callable
+    task_context: Callable
+
 
 
 def site_settings(node_config):
@@ -62,10 +90,11 @@ def layout_key(parts, identity=""):
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def site_task(site, job):
-    """The task a site runs ``job`` with: its own node configuration's ``task``
-    ("module:attribute") if given, else the job's when it names one of tffre's tasks, else
-    the job's dataset's. A site never imports a module the server names."""
+def site_task(site, job, load_task):
+    """The task a site runs ``job`` with (``load_task``: :attr:`SiteBuilders.load_task`): its
+    own node configuration's ``task`` ("module:attribute") if given, else the job's when it
+    names one of tffre's tasks, else the job's dataset's. A site never imports a module the
+    server names."""
     from tffre import tasks
     own = str(site.get("task") or "")
     if own:
@@ -91,21 +120,21 @@ def load_named(path):
 class _Built:
     """A job's round, model and data at this site.
 
-    Its randomness is reset before each round (:class:`tffre.deploy.seeding.SiteRandomness`):
-    what a round draws depends on the job's seed, the round and the site only, not on the
-    rounds or runs this process ran before."""
+    Its randomness is reset before each round
+    (:class:`tffre.federation.seeding.SiteRandomness`): what a round draws depends on the
+    job's seed, the round and the site only, not on the rounds or runs this process ran
+    before."""
 
-    def __init__(self, job, task, site):
+    def __init__(self, job, task, site, builders):
         from tffre.data import FederatedData
-        from tffre.deploy.round_factory import make_round
-        from tffre.deploy.seeding import SiteRandomness, seed_globals
-        from tffre.deploy.tasks import task_context
+        from tffre.federation.seeding import SiteRandomness, seed_globals
+        from tffre.federation.site_evaluation import SiteEvaluator
         self.job = job
         seed_globals(job.seed, "build", site["site"])
         data = task.site_data(job, site)
         model = task.model(job, site)
-        context = task_context(job)
-        self.parts, self.model_fn, self.definition = make_round(
+        context = builders.task_context(job)
+        self.parts, self.model_fn, self.definition = builders.make_round(
             job.algorithm, model.model_fn, loss=model.loss, input_spec=model.input_spec,
             hparams=job.hparams, context=context)
         # Before the client's training is traced (layout_key traces it): the trace keeps the
@@ -132,127 +161,41 @@ class _Built:
     def reseed(self, rnd):
         """Before round ``rnd``'s work here: the dropout generators reset, Python's and numpy's
         generators seeded, all from (job seed, round, site)."""
-        from tffre.deploy.seeding import seed_globals
+        from tffre.federation.seeding import seed_globals
         self.randomness.reset(self.job.seed, rnd, self.site)
         seed_globals(self.job.seed, rnd, self.site)
 
 
-class SiteEvaluator:
-    """Summed evaluation counts of a model on a site's splits, of the task's evaluation kind
-    (:attr:`tffre.tasks.sites.SiteModel.evaluation`); the server adds the sites' counts and
-    computes the scores the simulation's evaluator computes on pooled data
-    (:func:`tffre.deploy.server.evaluation_columns`):
-
-    * "classification": per split the loss sum, the example count and the confusion matrix
-      (accuracy and F1 as :class:`tffre.evaluation.GlobalModelEvaluator`);
-    * "docre" (document-level RE): per split the pair loss summed over the valid pairs, the
-      valid pairs (``count/<split>``) and :func:`tffre.metrics.docre_counts`
-      (``docre/<name>/<split>``: TP/FP/FN, the exactly right pairs, and per intra-/inter-
-      sentence pairs where the site's data carries ``pair_intra``), from which P/R/F1 follow
-      as :class:`tffre.evaluation.DocREEvaluator` computes them. DocRED's Ign F1 is not
-      counted: it needs the facts of every site's training split.
-
-    Args:
-      annotations: {split: {name: array}} the evaluation reads beside the data ("docre":
-        ``pair_intra``), or None.
-      batch_size: default 256 examples, 8 documents for "docre" (as DocREEvaluator).
-      threshold: "docre": the sigmoid above which a pair is counted a relation (the job's
-        ``--threshold``; default :data:`tffre.evaluation.DOCRE_THRESHOLD`).
-    """
-
-    def __init__(self, model_fn, loss, splits, batch_size=None, kind="classification",
-                 annotations=None, threshold=None):
-        import tensorflow as tf
-        from tffre.evaluation import DOCRE_THRESHOLD, EVALUATORS, docre_batch, main_output
-        if kind not in EVALUATORS:
-            raise ValueError(f"unknown evaluation kind {kind!r}; valid: {', '.join(EVALUATORS)}")
-        self.model = model_fn()
-        self.splits = splits
-        self.kind = kind
-        self.annotations = annotations or {}
-        if threshold is not None and kind != "docre":
-            raise ValueError(f"a threshold applies to the docre evaluation, not {kind!r}")
-        if kind == "docre":
-            self.batch_size = batch_size or 8
-            # The loss's kind decides how logits become predictions, as in simulation.
-            self._batch = tf.function(
-                lambda x, y: docre_batch(self.model, x, y, loss.kind, DOCRE_THRESHOLD
-                                         if threshold is None else float(threshold)),
-                reduce_retracing=True)
-            return
-        self.batch_size = batch_size or 256
-        per_example = loss.__class__.from_config({**loss.get_config(), "reduction": "none"})
-
-        def batch(x, y):
-            pred = main_output(self.model(x, training=False))
-            return per_example(y, pred), tf.argmax(pred, axis=-1, output_type=tf.int32)
-        self._batch = tf.function(batch, reduce_retracing=True)
-
-    def counts(self, weights, num_classes):
-        """{name: array}: ``loss/<split>``, ``count/<split>`` and ``confusion/<split>``
-        ("classification") or ``docre/<name>/<split>`` ("docre")."""
-        weights.assign_weights_to(self.model)
-        if self.kind == "docre":
-            return self._docre_counts()
-        from tffre.data.federated import take_rows
-        out = collections.OrderedDict()
-        for split, (x, y) in self.splits.items():
-            y = np.asarray(y).reshape(-1)
-            total, confusion = 0.0, np.zeros((num_classes, num_classes), np.int64)
-            for i in range(0, len(y), self.batch_size):
-                rows = slice(i, i + self.batch_size)
-                losses, preds = self._batch(take_rows(x, rows), y[rows])
-                total += float(np.sum(losses.numpy(), dtype=np.float64))
-                np.add.at(confusion, (y[rows], preds.numpy()), 1)
-            out[f"loss/{split}"] = np.float64(total)
-            out[f"count/{split}"] = np.int64(len(y))
-            out[f"confusion/{split}"] = confusion
-        return out
-
-    def _docre_counts(self):
-        from tffre.data.federated import take_rows
-        from tffre.evaluation import with_unscored_gold
-        from tffre.metrics import docre_counts
-        out = collections.OrderedDict()
-        for split, (x, y) in self.splits.items():
-            y = np.asarray(y)
-            total, pairs, preds = 0.0, 0.0, []
-            for i in range(0, len(y), self.batch_size):
-                rows = slice(i, i + self.batch_size)
-                loss, weight, pred = self._batch(take_rows(x, rows), y[rows])
-                total += float(loss)
-                pairs += float(weight)
-                preds.append(pred.numpy())
-            out[f"loss/{split}"] = np.float64(total)
-            out[f"count/{split}"] = np.int64(round(pairs))
-            if split == "train":   # only its loss is reported (train_loss)
-                continue
-            # An empty split sends zero counts, so every site sends the same names.
-            pred = np.concatenate(preds) if preds else np.zeros(y[..., :-1].shape, np.int32)
-            notes = self.annotations.get(split, {})
-            # Every gold pair counts: one no candidate pair holds is a miss (as simulated).
-            counts = with_unscored_gold(docre_counts(y[..., :-1], pred, y[..., -1],
-                                                     intra=notes.get("pair_intra")), notes)
-            for name, value in counts.items():
-                out[f"docre/{name}/{split}"] = np.int64(value)
-        return out
-
-
-class NodeRuntime:
+class SiteRuntime:
     """Answers the server's messages at one site (see the module docstring).
 
     Args:
+      builders: the :class:`SiteBuilders` a job's round is built with.
       task: a task object to use instead of the node configuration's ``task`` (tests).
     """
 
-    def __init__(self, task=None):
+    def __init__(self, builders, task=None):
+        self.builders = builders
         self._task = task
         self._built = {}
         self._constants = {}   # hash -> {path: array}
+        self._jobs = collections.OrderedDict()   # job text -> DeployJob, newest last
 
     def task_of(self, site, job):
         """The task this site runs ``job`` with (:func:`site_task`)."""
-        return self._task if self._task is not None else site_task(site, job)
+        return self._task if self._task is not None else \
+            site_task(site, job, self.builders.load_task)
+
+    def job_of(self, text):
+        """The :class:`tffre.tasks.sites.DeployJob` of a message's job text, parsed once per
+        text (every message of a run carries the same one)."""
+        job = self._jobs.get(text)
+        if job is None:
+            job = DeployJob.from_json(text)
+            self._jobs[text] = job
+            while len(self._jobs) > JOBS_KEPT:
+                self._jobs.popitem(last=False)
+        return job
 
     # --- messages ---
 
@@ -263,7 +206,7 @@ class NodeRuntime:
         try:
             site = site_settings(node_config)
             site_name = site["site"]
-            if kind == protocol.HELLO:
+            if kind == HELLO:
                 return self.hello(config, site), None
             return self.train_or_evaluate(kind, config, arrays, site)
         except (SiteDataError, MessageError) as err:
@@ -271,7 +214,7 @@ class NodeRuntime:
 
     def hello(self, config, site):
         """What the site tells the server before training (its data's facts)."""
-        job = DeployJob.from_json(config["job"])
+        job = self.job_of(config["job"])
         facts = dict(self.task_of(site, job).survey(job, site))
         facts = {k: list(v) if isinstance(v, (tuple, set)) else v for k, v in facts.items()}
         return {**facts, "site": site["site"], "labels": [str(x) for x in facts["labels"]],
@@ -289,13 +232,15 @@ class NodeRuntime:
             # only under the same global seed (a site process has none of its own). Set once
             # per job: setting it again retraces the client's training (1 s a round for the
             # benchmark's LSTM, four times its training). What a round draws is reset per
-            # round instead, without a retrace (_Built.reseed, tffre.deploy.seeding).
+            # round instead, without a retrace (_Built.reseed, tffre.federation.seeding).
             tf.random.set_seed(job.seed)
-            self._built[key] = _Built(job, self.task_of(site, job), site)
+            self._built[key] = _Built(job, self.task_of(site, job), site, self.builders)
         return self._built[key]
 
     def train_or_evaluate(self, kind, config, arrays, site):
-        job = DeployJob.from_json(config["job"])
+        """(reply config, the upload or the evaluation counts) of a train or evaluate
+        message (:mod:`tffre.federation.messages`)."""
+        job = self.job_of(config["job"])
         built = self.build(job, site)
         if config.get("layout") and config["layout"] != built.layout:
             raise MessageError(f"the model this site builds (encoder {site.get('encoder')!r}) "
@@ -306,7 +251,7 @@ class NodeRuntime:
         reply = {"site": site["site"], "round": rnd, "constants": config.get("constants", "")}
         start = time.perf_counter()
         built.reseed(rnd)
-        if kind == protocol.EVALUATE:
+        if kind == EVALUATE:
             out = built.evaluator.counts(self._evaluation_weights(built, broadcast, rnd),
                                          len(job.labels))
         else:
@@ -381,7 +326,7 @@ class NodeRuntime:
         arrays = collections.OrderedDict(arrays or {})
         if names and names[0] in arrays:   # the server sent them: keep them
             held = collections.OrderedDict((n, arrays[n]) for n in names)
-            if protocol.constants_hash(held) != constants:
+            if constants_hash(held) != constants:
                 raise MessageError("the constant weights received do not match their hash")
             self._keep_constants(constants, held, site)
         elif names:

@@ -1,11 +1,11 @@
-"""A site's evaluation counts (:class:`tffre.deploy.node.SiteEvaluator`): document RE's
-TP/FP/FN at the job's threshold, counted by hand in numpy."""
+"""A site's evaluation counts (:class:`tffre.federation.site_evaluation.SiteEvaluator`):
+document RE's TP/FP/FN at the job's threshold, counted by hand in numpy."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tffre.deploy.node import SiteEvaluator
+from tffre.federation.site_evaluation import SiteEvaluator
 from tffre.models.document_model import DocRELoss, pack_targets
 
 P, R = 5, 2

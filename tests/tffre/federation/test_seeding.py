@@ -11,11 +11,11 @@ from deploy_fakes import TinyTask
 from deploy_tiny_task import tiny_dropout_model
 from tiny import INPUT_SPEC, NUM_CLASSES, NUM_FEATURES, client_arrays
 
-from tffre.deploy import protocol
-from tffre.deploy.node import NodeRuntime
+from tffre.deploy.client_app import NodeRuntime
 from tffre.deploy.round_factory import make_round
 from tffre.deploy.tasks import DeployJob, task_context
-from tffre.execution.split_round import to_arrays
+from tffre.federation.messages import TRAIN
+from tffre.federation.split_round import to_arrays
 
 X, Y = client_arrays([16], seed=3)[0]
 HPARAMS = {"learning_rate": 0.05, "num_epochs": 2, "num_iters": 5}
@@ -67,8 +67,8 @@ def broadcast(task, job):
 
 
 def train(runtime, job, arrays, rnd, site, tmp_path):
-    reply, out = runtime.handle(protocol.TRAIN, {"job": job.to_json(), "round": rnd,
-                                                 "constants": "", "layout": ""},
+    reply, out = runtime.handle(TRAIN, {"job": job.to_json(), "round": rnd, "constants": "",
+                                        "layout": ""},
                                 arrays, {"site": site, "state-dir": str(tmp_path / site)})
     assert "error" not in reply, reply
     return out

@@ -1,12 +1,14 @@
 """A :class:`tffre.mapreduce.Round` split into its functions, on numpy, and its structures as
 named arrays: what a deployment (Flower or any other transport) runs on each side.
 
-A deployment (:mod:`tffre.deploy`) runs one round's functions in two kinds of
-processes: the ServerApp calls ``prepare``, ``zero``/``accumulate``/``report``
-and ``update``; each site's ClientApp calls ``work``. :class:`SplitRound` is
-the local executor (:mod:`tffre.execution.local`) with those functions made
-public one by one, on numpy values, so that a deployment computes exactly what
-the local executor computes (same compiled functions, same slot).
+A deployment runs one round's functions in two kinds of processes: the server
+(:class:`tffre.federation.round_driver.FederatedRounds`) calls ``prepare``,
+``zero``/``accumulate``/``report`` and ``update``; each site
+(:class:`tffre.federation.site_runtime.SiteRuntime`) calls ``work``. :class:`SplitRound`
+wraps the local executor (:mod:`tffre.execution.local`) and calls its compiled functions
+(:meth:`tffre.execution.local.LocalExecutor.steps`) one by one, on numpy values, so that a
+deployment computes exactly what the local executor computes (same compiled functions, same
+slot).
 
 What crosses the wire is a structure of arrays (a broadcast, an upload, a
 client's contribution to a sum) written as an ordered mapping from its path
@@ -137,9 +139,11 @@ def all_finite(arrays):
     return None
 
 
-class SplitRound(LocalExecutor):
-    """The round of ``factory`` on one eager slot, its functions callable one at a time on
-    numpy values (see the module docstring).
+class SplitRound:
+    """The round of ``factory`` on one eager slot of the local executor, its functions callable
+    one at a time on numpy values (see the module docstring). It wraps a
+    :class:`tffre.execution.local.LocalExecutor` and calls its :meth:`steps
+    <tffre.execution.local.LocalExecutor.steps>`.
 
     Args:
       factory: the algorithm's :class:`tffre.mapreduce.RoundFactory`.
@@ -149,10 +153,36 @@ class SplitRound(LocalExecutor):
     """
 
     def __init__(self, factory, *, loop="while", trains=True):
-        super().__init__(factory, max_parallel_clients=1, loop=loop)
-        self._acc_spec = spec_of(self._zero())
+        self.executor = LocalExecutor(factory, max_parallel_clients=1, loop=loop)
+        self.round = self.executor.round
+        self._steps = self.executor.steps()
+        self._acc_spec = spec_of(self._steps.zero())
         self._upload_spec = None
         self.trains = trains
+
+    @property
+    def slots(self):
+        """The executor's trainer slot (one), whose models a site's seeding resets
+        (:mod:`tffre.federation.seeding`)."""
+        return self.executor.slots
+
+    # --- the server state ---
+
+    def initialize(self):
+        """The server state of the slot's freshly built model weights."""
+        return self.executor.initialize()
+
+    def initial_client_state(self):
+        """A client's state before its first round (stateful algorithms)."""
+        return self.executor.initial_client_state()
+
+    def get_model_weights(self, state):
+        """The global model weights of ``state``."""
+        return self.executor.get_model_weights(state)
+
+    def set_model_weights(self, state, weights):
+        """``state`` with its model weights replaced."""
+        return self.executor.set_model_weights(state, weights)
 
     # --- specs ---
 
@@ -169,7 +199,7 @@ class SplitRound(LocalExecutor):
         costs seconds for a real model). A site's trace is the one its first round runs; a
         server's leaves the training step out."""
         if self._upload_spec is None:
-            self._upload_spec = super().upload_spec(trained=self.trains)
+            self._upload_spec = self.executor.upload_spec(trained=self.trains)
         return self._upload_spec
 
     def accumulator_spec(self):
@@ -196,23 +226,25 @@ class SplitRound(LocalExecutor):
 
     def prepare(self, state):
         """What every client receives this round (numpy)."""
-        return numpy_structure(self._prepare(tf.nest.map_structure(tf.convert_to_tensor, state)))
+        return numpy_structure(self._steps.prepare(
+            tf.nest.map_structure(tf.convert_to_tensor, state)))
 
     def aggregate(self, uploads):
         """``report`` of the uploads accumulated in the given order (numpy)."""
-        acc = self._zero()
+        acc = self._steps.zero()
         for upload in uploads:
-            acc = self._accumulate(acc, upload)
-        return numpy_structure(self._report(acc))
+            acc = self._steps.accumulate(acc, upload)
+        return numpy_structure(self._steps.report(acc))
 
     def report_sum(self, total):
         """``report`` of a sum of contributions (:meth:`contribution`) computed elsewhere
         (securely): the round's aggregate (numpy)."""
-        return numpy_structure(self._report(tf.nest.map_structure(tf.convert_to_tensor, total)))
+        return numpy_structure(self._steps.report(
+            tf.nest.map_structure(tf.convert_to_tensor, total)))
 
     def update(self, state, aggregate):
         """(next server state, round metrics), numpy."""
-        new_state, metrics = self._update(
+        new_state, metrics = self._steps.update(
             tf.nest.map_structure(tf.convert_to_tensor, state),
             tf.nest.map_structure(tf.convert_to_tensor, aggregate))
         return numpy_structure(new_state), numpy_structure(metrics)
@@ -226,7 +258,7 @@ class SplitRound(LocalExecutor):
         broadcast = tf.nest.map_structure(tf.convert_to_tensor, broadcast)
         if client_state is not None:
             client_state = tf.nest.map_structure(tf.convert_to_tensor, client_state)
-        result = self._work(broadcast, dataset, client_state)
+        result = self._steps.work(broadcast, dataset, client_state)
         if self.round.stateful:
             upload, next_state = result
             return numpy_structure(upload), numpy_structure(next_state)
@@ -234,7 +266,7 @@ class SplitRound(LocalExecutor):
 
     def contribution(self, upload):
         """What this client adds to a secure sum: ``accumulate(zero(), upload)`` (numpy)."""
-        return numpy_structure(self._accumulate(self._zero(), upload))
+        return numpy_structure(self._steps.accumulate(self._steps.zero(), upload))
 
     def model_weights(self):
         """The slot's Keras model (to evaluate or save a model of the round's weights)."""

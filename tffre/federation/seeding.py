@@ -1,9 +1,10 @@
 """A site's randomness as a function of the job's seed, the round and the site, never of what
 the site's process ran before.
 
-A site's ClientApp process lives across rounds and runs (:mod:`tffre.deploy.launch`), while
-plain Flower starts a new process for every message. Both must give the same uploads, and a
-run repeated on the same running sites must give the same results. What a long-lived process
+A site's process lives across rounds and runs (Flower's long-lived ClientApp process:
+:mod:`tffre.deploy.launch`), while plain Flower starts a new process for every message. Both
+must give the same uploads, and a run repeated on the same running sites must give the same
+results. What a long-lived process
 carries from one round (or run) to the next, and what is done about it here:
 
 * **Dropout masks.** Keras' ``Dropout`` (and every ``BaseRandomLayer``, such as the
@@ -29,7 +30,7 @@ carries from one round (or run) to the next, and what is done about it here:
   (``2 C / 2**22``, :mod:`tffre.deploy.secagg`).
 * **TensorFlow's global seed** stays the job's seed, set once when the round is built, as
   the simulation sets it: the dataset shuffles' op seeds pair with it
-  (:meth:`tffre.deploy.node.NodeRuntime.build`).
+  (:meth:`tffre.federation.site_runtime.SiteRuntime.build`).
 * **Anything else** (a task's layer calling ``tf.random.uniform`` itself): the traced
   training is searched for stateful random ops left (:func:`stateful_random_ops`); if there
   are any, the site resets TensorFlow's kernels before each round instead (correct, at the
@@ -40,7 +41,7 @@ or the server's with ``keep_optimizer_state``, assigned in the client's ``begin`
 the model's weights and metrics); the round cached per job (its variables are all assigned
 at a round's start); Keras' layer-name counters (names only). A site's folder keeps a
 stateful algorithm's client state by (job, round): saving a round's drops the later rounds
-an earlier run of the same job left (:meth:`tffre.deploy.node.NodeRuntime.train`).
+an earlier run of the same job left (:meth:`tffre.federation.site_runtime.SiteRuntime.train`).
 """
 
 import hashlib
@@ -99,7 +100,7 @@ class SiteRandomness:
     trace keeps the random ops it was traced with.
 
     Args:
-      parts: the site's :class:`tffre.execution.split_round.SplitRound`.
+      parts: the site's :class:`tffre.federation.split_round.SplitRound`.
     """
 
     def __init__(self, parts):

@@ -1,10 +1,10 @@
 """The server's side of a round across sites: who takes part, what they get, how their uploads
 are summed.
 
-:class:`FederatedRounds` talks to the sites through a link
-(:class:`tffre.deploy.link.GridLink`) with the messages of
-:mod:`tffre.deploy.protocol`, and computes with the round's own functions
-(:class:`tffre.execution.split_round.SplitRound`):
+:class:`FederatedRounds` talks to the sites through a link (any object with ``node_ids()``
+and ``exchange(requests, timeout, group)`` of :mod:`tffre.federation.messages`' requests and
+replies; Flower's is :class:`tffre.deploy.link.GridLink`), and computes with the round's own
+functions (:class:`tffre.federation.split_round.SplitRound`):
 
 * **Sites.** A node says hello once (and again after it missed a round or
   failed): its site name, its data's labels and entity types, or a one-line data
@@ -16,15 +16,16 @@ are summed.
   weights go only to a site that does not hold them yet. Replies are awaited up
   to ``round_timeout``; a site that does not answer is named in the round's
   ``missing_clients``, with the reason in ``missing_reasons``: so is a site that takes no
-  part (its data refused at hello, a Flower error in its place, not connected). Each
+  part (its data refused at hello, a transport error in its place, not connected). Each
   upload is checked against the round's types and for NaN/Inf (a site that sends them
   is excluded and logged, as the simulation excludes a non-finite update) and the
   uploads are accumulated **in site-name order**, so the sum does not depend on the
   order replies arrive in, and a round equals the local executor's on the same clients
   in that order. With fewer than ``min_nodes`` uploads the round is not applied
   (:class:`TooFewSites`).
-* **Secure aggregation** (``secagg``): the uploads are summed by Flower's SecAgg+
-  (:mod:`tffre.deploy.secagg`); the server gets only the sum.
+* **Secure aggregation** (``secure``): the uploads are summed by an object with
+  ``round(...)`` (Flower's SecAgg+: :class:`tffre.deploy.secagg.SecureSum`); the server gets
+  only the sum.
 * **Evaluation**: each site evaluates the new global model on its held-out
   splits and returns summed counts; the server adds them up.
 """
@@ -35,8 +36,9 @@ import time
 
 import numpy as np
 
-from tffre.deploy import protocol
-from tffre.execution.split_round import MessageError, all_finite, from_arrays, to_arrays
+from tffre.federation.messages import (EVALUATE, HELLO, TRAIN, Request, constants_hash,
+                                       payload_bytes)
+from tffre.federation.split_round import MessageError, all_finite, from_arrays, to_arrays
 
 
 class TooFewSites(RuntimeError):
@@ -68,6 +70,16 @@ class RoundResult:
     reasons: dict = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(frozen=True)
+class Scoring:
+    """How the server scores the sites' summed evaluation counts (:func:`evaluation_columns`):
+    the task's evaluation ``kind`` (:attr:`tffre.tasks.sites.SiteModel.evaluation`; None
+    reads it off the counts), the relation F1's ``negative_label`` and ``macro_f1``."""
+    kind: str = None
+    negative_label: int = None
+    macro_f1: bool = False
+
+
 def log_line(message):
     """The server log: one line per event, on stdout (``flwr run --stream`` shows it)."""
     print(message, flush=True)
@@ -77,11 +89,13 @@ class FederatedRounds:
     """Rounds across the sites of a link (see the module docstring).
 
     Args:
-      link: a :class:`tffre.deploy.link.GridLink` (or a stand-in with ``node_ids`` and
-        ``exchange``).
+      link: an object with ``node_ids()`` and ``exchange(requests, timeout, group)``
+        ({node id: :class:`~tffre.federation.messages.Request`} -> {node id:
+        :class:`~tffre.federation.messages.Reply`}; Flower's: :class:`tffre.deploy.link.GridLink`).
       min_nodes: uploads needed to apply a round.
       round_timeout: seconds to wait for the sites' replies to one message.
-      secure: a :class:`tffre.deploy.secagg.SecureSum` to sum the uploads with, or None.
+      secure: an object whose ``round(rounds, parts, job, state, rnd, layout, sites, start)``
+        sums the uploads securely (:class:`tffre.deploy.secagg.SecureSum`), or None.
       log: callable(str) for the server's one-line events.
       hello_timeout: seconds to wait for a hello (default ``min(round_timeout, 60)``).
       quiet_period: seconds before a node that did not answer its hello is asked again (a
@@ -126,9 +140,9 @@ class FederatedRounds:
                                   or self.sites[n].error)
                and now - self.silent.get(n, -self.quiet_period) >= self.quiet_period]
         if ask:
-            content = {n: (protocol.HELLO, protocol.make_content({"job": job.to_json()}))
-                       for n in ask}
-            replies = self.link.exchange(content, self.hello_timeout, group="hello")
+            hello = Request(HELLO, {"job": job.to_json()})
+            replies = self.link.exchange({n: hello for n in ask}, self.hello_timeout,
+                                         group="hello")
             for nid in ask:
                 self._hello(nid, replies.get(nid), job)
         return self.usable()
@@ -139,13 +153,13 @@ class FederatedRounds:
             self.silent[nid] = time.monotonic()
             return
         self.silent.pop(nid, None)
-        if reply.has_error():
-            self.sites[nid] = Site(nid, f"node {nid}", error=_reason(reply),
+        if reply.error:
+            self.sites[nid] = Site(nid, f"node {nid}", error=reply.error,
                                    hello_at=time.monotonic())
-            self.refused[f"node {nid}"] = _reason(reply)
-            self.log(f"node {nid}: {_reason(reply)}; it takes no part")
+            self.refused[f"node {nid}"] = reply.error
+            self.log(f"node {nid}: {reply.error}; it takes no part")
             return
-        config, _ = protocol.read_content(reply.content)
+        config = reply.config
         name = str(config.get("site", f"node {nid}"))
         site = Site(nid, name, facts=config, constants=str(config.get("constants", "")),
                     error=str(config.get("error", "")), hello_at=time.monotonic())
@@ -189,11 +203,11 @@ class FederatedRounds:
     # --- a round ---
 
     def _request(self, kind, parts, job, state, rnd, layout, sites):
-        """{node id: (kind, content)} of the round's broadcast, constants only where missing,
-        and the payload bytes sent."""
+        """{node id: :class:`~tffre.federation.messages.Request`} of the round's broadcast,
+        constants only where missing; the payload bytes sent; the constants' hash."""
         named = to_arrays(parts.prepare(state))
         constant_names = parts.constant_paths()
-        constants = protocol.constants_hash(
+        constants = constants_hash(
             collections.OrderedDict((n, named[n]) for n in constant_names))
         config = {"job": job.to_json(), "round": int(rnd), "constants": constants,
                   "layout": layout}
@@ -202,8 +216,8 @@ class FederatedRounds:
         requests, sent = {}, 0
         for site in sites:
             arrays = named if site.constants != constants else varying
-            requests[site.node_id] = (kind, protocol.make_content(config, arrays))
-            sent += protocol.payload_bytes(arrays)
+            requests[site.node_id] = Request(kind, config, arrays)
+            sent += payload_bytes(arrays)
         return requests, sent, constants
 
     def train(self, parts, job, state, rnd, layout):
@@ -221,8 +235,8 @@ class FederatedRounds:
                               f"min_nodes={self.min_nodes}")
         if self.secure is not None:
             return self.secure.round(self, parts, job, state, rnd, layout, sites, start)
-        requests, sent, constants = self._request(protocol.TRAIN, parts, job, state, rnd,
-                                                  layout, sites)
+        requests, sent, constants = self._request(TRAIN, parts, job, state, rnd, layout,
+                                                  sites)
         prepared = time.perf_counter()
         replies = self.link.exchange(requests, self.round_timeout, group=str(rnd))
         timing = {"sites": refreshed - start, "prepare": prepared - refreshed,
@@ -244,7 +258,7 @@ class FederatedRounds:
             if isinstance(outcome, str):
                 failed[site.name] = outcome
                 continue
-            received += protocol.payload_bytes(outcome)
+            received += payload_bytes(outcome)
             bad = all_finite(outcome)
             if bad is not None:
                 failed[site.name] = f"its upload has NaN/Inf ({bad}); excluded"
@@ -306,19 +320,18 @@ class FederatedRounds:
 
     def _reply(self, site, reply, rnd, constants):
         """The upload arrays of a site's reply; a str saying why the site's upload is refused
-        (its data, its arrays); :class:`Undelivered` when Flower answered for it (the node
-        went away, its ClientApp raised); None when nothing came. In the last two cases the
+        (its data, its arrays); :class:`Undelivered` when the transport answered for it (the
+        node went away, its handler raised); None when nothing came. In the last two cases the
         site is missing from the round and asked hello again before the next."""
         if reply is None:
             site.suspect = True
             return None
-        if reply.has_error():
+        if reply.error:
             site.suspect = True
-            reason = _reason(reply)
-            self.log(f"round {rnd}: site {site.name} (node {site.node_id}): {reason}; going "
-                     f"on without it")
-            return Undelivered(reason)
-        config, arrays = protocol.read_content(reply.content)
+            self.log(f"round {rnd}: site {site.name} (node {site.node_id}): {reply.error}; "
+                     f"going on without it")
+            return Undelivered(reply.error)
+        config, arrays = reply.config, reply.arrays
         if config.get("error"):
             site.error = str(config["error"])
             self.log(f"round {rnd}: site {site.name} (node {site.node_id}): {site.error}; "
@@ -329,16 +342,15 @@ class FederatedRounds:
 
     # --- evaluation ---
 
-    def evaluate(self, parts, job, state, rnd, layout, negative_label=None, names=None,
-                 macro_f1=False, kind=None):
+    def evaluate(self, parts, job, state, rnd, layout, scoring=None, names=None):
         """The evaluation columns of ``state``'s model: the summed counts of each usable site
         (of ``names``, when given: the sites that trained the round) over its held-out splits
-        (``test``, ``dev``) and its training split (``train_loss``). ``kind``: the task's
-        evaluation kind (:attr:`tffre.tasks.sites.SiteModel.evaluation`); None reads it
-        off the sites' counts (:func:`evaluation_columns`)."""
+        (``test``, ``dev``) and its training split (``train_loss``), scored as ``scoring``
+        (a :class:`Scoring`; default: the kind read off the sites' counts)."""
+        scoring = scoring or Scoring()
         sites = [s for s in self.usable() if names is None or s.name in names]
-        requests, _, constants = self._request(protocol.EVALUATE, parts, job, state, rnd,
-                                               layout, sites)
+        requests, _, constants = self._request(EVALUATE, parts, job, state, rnd, layout,
+                                               sites)
         replies = self.link.exchange(requests, self.round_timeout, group=f"eval-{rnd}")
         totals = {}
         for site in sites:
@@ -347,18 +359,19 @@ class FederatedRounds:
                 continue
             for name, value in arrays.items():
                 totals[name] = totals[name] + value if name in totals else np.asarray(value)
-        return evaluation_columns(totals, negative_label, macro_f1=macro_f1, kind=kind)
+        return evaluation_columns(totals, scoring.negative_label, macro_f1=scoring.macro_f1,
+                                  kind=scoring.kind)
 
 
 class Undelivered(str):
-    """Why a site's reply carries no upload when Flower answered in its place (an error
-    reply: "Node Unavailable", a ClientApp exception): the site counts as missing."""
+    """Why a site's reply carries no upload when the transport answered in its place (Flower's
+    error reply: "Node Unavailable", a ClientApp exception): the site counts as missing."""
 
 
 def evaluation_columns(totals, negative_label=None, macro_f1=False, kind=None):
     """``train_loss`` and each held-out split's scores from summed site counts
-    (:class:`tffre.deploy.node.SiteEvaluator`), as the simulation's evaluator of ``kind``
-    computes them on pooled data:
+    (:class:`tffre.federation.site_evaluation.SiteEvaluator`), as the simulation's evaluator
+    of ``kind`` computes them on pooled data:
 
     * "classification" (:class:`tffre.evaluation.GlobalModelEvaluator`): ``<split>_accuracy``
       and ``<split>_f1``: the relation F1 with ``negative_label``, the macro-F1 over all
@@ -412,7 +425,3 @@ def _docre_columns(totals, split):
         return {}
     return {f"{split}_{name}": value for name, value in docre_columns(counts).items()}
 
-
-def _reason(reply):
-    """A Flower error reply's reason, on one line."""
-    return " ".join(str(reply.error.reason).split()) or f"error code {reply.error.code}"

@@ -51,8 +51,9 @@ def lstm_clients():
 
 
 def lstm_model_fn():
-    from tffre.models import lstm_classifier
-    return lstm_classifier(2, 16, vocab_size=354, embedding_dim=64, lstm_units=64, seed=0)
+    from tffre.models import LSTMConfig, lstm_classifier
+    return lstm_classifier(LSTMConfig(2, 16, vocab_size=354, embedding_dim=64, lstm_units=64,
+                                      seed=0))
 
 
 class LstmTask:

@@ -15,7 +15,9 @@ or the upload (in deployment it stays on the client).
 """
 
 import collections
+import dataclasses
 import time
+from typing import Any, Callable, Optional, Tuple
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -23,6 +25,60 @@ import tensorflow_federated as tff
 
 class ClientDataError(ValueError):
     """A client dataset that cannot be trained on (empty, wrong element type)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessFunctions:
+    """A learning process's functions, as an executor makes them.
+
+    Attributes:
+      initialize, next, get_model_weights, set_model_weights: as those of a
+        ``tff.learning.templates.LearningProcess`` (``next`` of a stateful algorithm takes
+        and returns the clients' states too).
+      initial_client_state: no-arg callable, a client's state before its first round; None
+        for an algorithm without per-client state.
+    """
+    initialize: Callable
+    next: Callable
+    get_model_weights: Optional[Callable]
+    set_model_weights: Optional[Callable]
+    initial_client_state: Optional[Callable] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmInfo:
+    """What a process carries of its algorithm for the runner.
+
+    Attributes:
+      name, hparams: the algorithm and its resolved hyperparameters.
+      model_fn: the Keras model the algorithm trains (the task's, or the definition's
+        around it): what the runner evaluates and saves.
+      evaluation: "global" or "personal" (:attr:`tffre.definition.Definition.evaluation`).
+      wrap_model_fn: the definition's transformation of a task's ``model_fn`` into
+        ``model_fn``; None: the identity.
+    """
+    name: str
+    hparams: Any
+    model_fn: Optional[Callable] = None
+    evaluation: str = "global"
+    wrap_model_fn: Optional[Callable] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundFacts:
+    """What a round's types say: its input, its bytes per client and its personal weights.
+
+    Attributes:
+      input_spec: the element spec of a client dataset's batches.
+      broadcast_bytes_per_client, upload_bytes_per_client: from the round's types.
+      constant_bytes_per_client: the part of the broadcast that never changes.
+      personal_indices: indices of the personal trainable weights (FedRep, FedRoD).
+    """
+    input_spec: Any
+    broadcast_bytes_per_client: int
+    upload_bytes_per_client: int
+    constant_bytes_per_client: int = 0
+    personal_indices: Tuple[int, ...] = ()
 
 
 class MeasuredLearningProcess:
@@ -35,49 +91,47 @@ class MeasuredLearningProcess:
     whose element type differs from the model's ``input_spec`` raises
     :class:`ClientDataError` naming the client's position.
 
+    Args:
+      functions: the executor's :class:`ProcessFunctions`.
+      algorithm: the :class:`AlgorithmInfo` the runner reads.
+      facts: the round's :class:`RoundFacts`.
+      executor: "tff" or "local".
+      tff_process: the ``tff.learning.templates.LearningProcess`` (TFF executor, stateless
+        algorithms only), or None.
+
     Attributes:
-      name, hparams: the algorithm and its resolved hyperparameters.
-      model_fn: the Keras model the algorithm trains (the task's, or the definition's
-        around it): what the runner evaluates and saves.
+      name, hparams, model_fn, evaluation: ``algorithm``'s.
       wrap_model_fn: the definition's transformation of a task's ``model_fn`` into
         ``model_fn`` (identity for most algorithms): a task that saves another model than it
         trains (a split encoder's full model) wraps that one alike.
-      personal_indices: indices of the personal trainable weights (FedRep, FedRoD).
-      evaluation: "global" or "personal" (:attr:`tffre.definition.Definition.evaluation`).
-      executor: "tff" or "local".
-      broadcast_bytes_per_client, upload_bytes_per_client: from the round's types.
-      constant_bytes_per_client: the part of the broadcast that never changes.
+      personal_indices, input_spec, broadcast_bytes_per_client, upload_bytes_per_client,
+        constant_bytes_per_client: ``facts``'.
+      executor, tff_process: as given.
       served: the client ids that have received the constant part.
-      tff_process: the ``tff.learning.templates.LearningProcess`` (TFF executor,
-        stateless algorithms only).
       stateful: True when clients keep state between rounds.
       client_states: {client id: state} of the clients trained so far (stateful only).
     """
 
-    def __init__(self, initialize, next_fn, get_model_weights, set_model_weights, *, name,
-                 hparams, executor, input_spec, broadcast_bytes_per_client,
-                 upload_bytes_per_client, constant_bytes_per_client=0, tff_process=None,
-                 initial_client_state=None, model_fn=None, personal_indices=(),
-                 evaluation="global", wrap_model_fn=None):
-        self.initialize = initialize
-        self._next = next_fn
-        self.get_model_weights = get_model_weights
-        self.set_model_weights = set_model_weights
-        self.name = name
-        self.hparams = hparams
-        self.model_fn = model_fn
-        self.wrap_model_fn = wrap_model_fn or (lambda fn: fn)
-        self.personal_indices = tuple(personal_indices)
-        self.evaluation = evaluation
+    def __init__(self, functions, *, algorithm, facts, executor, tff_process=None):
+        self.initialize = functions.initialize
+        self._next = functions.next
+        self.get_model_weights = functions.get_model_weights
+        self.set_model_weights = functions.set_model_weights
+        self.name = algorithm.name
+        self.hparams = algorithm.hparams
+        self.model_fn = algorithm.model_fn
+        self.wrap_model_fn = algorithm.wrap_model_fn or (lambda fn: fn)
+        self.personal_indices = tuple(facts.personal_indices)
+        self.evaluation = algorithm.evaluation
         self.executor = executor
-        self.input_spec = input_spec
-        self.broadcast_bytes_per_client = int(broadcast_bytes_per_client)
-        self.upload_bytes_per_client = int(upload_bytes_per_client)
-        self.constant_bytes_per_client = int(constant_bytes_per_client)
+        self.input_spec = facts.input_spec
+        self.broadcast_bytes_per_client = int(facts.broadcast_bytes_per_client)
+        self.upload_bytes_per_client = int(facts.upload_bytes_per_client)
+        self.constant_bytes_per_client = int(facts.constant_bytes_per_client)
         self.served = set()
         self.tff_process = tff_process
-        self._initial_client_state = initial_client_state
-        self.stateful = initial_client_state is not None
+        self._initial_client_state = functions.initial_client_state
+        self.stateful = functions.initial_client_state is not None
         self.client_states = {}
 
     def initial_client_state(self):

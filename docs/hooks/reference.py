@@ -450,11 +450,12 @@ def secagg_refusal(name):
             (tf.zeros([2, 4]), tf.zeros([2], tf.int32))).batch(2)
     input_spec = (tf.TensorSpec((None, 4), tf.float32), tf.TensorSpec((None,), tf.int32))
     try:
-        factory, _, _ = builder.round_factory(
-            spec.name, _probe_model_fn(), input_spec=input_spec,
-            loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            context=TaskContext(num_clients=2, clients_per_round=2, server_data=server))
-        round_ = SplitRound(factory).round
+        recipe = builder.ModelRecipe(
+            _probe_model_fn(), input_spec=input_spec,
+            loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        built = builder.build(spec, registry.resolve_hparams(spec.name), recipe,
+                              TaskContext(num_clients=2, clients_per_round=2, server_data=server))
+        round_ = SplitRound(built.factory).round
     except Exception as err:
         raise RuntimeError(f"{spec.name}: its round cannot be built on the docs' probe model "
                            f"(docs/hooks/reference.py, _probe_model_fn), so the page cannot "

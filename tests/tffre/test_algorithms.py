@@ -329,15 +329,18 @@ def test_clip_norm_bounds_each_local_step_by_the_global_norm(loss):
 def test_a_dataset_over_tffs_cap_is_refused_with_what_to_do():
     """TFF's runtime refuses a client dataset over 100 MB (a large client's cached encoder
     activations): the process says so in one line and names --executor local."""
-    from tffre.process import ClientDataError, MeasuredLearningProcess
+    from tffre.process import (AlgorithmInfo, ClientDataError, MeasuredLearningProcess,
+                               ProcessFunctions, RoundFacts)
 
     def next_fn(state, data):
         raise RuntimeError("INVALID_ARGUMENT: Serialized size of Dataset (261040836 bytes) "
                            "exceeds maximum allowed (104857600 bytes)")
     spec = (tf.TensorSpec([None, 2], tf.float32), tf.TensorSpec([None], tf.int32))
-    process = MeasuredLearningProcess(lambda: None, next_fn, None, None, name="FedAvgT",
-                                      hparams=None, executor="tff", input_spec=spec,
-                                      broadcast_bytes_per_client=0, upload_bytes_per_client=0)
+    process = MeasuredLearningProcess(
+        ProcessFunctions(lambda: None, next_fn, None, None),
+        algorithm=AlgorithmInfo(name="FedAvgT", hparams=None), executor="tff",
+        facts=RoundFacts(input_spec=spec, broadcast_bytes_per_client=0,
+                         upload_bytes_per_client=0))
     data = tf.data.Dataset.from_tensor_slices(
         (np.zeros((3, 2), np.float32), np.zeros(3, np.int32))).batch(2)
     with pytest.raises(ClientDataError, match=r"261040836 bytes.*--executor local") as err:

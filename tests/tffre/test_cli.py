@@ -331,7 +331,7 @@ def test_resume_refuses_fewer_rounds_than_already_trained(finished, cli_here, mo
 
     def no_build(*args, **kwargs):
         raise AssertionError("an algorithm was built before the refusal")
-    monkeypatch.setattr(builder, "build_algorithm", no_build)
+    monkeypatch.setattr(builder, "build", no_build)
     out = finished()
     proc = cli_here(*FINISHED, "--num-rounds", "2", "--resume", "--out", str(out))
     assert proc.returncode == 2

@@ -10,7 +10,7 @@ import tensorflow_federated as tff
 from tiny import INPUT_SPEC, client_arrays, tiny_model, to_datasets
 from optimizers import PAdam, PGD, SelfAdam
 from tffre import build_algorithm
-from tffre.builder import client_model_fn
+from tffre.builder import ModelRecipe
 from tffre.client_work import ClientTrainer
 
 ModelWeights = tff.learning.models.ModelWeights
@@ -37,7 +37,7 @@ def plain_keras_update(optimizer, initial, dataset, loss, num_epochs, num_iters,
 
 def train_one(make_opt, initial, dataset, loss, loop, model_fn=tiny_model, spec=INPUT_SPEC, **kw):
     """One client's upload from an eager slot, in the given loop form."""
-    trainer = ClientTrainer(client_model_fn(model_fn, loss=loss, input_spec=spec), make_opt,
+    trainer = ClientTrainer(ModelRecipe(model_fn, loss, spec).client_model_fn(), make_opt,
                             **kw)
     slot = trainer.slot()
     broadcast = collections.OrderedDict(model=ModelWeights(trainable=initial, non_trainable=[]),
@@ -87,7 +87,7 @@ def test_one_pass_counts_in_every_loop_form(loop, loss):
     an empty dataset (hand-counted)."""
     y = np.array([0, 2, 2, 1, 2, 0, 2], np.int32)
     x = np.zeros((7, 3), np.float32)
-    trainer = ClientTrainer(client_model_fn(tiny_model, loss=loss, input_spec=INPUT_SPEC),
+    trainer = ClientTrainer(ModelRecipe(tiny_model, loss, INPUT_SPEC).client_model_fn(),
                             lambda: tf.keras.optimizers.SGD(0.1))
     slot = trainer.slot()
     assert slot.layout.num_classes == 3   # tiny_model's; label 3 is still counted (maxlength)
@@ -104,7 +104,7 @@ def test_one_pass_counts_in_every_loop_form(loop, loss):
 
 def test_unknown_client_weighting(loss):
     with pytest.raises(ValueError, match="client_weighting must be one of dataset_size"):
-        ClientTrainer(client_model_fn(tiny_model, loss=loss, input_spec=INPUT_SPEC),
+        ClientTrainer(ModelRecipe(tiny_model, loss, INPUT_SPEC).client_model_fn(),
                       lambda: tf.keras.optimizers.SGD(0.1), client_weighting="examples")
 
 

@@ -30,7 +30,7 @@ import tensorflow_federated as tff
 from tffre.execution import CLIENT_WORKERS, LOOPS   # the one registry's vocabularies
 from tffre.execution.workers import WorkerPool, numpy_structure
 from tffre.mapreduce import ModelWeights, spec_of
-from tffre.process import MeasuredLearningProcess
+from tffre.process import AlgorithmInfo, MeasuredLearningProcess, ProcessFunctions, RoundFacts
 from tffre.types_util import spec_nbytes
 
 
@@ -230,11 +230,13 @@ def build_local_process(factory, *, max_parallel_clients=1, loop="while",
                              client_workers=client_workers)
     round_ = executor.round
     return MeasuredLearningProcess(
-        executor.initialize, executor.next, executor.get_model_weights,
-        executor.set_model_weights, executor="local", personal_indices=round_.personal,
-        **info,
-        initial_client_state=executor.initial_client_state if round_.stateful else None,
-        input_spec=round_.input_spec,
-        broadcast_bytes_per_client=spec_nbytes(round_.broadcast_spec()),
-        constant_bytes_per_client=round_.constant_broadcast_bytes(),
-        upload_bytes_per_client=spec_nbytes(executor.upload_spec()))
+        ProcessFunctions(
+            executor.initialize, executor.next, executor.get_model_weights,
+            executor.set_model_weights,
+            initial_client_state=executor.initial_client_state if round_.stateful else None),
+        algorithm=AlgorithmInfo(**info), executor="local",
+        facts=RoundFacts(input_spec=round_.input_spec,
+                         broadcast_bytes_per_client=spec_nbytes(round_.broadcast_spec()),
+                         constant_bytes_per_client=round_.constant_broadcast_bytes(),
+                         upload_bytes_per_client=spec_nbytes(executor.upload_spec()),
+                         personal_indices=round_.personal))

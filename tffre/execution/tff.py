@@ -13,7 +13,7 @@ import tensorflow_federated as tff
 
 from tffre.aggregators import aggregate_computations
 from tffre.mapreduce import ModelWeights, to_py
-from tffre.process import MeasuredLearningProcess
+from tffre.process import AlgorithmInfo, MeasuredLearningProcess, ProcessFunctions, RoundFacts
 from tffre.types_util import type_nbytes
 
 
@@ -107,21 +107,24 @@ def build_tff_process(factory, **info):
     def set_model_weights(state, weights):
         return round_.with_model(state, weights)
 
-    common = dict(info, executor="tff", input_spec=round_.input_spec,
-                  personal_indices=round_.personal,
-                  broadcast_bytes_per_client=type_nbytes(broadcast_type),
-                  constant_bytes_per_client=round_.constant_broadcast_bytes(),
-                  upload_bytes_per_client=type_nbytes(upload_type))
+    algorithm = AlgorithmInfo(**info)
+    facts = RoundFacts(input_spec=round_.input_spec,
+                       broadcast_bytes_per_client=type_nbytes(broadcast_type),
+                       upload_bytes_per_client=type_nbytes(upload_type),
+                       constant_bytes_per_client=round_.constant_broadcast_bytes(),
+                       personal_indices=round_.personal)
     if round_.stateful:
         # TFF's LearningProcess template takes no client state; the measured process
         # keeps it per client id (see tffre.process).
         initial_client_state = tff.tensorflow.computation(
             lambda: round_.definition.initial_client_state(round_.trainer.slot().model))
         return MeasuredLearningProcess(
-            init_fn, next_fn, get_model_weights, set_model_weights,
-            initial_client_state=initial_client_state, **common)
+            ProcessFunctions(init_fn, next_fn, get_model_weights, set_model_weights,
+                             initial_client_state=initial_client_state),
+            algorithm=algorithm, facts=facts, executor="tff")
     process = tff.learning.templates.LearningProcess(init_fn, next_fn, get_model_weights,
                                                      set_model_weights)
     return MeasuredLearningProcess(
-        process.initialize, process.next, process.get_model_weights, process.set_model_weights,
-        tff_process=process, **common)
+        ProcessFunctions(process.initialize, process.next, process.get_model_weights,
+                         process.set_model_weights),
+        algorithm=algorithm, facts=facts, executor="tff", tff_process=process)

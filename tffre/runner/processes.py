@@ -58,8 +58,13 @@ def start(name, hparams, job, context, settings):
     ``set_random_seed(settings.seed)``, with the job's pretrained weights in it, so a seed
     gives the same run with or without reuse.
     """
-    build = dict(loss=job.loss, input_spec=job.data.element_spec(), metrics=job.metrics,
-                 context=context, hparams=hparams, **settings.execution())
+    spec = registry.get_spec(name)   # the row, looked up once
+    recipe = builder.ModelRecipe(job.model_fn, job.loss, job.data.element_spec(), job.metrics)
+    how = builder.Execution(**settings.execution())
+
+    def build():
+        return builder.build(spec, registry.resolve_hparams(spec.name, hparams), recipe,
+                             context).process(how)
     tf.keras.utils.set_random_seed(settings.seed)
     kept = _CACHE is not None and context.server_data is None
     if kept:
@@ -68,15 +73,15 @@ def start(name, hparams, job, context, settings):
         if not kept:   # built as a run without reuse builds it
             tf.keras.utils.set_random_seed(settings.seed)
     if not kept:
-        process = builder.build_algorithm(name, job.model_fn, **build)
+        process = build()
     else:
-        key = (registry.get_spec(name).name, repr(hparams), repr(settings.execution()),
-               repr(build["input_spec"]), repr(job.loss.get_config()),
+        key = (spec.name, repr(hparams), repr(settings.execution()), repr(recipe.input_spec),
+               repr(job.loss.get_config()),
                repr([m().name for m in job.metrics or ()]), repr(context),
                _architecture(probe))
         process = _CACHE.get(key)
         if process is None:
-            process = _CACHE[key] = builder.build_algorithm(name, job.model_fn, **build)
+            process = _CACHE[key] = build()
         process.client_states = {}
         process.served = set()
     tf.keras.utils.set_random_seed(settings.seed)

@@ -9,7 +9,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffre import build_algorithm
-from tffre.builder import client_model_fn
+from tffre.builder import ModelRecipe
 from tffre.definition import ObjectiveContext
 from tffre.algorithms.fedcmc import (FedCMC, contrastive_loss, local_similarity,
                                      select_major_vectors, tf_local_similarity)
@@ -101,7 +101,7 @@ def test_selection_matches_the_transcription_on_crafted_classifiers():
 
 def fedcmc(**hp):
     definition = FedCMC(resolve_hparams("FedCMC", **hp))
-    model = client_model_fn(tiny_named_model, loss=NAMED_LOSS, input_spec=INPUT_SPEC)()
+    model = ModelRecipe(tiny_named_model, NAMED_LOSS, INPUT_SPEC).client_model_fn()()
     extras = definition.initial_extras(model)
     return definition, model, extras
 
@@ -353,7 +353,7 @@ def named(build_outputs):
 ])
 def test_models_fedcmc_cannot_train_are_refused(model_fn, match):
     definition = FedCMC(resolve_hparams("FedCMC"))
-    model = client_model_fn(model_fn, loss=NAMED_LOSS, input_spec=INPUT_SPEC)()
+    model = ModelRecipe(model_fn, NAMED_LOSS, INPUT_SPEC).client_model_fn()()
     with pytest.raises(ValueError, match=match):
         definition.initial_extras(model)
 

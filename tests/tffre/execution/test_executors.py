@@ -148,16 +148,17 @@ def test_a_server_reads_the_sites_upload_spec_without_tracing_training(name, ext
     """A deployment's server (SplitRound with trains=False) never trains: its upload spec
     leaves the training step out of the trace, and equals the one a site's first round
     traces (paths, dtypes, shapes: the layout key both sides compare)."""
-    from tffre.builder import round_factory
+    from tffre import builder, registry
     from tffre.client_work import TrainerSlot
     from tffre.federation.split_round import SplitRound, paths_of
 
     def parts(trains):
         model_fn, model_loss = model_for(name, loss)
         context = dataclasses.replace(context_for(name), clients_per_round=3)   # DP's q
-        factory, _, _ = round_factory(name, model_fn, loss=model_loss, input_spec=INPUT_SPEC,
-                                      context=context, **hparams_for(name, **extra))
-        return SplitRound(factory, trains=trains)
+        spec = registry.get_spec(name)
+        built = builder.build(spec, registry.resolve_hparams(name, hparams_for(name, **extra)),
+                              builder.ModelRecipe(model_fn, model_loss, INPUT_SPEC), context)
+        return SplitRound(built.factory, trains=trains)
 
     site = parts(True).upload_spec()
     steps = []

@@ -99,7 +99,9 @@ def test_two_rounds_learn_above_the_majority_class(tmp_path):
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["algorithms"]["FedAvg"]["max_test_accuracy"] > majority
-    assert (out / "models" / "FedAvg" / "vocab.txt").is_file()   # what predict reads
+    assert (out / "models" / "FedAvg" / "vocab.txt").is_file()
+    manifest = json.loads((out / "models" / "FedAvg" / "bundle.json").read_text())
+    assert manifest["encoder"] == text_task.RECIPE.PREDICTS == "text"   # what predict reads
 
 
 def test_the_task_is_derived_from_its_recipe():

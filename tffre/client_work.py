@@ -240,6 +240,19 @@ class ClientTrainer:
                    num_iters=hparams.num_iters, client_weighting=hparams.client_weighting,
                    keep_optimizer_state=hparams.keep_optimizer_state, definition=definition)
 
+    @property
+    def decays(self):
+        """True when the local learning rate decays per round (the hyperparameters' ``lr_decay``
+        is not 1): a round then broadcasts its number (:meth:`learning_rate_at`)."""
+        return float(getattr(self.definition.hparams, "lr_decay", 1.0)) != 1.0
+
+    def learning_rate_at(self, round_number):
+        """The local learning rate of round ``round_number`` (from 0; a tensor): the
+        hyperparameters' ``learning_rate`` times ``lr_decay`` to that power (float32)."""
+        hp = self.definition.hparams
+        return hp.learning_rate * tf.pow(tf.constant(float(hp.lr_decay), tf.float32),
+                                         tf.cast(round_number, tf.float32))
+
     def with_layout(self, layout):
         """This trainer for a round of ``layout``: what its slots read and upload."""
         return ClientTrainer(self.model_fn, self.optimizer_fn, num_epochs=self.num_epochs,
@@ -312,8 +325,11 @@ class TrainerSlot:
             own = client_state["personal"][j]
             self.weights.trainable[i].assign(
                 tf.where(client_state["seen"] > 0, own, broadcast["model"].trainable[i]))
-        if "learning_rate" in broadcast:   # the round's decayed local learning rate
-            self.optimizer.learning_rate.assign(broadcast["learning_rate"])
+        # The learning rate has one road: the hyperparameters, which built the optimizer (its
+        # constructor's rate) and decay it here by the round the server broadcasts (only when
+        # lr_decay is set); no rate travels in the broadcast.
+        if "round" in broadcast:
+            self.optimizer.learning_rate.assign(self.trainer.learning_rate_at(broadcast["round"]))
         state = broadcast["optimizer_state"]
         for i, var in enumerate(self.carried):
             # A fresh optimizer (the default) starts from zero: step 0, zero moments.

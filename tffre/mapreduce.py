@@ -23,7 +23,7 @@ and returns ``(upload, next_state)``; the next state stays at the client.
 
 import collections
 import dataclasses
-from typing import Callable, Optional
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -47,10 +47,13 @@ class Round:
         (``trainer.layout``).
       server_learning_rate: the server step: 1 for the mean (Eq. 6), lambda
         for attention (Eq. 14).
-      learning_rate, lr_decay: the local learning rate and its decay per round.
+
+    The local learning rate is the trainer's (its hyperparameters' ``learning_rate``, decayed
+    by ``lr_decay`` each round): the server keeps and broadcasts only the round counter, and
+    only when the rate decays (:meth:`tffre.client_work.ClientTrainer.learning_rate_at`).
     """
 
-    def __init__(self, trainer, server_learning_rate, *, learning_rate=None, lr_decay=1.0):
+    def __init__(self, trainer, server_learning_rate):
         if trainer.layout is None:
             raise ValueError("a Round needs a trainer bound to its layout (make_round)")
         self.trainer = trainer
@@ -58,12 +61,10 @@ class Round:
         layout = self.layout = trainer.layout
         self.server_learning_rate = float(server_learning_rate)
         # Local learning rate decay per round (FedCB: 0.99): the server keeps a round counter
-        # and broadcasts learning_rate * lr_decay**round; without decay neither exists.
-        self.lr_decay = float(lr_decay)
-        self.decays = self.lr_decay != 1.0
-        if self.decays and learning_rate is None:
+        # and broadcasts it; the client decays its own rate by it. Without decay neither exists.
+        self.decays = trainer.decays
+        if self.decays and trainer.definition.hparams.learning_rate is None:
             raise ValueError("lr_decay needs the local learning_rate")
-        self.learning_rate = learning_rate
         self.input_spec = layout.input_spec
         self.model_spec = layout.model_spec
         self.optimizer_state_spec = layout.optimizer_state_spec
@@ -114,7 +115,8 @@ class Round:
 
     def prepare(self, state):
         """What each client receives: the global model, the kept optimizer state, the extras,
-        the stateful aggregators' parameters of the round and the decayed learning rate."""
+        the stateful aggregators' parameters of the round and, when the local learning rate
+        decays, the round (the client decays its own rate by it)."""
         broadcast = collections.OrderedDict(model=state["model"],
                                             optimizer_state=list(state["optimizer_state"]),
                                             extras=state["extras"])
@@ -123,8 +125,7 @@ class Round:
                 (k, self.aggregators[k].client_params(state["aggregators"][k]))
                 for k in self.stateful_aggregators)
         if self.decays:
-            broadcast["learning_rate"] = self.learning_rate * tf.pow(
-                tf.constant(self.lr_decay, tf.float32), tf.cast(state["round"], tf.float32))
+            broadcast["round"] = state["round"]
         return broadcast
 
     def broadcast_spec(self):
@@ -306,13 +307,11 @@ class RoundFactory:
     Attributes:
       trainer: the (unbound) :class:`tffre.client_work.ClientTrainer`.
       make_aggregator: callable(shapes) -> the model delta's mergeable aggregator.
-      server_learning_rate, learning_rate, lr_decay: as :class:`Round`'s.
+      server_learning_rate: as :class:`Round`'s.
     """
     trainer: ClientTrainer
     make_aggregator: Callable
     server_learning_rate: float
-    learning_rate: Optional[float] = None
-    lr_decay: float = 1.0
 
     def probe(self):
         """A slot of the trainer to read the round's types off (builds a model, and raises
@@ -324,5 +323,4 @@ class RoundFactory:
     def build(self, slot):
         """The :class:`Round`, its types read off ``slot`` (a :meth:`probe`)."""
         layout = read_layout(slot, self.make_aggregator)
-        return Round(self.trainer.with_layout(layout), self.server_learning_rate,
-                     learning_rate=self.learning_rate, lr_decay=self.lr_decay)
+        return Round(self.trainer.with_layout(layout), self.server_learning_rate)

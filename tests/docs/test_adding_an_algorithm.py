@@ -1,6 +1,7 @@
 """docs/adding-an-algorithm.md's walk-through works as written: its module and registry line,
 taken from the file, give an algorithm with a command-line flag whose round equals one SGD step
-computed in numpy, on both executors."""
+computed in numpy, on both executors; its client optimizer's factory, entry and row give a flag,
+a family form and two decayed rounds equal to Nesterov's update computed in numpy."""
 
 import os
 import re
@@ -66,3 +67,69 @@ def test_the_guides_algorithm_builds_runs_and_has_a_flag(fedavgls):
         w, b = process.get_model_weights(state).trainable
         np.testing.assert_allclose(w, want_w, rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(b, want_b, rtol=1e-5, atol=1e-7)
+
+
+@pytest.fixture
+def nesterov(monkeypatch):
+    """The guide's client optimizer in place: its factory and hyperparameters run in the
+    registry's namespace (as they would in tffre/registry.py), its entry in CLIENT_OPTIMIZERS
+    and its row in ALGORITHMS."""
+    from tffre import config, registry
+    namespace = dict(vars(registry))
+    exec(compile(block("optimizer"), "adding-an-algorithm.md", "exec"), namespace)  # noqa: S102
+    entry = eval("{" + block("optimizer-entry") + "}", namespace)  # noqa: S307
+    row = eval(block("optimizer-row"), namespace)  # noqa: S307
+    for key, optimizer in entry.items():
+        monkeypatch.setitem(registry.CLIENT_OPTIMIZERS, key, optimizer)
+    monkeypatch.setitem(registry.ALGORITHMS, row.name.lower(), row)
+    config.vocabulary.cache_clear()
+    yield row
+    config.vocabulary.cache_clear()
+
+
+def softmax_gradients(w, b, x, y):
+    """The mean cross-entropy's gradients of a linear softmax model, by hand."""
+    z = x @ w + b
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    p[np.arange(len(y)), y] -= 1
+    return x.T @ p / len(y), p.mean(0)
+
+
+def test_the_guides_client_optimizer_trains_its_row_and_has_a_flag(nesterov):
+    from tffre import build_algorithm, config, registry
+    hp = registry.resolve_hparams("FedAvgN")
+    assert hp.nesterov_momentum == 0.9 and hp.learning_rate == 0.01   # the entry's rate
+    assert "nesterov_momentum" in config.vocabulary()                 # --nesterov-momentum
+    adam = registry.resolve_hparams("FedAvgN", local_optimizer="adam")
+    assert registry.client_optimizer_of(nesterov, adam) == "tf_adam"   # its adam form
+    with pytest.raises(ValueError, match="FedAvgN: its nesterov optimizer has no sgdm form"):
+        registry.resolve_hparams("FedAvgN", local_optimizer="sgdm")
+    rng = np.random.RandomState(1)
+    x = rng.randn(5, 3).astype(np.float32)
+    y = np.array([0, 1, 2, 3, 1], np.int32)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(5)
+    # Two rounds of two local steps (two epochs of one batch) from zero weights, by hand:
+    # Nesterov's update as Bengio et al. 2013 (Eq. 7) write it, v <- mu v - lr g(w) and
+    # w <- w + mu v - lr g(w); the momentum starts from zero each round, and round 2's rate is
+    # decayed once (lr_decay: the client's own rate, decayed by the broadcast round).
+    mu, lr, decay = 0.5, 0.3, 0.5
+    w, b = np.zeros((3, 4)), np.zeros(4)
+    for rnd in range(2):
+        rate, vw, vb = lr * decay ** rnd, np.zeros_like(w), np.zeros_like(b)
+        for _ in range(2):
+            gw, gb = softmax_gradients(w, b, x.astype(np.float64), y)
+            vw, vb = mu * vw - rate * gw, mu * vb - rate * gb
+            w, b = w + mu * vw - rate * gw, b + mu * vb - rate * gb
+    model = lambda: tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(  # noqa
+        4, kernel_initializer="zeros")])
+    process = build_algorithm(
+        "FedAvgN", model, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        input_spec=dataset.element_spec, executor="local", nesterov_momentum=mu,
+        learning_rate=lr, lr_decay=decay, num_epochs=2)
+    state = process.initialize()
+    for _ in range(2):
+        state = process.next(state, [dataset]).state
+    got_w, got_b = process.get_model_weights(state).trainable
+    np.testing.assert_allclose(got_w, w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_b, b, rtol=1e-5, atol=1e-6)

@@ -160,7 +160,11 @@ def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, context=N
     Args:
       name: a registry name (case-insensitive): fedavg, fedprox, fedatt, fedpa,
         fedavgs, fedavgt, fedproxp, fedatts, fedpap, or a later algorithm's.
-      model_fn, loss, input_spec, metrics: the task's model (:class:`ModelRecipe`'s fields).
+      model_fn: the task's Keras model, a no-arg callable (with the next three,
+        :class:`ModelRecipe`'s fields).
+      loss: its Keras loss.
+      input_spec: the element spec of a client dataset's batches.
+      metrics: optional no-arg Keras metric constructors.
       context: the task's :class:`tffre.definition.TaskContext`, for the algorithms that
         read it.
       hparams: the algorithm's resolved hyperparameters (its registry row's ``Hparams``

@@ -104,8 +104,8 @@ class MeasuredLearningProcess:
       wrap_model_fn: the definition's transformation of a task's ``model_fn`` into
         ``model_fn`` (identity for most algorithms): a task that saves another model than it
         trains (a split encoder's full model) wraps that one alike.
-      personal_indices, input_spec, broadcast_bytes_per_client, upload_bytes_per_client,
-        constant_bytes_per_client: ``facts``'.
+      personal_indices, input_spec: ``facts``'.
+      broadcast_bytes_per_client, upload_bytes_per_client, constant_bytes_per_client: ``facts``'.
       executor, tff_process: as given.
       served: the client ids that have received the constant part.
       stateful: True when clients keep state between rounds.

@@ -88,7 +88,7 @@ class Task:
         recipe = self.recipe()
         if recipe is not None:
             from tffre.tasks.recipe import prepare
-            return prepare(recipe, cfg)
+            return prepare(recipe, cfg, data_path(cfg.dataset, cfg.options.data))
         return self.module().prepare(cfg)
 
     def check(self, cfg):

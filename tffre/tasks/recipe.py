@@ -147,17 +147,18 @@ def side_of(recipe, options):
             if k in recipe.LOCAL_OPTIONS and v not in (None, "")}
 
 
-def prepare(recipe, cfg):
-    """The :class:`tffre.runner.Job` of ``cfg`` from ``recipe``: load, build, encode, split
-    over clients (the simulation's half of the recipe)."""
+def prepare(recipe, cfg, path):
+    """The :class:`tffre.runner.Job` of ``cfg`` from ``recipe``: load ``path`` (``--data``,
+    the sample resolved by :meth:`tffre.tasks.Task.prepare`, so that this module does not
+    import the registry that imports it), build, encode, split over clients (the simulation's
+    half of the recipe)."""
     from tffre.data import FederatedData
     from tffre.data.concepts import concepts_for
     from tffre.metrics import trivial_baselines
     from tffre.runner.run_settings import Job
-    from tffre.tasks import data_path
     o = cfg.options
     notes = []
-    loaded = recipe.load(data_path(cfg.dataset, o.data), o, seed=cfg.run.seed, notes=notes)
+    loaded = recipe.load(path, o, seed=cfg.run.seed, notes=notes)
     for note in notes:
         print(f"note: {note}")
     resources = recipe.resources(o, side_of(recipe, o))

@@ -1,5 +1,6 @@
 """What the docs tests read out of the pages' code blocks (the README's and the tutorials')."""
 
+import os
 import re
 import shlex
 
@@ -20,3 +21,13 @@ def commands(code):
         if words:
             out.append(words)
     return out
+
+
+DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs")
+
+
+def guide_block(page, marker):
+    """The python code block after ``<!-- marker -->`` in the guide ``docs/<page>`` (the
+    adding-a-task, adding-an-algorithm and adding-an-executor walk-throughs)."""
+    text = open(os.path.join(DOCS, page), encoding="utf-8").read()
+    return re.search(rf"<!-- {marker} -->\s*```python\n(.*?)```", text, re.S).group(1)

@@ -5,7 +5,6 @@ from the file, give a task that ``python -m tffre run`` trains and that deploys 
 import importlib.util
 import json
 import os
-import re
 import sys
 
 import numpy as np
@@ -13,8 +12,9 @@ import pandas as pd
 import pytest
 import tensorflow as tf
 
+from doc_blocks import guide_block
+
 HERE = os.path.dirname(__file__)
-DOC = os.path.join(HERE, "..", "..", "docs", "adding-a-task.md")
 # deploy_fakes (and the tiny models it imports)
 sys.path[:0] = [os.path.join(HERE, "..", "tffre", "deploy"), os.path.join(HERE, "..", "tffre")]
 
@@ -25,8 +25,7 @@ ROUNDS = 2
 
 def block(marker):
     """The python code block after ``<!-- marker -->`` in the guide."""
-    text = open(DOC, encoding="utf-8").read()
-    return re.search(rf"<!-- {marker} -->\s*```python\n(.*?)```", text, re.S).group(1)
+    return guide_block("adding-a-task.md", marker)
 
 
 @pytest.fixture

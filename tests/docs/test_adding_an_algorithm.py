@@ -3,21 +3,19 @@ taken from the file, give an algorithm with a command-line flag whose round equa
 computed in numpy, on both executors; its client optimizer's factory, entry and row give a flag,
 a family form and two decayed rounds equal to Nesterov's update computed in numpy."""
 
-import os
-import re
 import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "adding-an-algorithm.md")
+from doc_blocks import guide_block
+
 
 
 def block(marker):
     """The python code block after ``<!-- marker -->`` in the guide."""
-    text = open(DOC, encoding="utf-8").read()
-    return re.search(rf"<!-- {marker} -->\s*```python\n(.*?)```", text, re.S).group(1)
+    return guide_block("adding-an-algorithm.md", marker)
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ computed in numpy, and that the runner runs for two rounds of a small synthetic 
 executor does."""
 
 import dataclasses
-import os
-import re
 import sys
 
 import numpy as np
@@ -13,14 +11,14 @@ import pandas as pd
 import pytest
 import tensorflow as tf
 
-DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "adding-an-executor.md")
+from doc_blocks import guide_block
+
 FEATURES, CLASSES = 3, 4
 
 
 def block(marker):
     """The python code block after ``<!-- marker -->`` in the guide."""
-    text = open(DOC, encoding="utf-8").read()
-    return re.search(rf"<!-- {marker} -->\s*```python\n(.*?)```", text, re.S).group(1)
+    return guide_block("adding-an-executor.md", marker)
 
 
 @pytest.fixture

@@ -18,8 +18,7 @@ from local_reference import local_rounds  # noqa: E402
 from tffre import config as config_lib  # noqa: E402
 from tffre import tasks  # noqa: E402
 from tffre.definition import TaskContext  # noqa: E402
-from tffre.deploy.client_app import make_client_app  # noqa: E402
-from tffre.deploy.node import NodeRuntime  # noqa: E402
+from tffre.deploy.client_app import NodeRuntime, make_client_app  # noqa: E402
 from tffre.deploy.server_app import run_server  # noqa: E402
 from tffre.deploy.tasks import DeployJob  # noqa: E402
 from tffre.runner.checkpoints import Checkpoints  # noqa: E402

@@ -1,12 +1,16 @@
 """The independent reference of the deployment tests: the local executor (``build_algorithm``)
 on the same sites (in name order), seed, initial weights and batches as a deployed run."""
 
+import os
+
+import numpy as np
 import tensorflow as tf
 
 from deploy_fakes import TinyTask
 
 from tffre import builder
 from tffre.data import FederatedData
+from tffre.runner.checkpoints import Checkpoints
 from tffre.runner.loop import data_seed
 from tffre.runner.processes import pretrained_weights
 
@@ -105,3 +109,15 @@ def sites_reference(out, nodes, rounds, task=None, server_only=None):
         batch_size=job.batch_size, seed=job.seed, rounds=rounds,
         load_pretrained=model.load_pretrained)
     return state, initial, arrays
+
+
+def assert_trained_as_local(out, name, want, initial, rounds):
+    """The deployed run in ``out`` checkpointed ``rounds`` rounds of algorithm ``name`` whose
+    trainable weights equal the local reference's ``want`` (to 1e-5) and moved from
+    ``initial`` (the rounds trained)."""
+    got, done = Checkpoints(os.path.join(str(out), "checkpoints", name)).load_latest(want)
+    assert done == rounds
+    for g, w in zip(got["model"].trainable, want["model"].trainable):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    assert any(np.abs(np.asarray(g) - np.asarray(i)).max() > 1e-4
+               for g, i in zip(got["model"].trainable, initial.trainable))

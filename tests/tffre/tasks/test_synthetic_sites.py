@@ -7,13 +7,13 @@ import json
 import os
 import sys
 
-import numpy as np
 import pandas as pd
 import pytest
 import tensorflow as tf
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "deploy"))
 from deploy_fakes import FakeGrid, run_config  # noqa: E402
+from local_reference import assert_trained_as_local  # noqa: E402
 
 from tffre import builder  # noqa: E402
 from tffre import config as config_lib  # noqa: E402
@@ -23,7 +23,6 @@ from tffre.deploy.client_app import make_client_app  # noqa: E402
 from tffre.deploy.client_app import NodeRuntime  # noqa: E402
 from tffre.deploy.server_app import run_server  # noqa: E402
 from tffre.deploy.tasks import DeployJob  # noqa: E402
-from tffre.runner.checkpoints import Checkpoints  # noqa: E402
 from tffre.runner.loop import data_seed  # noqa: E402
 from tffre.runner.processes import pretrained_weights  # noqa: E402
 from tffre.tasks import synthetic as synthetic_task  # noqa: E402
@@ -81,12 +80,7 @@ def local_reference(tmp_path):
 def test_two_sites_equal_the_local_executor_on_the_simulations_clients(deployed, tmp_path):
     out, _ = deployed
     want, initial = local_reference(tmp_path)
-    got, done = Checkpoints(str(out / "checkpoints" / NAME)).load_latest(want)
-    assert done == ROUNDS
-    for g, w in zip(got["model"].trainable, want["model"].trainable):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
-    assert any(np.abs(np.asarray(g) - np.asarray(i)).max() > 1e-4
-               for g, i in zip(got["model"].trainable, initial.trainable))
+    assert_trained_as_local(out, NAME, want, initial, ROUNDS)
     job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
     assert job.options == {"alpha": 0.5, "beta": 0.7, "iid": False}
     assert job.facts["clients"] == 3 and job.labels == tuple(str(k) for k in range(10))

@@ -18,6 +18,12 @@ a dict of options):
   run's ``--data``, a site's ``data``), checked, every error one line naming file, record
   and field; :meth:`Recipe.check_data`: what ``data check`` reports; :meth:`Recipe.check`
   (optional): the options' checks that need no data.
+* :meth:`Recipe.load_run` ``(cfg, path, notes) -> Loaded`` (optional): the simulation's data
+  when it depends on the run's settings (synthetic's, generated for ``--clients``);
+  :attr:`Loaded.name` (optional): the data's name in titles; a :attr:`Recipe.AGREED` fact may
+  come from :attr:`Loaded.facts` (a site's own setting) as well as from its resources;
+  ``check_site(site, dataset)`` (optional): a site's start-up check when its ``data`` is not a
+  path ``data check`` reads.
 * :meth:`Recipe.resources` ``(options, side) -> Resources``: the public files a side uses
   (word vectors, a dictionary, an encoder folder; ``side`` holds its own paths, dashed as in
   a node configuration) and their fingerprints (:attr:`Resources.facts`).
@@ -47,6 +53,8 @@ class Loaded:
     labels: Tuple[str, ...]
     notes: list = dataclasses.field(default_factory=list)
     facts: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: The federated data's name in titles and the summary (default: the dataset and path).
+    name: Optional[str] = None
 
     def label_ids(self, split, labels=None):
         """The int32 label indices of ``split``'s records over ``labels`` (default this
@@ -116,6 +124,11 @@ class Recipe:
         which may select part of the file; None in the simulation)."""
         raise NotImplementedError
 
+    def load_run(self, cfg, path, notes):
+        """The simulation's :class:`Loaded` data: :meth:`load` of ``path``; a task whose data
+        depends on the run's settings (synthetic: generated for ``--clients``) overrides it."""
+        return self.load(path, cfg.options, seed=cfg.run.seed, notes=notes)
+
     def check_data(self, dataset, options, *, tokenizer=None, max_len=None, seed=0,
                    site=None):
         """``python -m tffre data check``'s :class:`tffre.data.check.CheckReport` (``site``
@@ -158,7 +171,7 @@ def prepare(recipe, cfg, path):
     from tffre.runner.run_settings import Job
     o = cfg.options
     notes = []
-    loaded = recipe.load(path, o, seed=cfg.run.seed, notes=notes)
+    loaded = recipe.load_run(cfg, path, notes)
     for note in notes:
         print(f"note: {note}")
     resources = recipe.resources(o, side_of(recipe, o))
@@ -169,8 +182,8 @@ def prepare(recipe, cfg, path):
     parts = recipe.partition(loaded, o, cfg.run.clients, cfg.run.seed)
     clients = {cid: {split: (arrays[split][0][idx], arrays[split][1][idx])
                      for split, idx in rows.items()} for cid, rows in parts.items()}
-    data = FederatedData(clients, num_classes=len(loaded.labels),
-                         name=f"{cfg.dataset} ({o.data}), {len(clients)} clients")
+    data = FederatedData(clients, num_classes=len(loaded.labels), name=loaded.name or
+                         f"{cfg.dataset} ({o.data}), {len(clients)} clients")
     y_train, y_test = arrays["train"][1], arrays["test"][1]
     info = {"labels": list(loaded.labels), "data_notes": notes,
             "train_examples": int(len(y_train)), "test_examples": int(len(y_test)),
@@ -217,6 +230,7 @@ class RecipeSites(Sites):
         self._options = {}     # job key -> Options
         self._loaded = {}      # (path, selection, seed) -> Loaded, the last one
         self._resources = {}   # (options, side) -> Resources, the last one
+        self._built_for = {}   # (job, resources) -> Built, the last one
 
     def options(self, job):
         """The task's typed ``Options`` of ``job`` (its dict parsed once per job; the local
@@ -246,8 +260,7 @@ class RecipeSites(Sites):
     def _side(self, job, side):
         """The side's :class:`Resources`, checked against the facts the sites agreed on."""
         options = self.options(job)
-        local = tuple(sorted((k, str(v)) for k, v in side.items()
-                             if k.replace("-", "_") in self.LOCAL_OPTIONS))
+        local = tuple(sorted((k, str(v)) for k, v in side.items() if k != "state-dir"))
         key = (job.key(), local)
         if key not in self._resources:
             try:
@@ -269,6 +282,7 @@ class RecipeSites(Sites):
         loaded = self._load(job, site)
         resources = self._side(job, site)
         return {"labels": list(loaded.labels), "examples": len(loaded.splits["train"]),
+                **{k: v for k, v in loaded.facts.items() if k in self.AGREED},
                 **resources.facts}
 
     def agree(self, head, sites, log, concept_file=None):
@@ -290,13 +304,22 @@ class RecipeSites(Sites):
             return f"its labels {extra} are not among the run's {list(job.labels)}"
         return Sites.disagreement(self, job, facts)
 
+    def _built(self, job, side):
+        """The recipe's :class:`Built` model of ``job`` on ``side``, built once for both
+        :meth:`model` and :meth:`site_data` (the last job and side's)."""
+        resources = self._side(job, side)
+        key = (job.key(), id(resources))
+        if key not in self._built_for:
+            self._built_for = {key: self.recipe.build(ModelSpec(
+                job.model or self.recipe.TASK.models[0], self.options(job),
+                tuple(job.labels), resources, job.seed, (job.algorithm,)))}
+        return self._built_for[key]
+
     def model(self, job, side):
         """The :class:`tffre.tasks.sites.SiteModel` of ``job`` built by the recipe from the
         side's own files."""
         import tensorflow as tf
-        built = self.recipe.build(ModelSpec(
-            job.model or self.recipe.TASK.models[0], self.options(job), tuple(job.labels),
-            self._side(job, side), job.seed, (job.algorithm,)))
+        built = self._built(job, side)
         return SiteModel(model_fn=built.model_fn, loss=built.loss,
                          input_spec=(built.x_spec, tf.TensorSpec((None,), tf.int32)),
                          load_pretrained=built.load_pretrained, encoder=built.encoder,
@@ -306,9 +329,7 @@ class RecipeSites(Sites):
         """The site's :class:`tffre.tasks.sites.SiteData`: its splits encoded by the recipe's
         model, labels indexed by the job's."""
         loaded = self._load(job, site)
-        built = self.recipe.build(ModelSpec(
-            job.model or self.recipe.TASK.models[0], self.options(job), tuple(job.labels),
-            self._side(job, site), job.seed, (job.algorithm,)))
+        built = self._built(job, site)
         arrays = {}
         for split, records in loaded.splits.items():
             try:
@@ -319,7 +340,12 @@ class RecipeSites(Sites):
         return SiteData(train=arrays.pop("train"), held_out=arrays)
 
     def check_site(self, site, dataset=None):
-        """``python -m tffre data check``'s report of the site's ``data`` as one line."""
+        """``python -m tffre data check``'s report of the site's ``data`` as one line (the
+        recipe's own ``check_site(site, dataset)`` when it has one: data that is not a
+        path)."""
+        own = getattr(self.recipe, "check_site", None)
+        if own is not None:
+            return own(site, dataset)
         dataset = dataset or self.recipe.TASK.datasets[0]
         path = site_path(site, "data")
         options = self.recipe.TASK.Options.resolve({"data": path})

@@ -24,6 +24,17 @@ a dict of options):
   come from :attr:`Loaded.facts` (a site's own setting) as well as from its resources;
   ``check_site(site, dataset)`` (optional): a site's start-up check when its ``data`` is not a
   path ``data check`` reads.
+* :meth:`Recipe.refusal` ``(options) -> str | None`` (optional): why a deployment cannot
+  honour the options (IMCS's ``--w2v-from-clients``): the agreement, the model and the site
+  data refuse it in one line.
+* :meth:`Recipe.run_resources` ``(cfg, loaded)`` (optional): the simulation's resources when
+  they may read its data (IMCS's ``--w2v-from-clients``); :meth:`Recipe.simulate` ``(cfg,
+  loaded, resources, built) -> Simulated`` (optional): the simulation's clients, info and
+  ``write_extras`` where the generic encode-then-partition does not fit (IMCS encodes and
+  splits whole dialogues); :meth:`Loaded.examples`: a subclass whose records hold several
+  examples each counts them; ``"labels"`` in :attr:`Recipe.AGREED`: the sites' labels must be
+  alike (a task's fixed names), not united; :attr:`Resources.files`: the file behind each
+  fact, named when a side's differs.
 * :meth:`Recipe.resources` ``(options, side) -> Resources``: the public files a side uses
   (word vectors, a dictionary, an encoder folder; ``side`` holds its own paths, dashed as in
   a node configuration) and their fingerprints (:attr:`Resources.facts`).
@@ -67,6 +78,10 @@ class Loaded:
             raise ValueError(f"label {err.args[0]!r} is not among the run's labels "
                              f"{', '.join(labels or self.labels)}") from None
 
+    def examples(self, split):
+        """The number of examples of ``split`` (a site's survey): one per record here."""
+        return len(self.splits[split])
+
 
 @dataclasses.dataclass
 class Resources:
@@ -76,6 +91,8 @@ class Resources:
     value: Any
     facts: Dict[str, Any] = dataclasses.field(default_factory=dict)
     description: str = ""
+    #: {fact: the file behind it, e.g. "w2v /site/vectors.txt"}: named when a side's differs.
+    files: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +121,16 @@ class Built:
     load_pretrained: Optional[Callable[[Any], None]] = None
     encoder: Any = None
     description: str = ""
+
+
+@dataclasses.dataclass
+class Simulated:
+    """The simulation's clients (:meth:`Recipe.simulate`): ``data`` (the
+    :class:`tffre.data.FederatedData`), ``info`` (the run's summary fields) and
+    ``write_extras`` (callable(out_dir): partition files, or None)."""
+    data: Any
+    info: Dict[str, Any]
+    write_extras: Optional[Callable[[str], None]] = None
 
 
 class Recipe:
@@ -140,6 +167,20 @@ class Recipe:
         name: path}, the server's run config or a site's node configuration)."""
         return Resources(None)
 
+    def run_resources(self, cfg, loaded):
+        """The simulation's :class:`Resources`: :meth:`resources` of its side; a task whose
+        resources may read the loaded data (an experiment's option) overrides it."""
+        return self.resources(cfg.options, side_of(self, cfg.options))
+
+    def refusal(self, options):
+        """Why a deployment cannot honour ``options`` (one line), or None."""
+        return None
+
+    def simulate(self, cfg, loaded, resources, built):
+        """The simulation's :class:`Simulated` clients: each split encoded by ``built``,
+        then split over clients by :meth:`partition` (:func:`encode_and_partition`)."""
+        return encode_and_partition(self, cfg, loaded, resources, built)
+
     def build(self, spec):
         """The :class:`Built` model of a :class:`ModelSpec`."""
         raise NotImplementedError
@@ -165,18 +206,34 @@ def prepare(recipe, cfg, path):
     the sample resolved by :meth:`tffre.tasks.Task.prepare`, so that this module does not
     import the registry that imports it), build, encode, split over clients (the simulation's
     half of the recipe)."""
-    from tffre.data import FederatedData
     from tffre.data.concepts import concepts_for
-    from tffre.metrics import trivial_baselines
     from tffre.runner.run_settings import Job
     o = cfg.options
     notes = []
     loaded = recipe.load_run(cfg, path, notes)
     for note in notes:
         print(f"note: {note}")
-    resources = recipe.resources(o, side_of(recipe, o))
+    loaded.notes = notes   # what was printed is the summary's data_notes
+    resources = recipe.run_resources(cfg, loaded)
     built = recipe.build(ModelSpec(cfg.model, o, tuple(loaded.labels), resources,
                                    cfg.run.seed, tuple(cfg.algorithms)))
+    simulated = recipe.simulate(cfg, loaded, resources, built)
+    data = simulated.data
+    return Job(data=data, model_fn=built.model_fn, loss=built.loss,
+               title=f"{data.name}, {built.description}", label_names=list(loaded.labels),
+               encoder=built.encoder, info=simulated.info,
+               load_pretrained=built.load_pretrained, write_extras=simulated.write_extras,
+               concepts=concepts_for(loaded.labels, getattr(o, "concept_file", None)),
+               prompts="text", evaluation=recipe.EVALUATION)
+
+
+def encode_and_partition(recipe, cfg, loaded, resources, built):
+    """The generic :meth:`Recipe.simulate`: every split's records encoded by ``built`` and
+    labelled by ``loaded``, the rows split over clients by :meth:`Recipe.partition`; the info
+    holds the labels, counts, trivial baselines and :meth:`Recipe.describe`'s fields."""
+    from tffre.data import FederatedData
+    from tffre.metrics import trivial_baselines
+    o, notes = cfg.options, loaded.notes
     arrays = {split: (built.encode(records), loaded.label_ids(split))
               for split, records in loaded.splits.items()}
     parts = recipe.partition(loaded, o, cfg.run.clients, cfg.run.seed)
@@ -195,11 +252,7 @@ def prepare(recipe, cfg, path):
     print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
           f"examples, {len(loaded.labels)} labels; training examples per client: "
           + ", ".join(f"{c} {n}" for c, n in info["clients_examples"].items()))
-    return Job(data=data, model_fn=built.model_fn, loss=built.loss,
-               title=f"{data.name}, {built.description}", label_names=list(loaded.labels),
-               encoder=built.encoder, info=info, load_pretrained=built.load_pretrained,
-               concepts=concepts_for(loaded.labels, getattr(o, "concept_file", None)),
-               prompts="text", evaluation=recipe.EVALUATION)
+    return Simulated(data, info)
 
 
 _SITES = {}
@@ -272,25 +325,40 @@ class RecipeSites(Sites):
             agreed = job.facts.get(name)
             if agreed and agreed != value:
                 whose = "" if side.get("site") else "the server's "
-                raise SiteDataError(f"{whose}{name} (fingerprint {value}) differs from the one "
+                what = f"{resources.files[name]}: its {name}" if name in resources.files \
+                    else name
+                raise SiteDataError(f"{whose}{what} (fingerprint {value}) differs from the one "
                                     f"the sites agreed on ({agreed}): every side needs the "
                                     f"same public file")
         return resources
+
+    def refusal(self, job):
+        """Why ``job`` cannot run across sites (:meth:`Recipe.refusal` of its options), or
+        None: :meth:`agree`, :meth:`model` and :meth:`site_data` refuse it."""
+        return self.recipe.refusal(self.options(job))
+
+    def _refuse(self, job):
+        refusal = self.refusal(job)
+        if refusal:
+            raise SiteDataError(refusal)
 
     def survey(self, job, site):
         """{labels, examples, and the resources' facts} of the site's data and files."""
         loaded = self._load(job, site)
         resources = self._side(job, site)
-        return {"labels": list(loaded.labels), "examples": len(loaded.splits["train"]),
+        return {"labels": list(loaded.labels), "examples": loaded.examples("train"),
                 **{k: v for k, v in loaded.facts.items() if k in self.AGREED},
                 **resources.facts}
 
     def agree(self, head, sites, log, concept_file=None):
         """:meth:`tffre.tasks.sites.Sites.agree` with the labels united (sorted) instead of
         required alike (:attr:`AGREED` holds only the recipe's facts): a hospital without
-        one class still takes part."""
+        one class still takes part. A recipe whose :attr:`Recipe.AGREED` names ``labels`` (a
+        task's fixed label names) has them required alike, in their order."""
         from tffre.data.concepts import concepts_for
         job = Sites.agree(self, head, sites, log, concept_file)
+        if "labels" in self.AGREED:
+            return job
         union = sorted({str(x) for s in sites if not s.error for x in s.facts.get("labels")
                         or ()})
         return dataclasses.replace(job, labels=tuple(union),
@@ -319,6 +387,7 @@ class RecipeSites(Sites):
         """The :class:`tffre.tasks.sites.SiteModel` of ``job`` built by the recipe from the
         side's own files."""
         import tensorflow as tf
+        self._refuse(job)
         built = self._built(job, side)
         return SiteModel(model_fn=built.model_fn, loss=built.loss,
                          input_spec=(built.x_spec, tf.TensorSpec((None,), tf.int32)),
@@ -328,6 +397,7 @@ class RecipeSites(Sites):
     def site_data(self, job, site):
         """The site's :class:`tffre.tasks.sites.SiteData`: its splits encoded by the recipe's
         model, labels indexed by the job's."""
+        self._refuse(job)
         loaded = self._load(job, site)
         built = self._built(job, site)
         arrays = {}

@@ -35,6 +35,22 @@ a dict of options):
   examples each counts them; ``"labels"`` in :attr:`Recipe.AGREED`: the sites' labels must be
   alike (a task's fixed names), not united; :attr:`Resources.files`: the file behind each
   fact, named when a side's differs.
+* **Encoders, D_v, evaluation** (optional; sentence- and document-level RE):
+  :meth:`Recipe.load` gets ``dataset`` (the ``--dataset``, the job's: a task of several
+  formats); :attr:`Recipe.UNITED`: facts of :attr:`Loaded.facts` (``entity_types``) every site
+  reports and the job holds as their sorted union, given to :meth:`Recipe.build` as
+  :attr:`ModelSpec.facts` (the simulation: the loaded data's); :attr:`Built.prefix`, a
+  :class:`FrozenPrefix` (a split encoder, ``--trainable-layers``/``--lora-rank``): each side
+  builds the frozen prefix from its own encoder and the seed, each client's activations are
+  computed once (``--prefix-cache``, a site's ``prefix-cache``: :mod:`tffre.models.partial`), the
+  prefix's fingerprint is the site model's ``identity`` (agreed across sides) and a bundle
+  saves the whole model (:func:`tffre.models.partial.exporter`); :meth:`Recipe.server_split`
+  ``(cfg, loaded) -> ServerSet | None`` and :meth:`Recipe.read_server_data`: FedED's labelled
+  set D_v at the server (:attr:`Loaded.server` in the simulation, ``server-data`` in a
+  deployment, encoded as the sites encode); :meth:`Recipe.evaluation` ``(options, labels) ->
+  Evaluation``: the kind, its options, the negative label (relation F1) or FedCB's macro-F1,
+  for the simulation and the sites alike; :meth:`Loaded.ids` also reads a DataFrame's
+  ``label`` column.
 * :meth:`Recipe.resources` ``(options, side) -> Resources``: the public files a side uses
   (word vectors, a dictionary, an encoder folder; ``side`` holds its own paths, dashed as in
   a node configuration) and their fingerprints (:attr:`Resources.facts`).
@@ -48,6 +64,7 @@ The adapters, written once: :func:`prepare` (recipe -> :class:`tffre.runner.Job`
 A site parses the job's options into ``Options`` once per job (:meth:`RecipeSites.options`).
 """
 
+import collections
 import dataclasses
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -66,14 +83,24 @@ class Loaded:
     facts: Dict[str, Any] = dataclasses.field(default_factory=dict)
     #: The federated data's name in titles and the summary (default: the dataset and path).
     name: Optional[str] = None
+    #: The simulation's labelled set D_v (:meth:`Recipe.server_split`), held out of train.
+    server: Optional["ServerSet"] = None
 
     def label_ids(self, split, labels=None):
         """The int32 label indices of ``split``'s records over ``labels`` (default this
         data's); a label outside them is a :class:`ValueError`."""
+        return self.ids(self.splits[split], labels)
+
+    def ids(self, records, labels=None):
+        """The int32 label indices of ``records`` (a list of dicts, or a DataFrame with a
+        ``label`` column) over ``labels`` (default this data's); a label outside them is a
+        :class:`ValueError`."""
         import numpy as np
         index = {label: i for i, label in enumerate(labels or self.labels)}
+        values = records["label"] if hasattr(records, "columns") else \
+            [r["label"] for r in records]
         try:
-            return np.asarray([index[r["label"]] for r in self.splits[split]], np.int32)
+            return np.asarray([index[v] for v in values], np.int32)
         except KeyError as err:
             raise ValueError(f"label {err.args[0]!r} is not among the run's labels "
                              f"{', '.join(labels or self.labels)}") from None
@@ -106,6 +133,9 @@ class ModelSpec:
     resources: Resources
     seed: int
     algorithms: Tuple[str, ...]
+    #: The :attr:`Recipe.UNITED` facts ({"entity_types": [...]}): the loaded data's in the
+    #: simulation, the sites' union in a deployment.
+    facts: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -121,6 +151,39 @@ class Built:
     load_pretrained: Optional[Callable[[Any], None]] = None
     encoder: Any = None
     description: str = ""
+    #: A split encoder's :class:`FrozenPrefix` (model_fn is then the trained top), or None.
+    prefix: Optional["FrozenPrefix"] = None
+
+
+@dataclasses.dataclass
+class FrozenPrefix:
+    """A split encoder (:attr:`Built.prefix`): ``config`` (the model config; its ``partial``
+    says what trains), ``build`` (callable() -> the frozen prefix's Keras model; its
+    pretrained weights are :attr:`Built.load_pretrained`'s) and ``full_model_fn`` (the
+    unsplit model a bundle saves, the prefix's weights grafted in). Its activations are the
+    ``hidden`` input beside the encoded ``inputs`` (:func:`tffre.models.partial.with_hidden`)."""
+    config: Any
+    build: Callable[[], Any]
+    full_model_fn: Callable[[], Any]
+
+
+@dataclasses.dataclass
+class ServerSet:
+    """FedED's labelled set D_v in the simulation (:meth:`Recipe.server_split`): ``records``
+    (as a split's: a list or a DataFrame) and ``source`` (what it is, for the summary)."""
+    records: Any
+    source: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """How a run scores its model (:meth:`Recipe.evaluation`): ``kind`` (a key of
+    :data:`tffre.evaluation.EVALUATORS`), its ``options`` (a threshold), ``negative_label``
+    (the "no relation" index: relation F1) and ``macro_f1`` (FedCB's macro-F1)."""
+    kind: str = "classification"
+    options: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    negative_label: Optional[int] = None
+    macro_f1: bool = False
 
 
 @dataclasses.dataclass
@@ -142,19 +205,25 @@ class Recipe:
     TABLES: Tuple[str, ...] = ()
     LOCAL_OPTIONS: Tuple[str, ...] = Sites.LOCAL_OPTIONS
     AGREED: Tuple[str, ...] = ()
+    #: Facts of :attr:`Loaded.facts` the job holds as the sites' union (``entity_types``).
+    UNITED: Tuple[str, ...] = ()
+    #: FedCB's prompt set for the class concepts (:attr:`tffre.tasks.sites.Sites.PROMPTS`).
+    PROMPTS = "text"
 
     def check(self, cfg):
         """The options' checks that need no data (ValueError, one line)."""
 
-    def load(self, path, options, *, seed, notes=None, site=None):
+    def load(self, path, options, *, seed, notes=None, site=None, dataset=None):
         """The :class:`Loaded` data of ``path`` (``site``: a deployment's node configuration,
-        which may select part of the file; None in the simulation)."""
+        which may select part of the file; None in the simulation; ``dataset``: the run's
+        ``--dataset``, its format)."""
         raise NotImplementedError
 
     def load_run(self, cfg, path, notes):
         """The simulation's :class:`Loaded` data: :meth:`load` of ``path``; a task whose data
         depends on the run's settings (synthetic: generated for ``--clients``) overrides it."""
-        return self.load(path, cfg.options, seed=cfg.run.seed, notes=notes)
+        return self.load(path, cfg.options, seed=cfg.run.seed, notes=notes,
+                         dataset=cfg.dataset)
 
     def check_data(self, dataset, options, *, tokenizer=None, max_len=None, seed=0,
                    site=None):
@@ -185,6 +254,21 @@ class Recipe:
         """The :class:`Built` model of a :class:`ModelSpec`."""
         raise NotImplementedError
 
+    def evaluation(self, options, labels):
+        """The :class:`Evaluation` of a run of ``options`` over ``labels`` (default
+        :attr:`EVALUATION`'s kind, plain accuracy and F1)."""
+        return Evaluation(self.EVALUATION)
+
+    def server_split(self, cfg, loaded):
+        """The simulation's D_v (FedED), a :class:`ServerSet` (its records may be moved out
+        of ``loaded.splits["train"]``), or None: the task has none."""
+        return None
+
+    def read_server_data(self, path, options, *, dataset, labels):
+        """A deployment server's D_v: the records of its ``server-data`` file or folder,
+        their labels among ``labels`` (ValueError, one line naming file, record and field)."""
+        raise ValueError(f"the {self.TASK.name} task has no server labelled set")
+
     def partition(self, loaded, options, num_clients, seed):
         """{client id: {split: row indices}} of the simulation."""
         raise NotImplementedError
@@ -214,17 +298,42 @@ def prepare(recipe, cfg, path):
     for note in notes:
         print(f"note: {note}")
     loaded.notes = notes   # what was printed is the summary's data_notes
+    loaded.server = recipe.server_split(cfg, loaded)
     resources = recipe.run_resources(cfg, loaded)
     built = recipe.build(ModelSpec(cfg.model, o, tuple(loaded.labels), resources,
-                                   cfg.run.seed, tuple(cfg.algorithms)))
+                                   cfg.run.seed, tuple(cfg.algorithms),
+                                   {k: loaded.facts.get(k) for k in recipe.UNITED}))
     simulated = recipe.simulate(cfg, loaded, resources, built)
-    data = simulated.data
+    data, info, export = simulated.data, simulated.info, None
+    server_data = None if loaded.server is None else (
+        built.encode(loaded.server.records), loaded.ids(loaded.server.records))
+    if built.prefix is not None:
+        # A frozen prefix: each client's activations once; the federated model is the top.
+        from tffre.models.partial import (activations, cache_clients, encoder_depth,
+                                          exporter, frozen_prefix, with_hidden)
+        # As tffre.tasks.with_cached_prefix (not imported: the registry imports this module).
+        prefix, store = frozen_prefix(built.prefix.build, built.load_pretrained, cfg.run.seed,
+                                      getattr(o, "prefix_cache", None))
+        data = dataclasses.replace(data, clients=cache_clients(data.clients, prefix, store))
+        info["partial"] = built.prefix.config.partial.describe(encoder_depth(built.prefix.config))
+        print(f"trains the {info['partial']}")
+        if server_data is not None:   # D_v's inputs, as the clients will predict on them
+            x = server_data[0]
+            server_data = (with_hidden(x, store.get(x, lambda x: activations(prefix, x))),
+                           server_data[1])
+        export = exporter(built.prefix.full_model_fn, prefix)
+    evaluation = recipe.evaluation(o, tuple(loaded.labels))
     return Job(data=data, model_fn=built.model_fn, loss=built.loss,
                title=f"{data.name}, {built.description}", label_names=list(loaded.labels),
-               encoder=built.encoder, info=simulated.info,
+               encoder=built.encoder, info=info,
                load_pretrained=built.load_pretrained, write_extras=simulated.write_extras,
-               concepts=concepts_for(loaded.labels, getattr(o, "concept_file", None)),
-               prompts="text", evaluation=recipe.EVALUATION)
+               # FedCB's class concepts, for a task that declares them (--concept-file).
+               concepts=concepts_for(loaded.labels, o.concept_file)
+               if "concept_file" in o.names() else None,
+               prompts=recipe.PROMPTS, evaluation=evaluation.kind,
+               evaluation_options=dict(evaluation.options),
+               negative_label=evaluation.negative_label, macro_f1=evaluation.macro_f1,
+               server_data=server_data, export=export)
 
 
 def encode_and_partition(recipe, cfg, loaded, resources, built):
@@ -280,7 +389,10 @@ class RecipeSites(Sites):
         self.recipe = recipe
         self.LOCAL_OPTIONS = tuple(recipe.LOCAL_OPTIONS)
         self.AGREED = tuple(recipe.AGREED)
+        self.UNITED = tuple(recipe.UNITED)
+        self.PROMPTS = recipe.PROMPTS
         self._options = {}     # job key -> Options
+        self._prefixes = {}    # (job, side, cache folder) -> (prefix model, store), the last
         self._loaded = {}      # (path, selection, seed) -> Loaded, the last one
         self._resources = {}   # (options, side) -> Resources, the last one
         self._built_for = {}   # (job, resources) -> Built, the last one
@@ -297,12 +409,15 @@ class RecipeSites(Sites):
 
     def _load(self, job, site):
         path = site_path(site, "data")
+        if site.get("data") == "sample" and job.dataset in self.recipe.TASK.samples:
+            path = self.recipe.TASK.sample_path(job.dataset)   # as --data sample reads it
+        # The options too: a site's process may serve runs of another image size or split.
         key = (path, tuple(sorted((k, str(v)) for k, v in site.items() if k != "state-dir")),
-               job.seed)
+               job.seed, repr(self.options(job)))
         if key not in self._loaded:
             try:
                 loaded = self.recipe.load(path, self.options(job), seed=job.seed,
-                                          site=site)
+                                          site=site, dataset=job.dataset)
             except (OSError, ValueError) as err:   # one line: file, record, field
                 message = " ".join(str(err).split())
                 raise SiteDataError(message if path in message or ":" in message
@@ -346,7 +461,9 @@ class RecipeSites(Sites):
         """{labels, examples, and the resources' facts} of the site's data and files."""
         loaded = self._load(job, site)
         resources = self._side(job, site)
-        return {"labels": list(loaded.labels), "examples": loaded.examples("train"),
+        return {"labels": list(loaded.labels),
+                **{k: loaded.facts.get(k) for k in self.UNITED},
+                "examples": loaded.examples("train"),
                 **{k: v for k, v in loaded.facts.items() if k in self.AGREED},
                 **resources.facts}
 
@@ -368,7 +485,7 @@ class RecipeSites(Sites):
         """Why a site's survey differs from the agreed job: a label outside the job's, or an
         :attr:`AGREED` fact differing; None when it can take part."""
         extra = sorted(set(map(str, facts.get("labels") or ())) - set(job.labels))
-        if extra:
+        if extra and "labels" not in self.AGREED:   # else labels alike, as Sites says
             return f"its labels {extra} are not among the run's {list(job.labels)}"
         return Sites.disagreement(self, job, facts)
 
@@ -378,10 +495,25 @@ class RecipeSites(Sites):
         resources = self._side(job, side)
         key = (job.key(), id(resources))
         if key not in self._built_for:
+            united = {k: list(job.entity_types) if k == "entity_types" else job.facts.get(k)
+                      for k in self.UNITED}
             self._built_for = {key: self.recipe.build(ModelSpec(
                 job.model or self.recipe.TASK.models[0], self.options(job),
-                tuple(job.labels), resources, job.seed, (job.algorithm,)))}
+                tuple(job.labels), resources, job.seed, (job.algorithm,), united))}
         return self._built_for[key]
+
+    def _prefix(self, job, side, built, folder=None):
+        """(prefix model, activation store) of ``built``'s frozen prefix on ``side``: built
+        from the side's encoder and the job's seed (:func:`tffre.models.partial.frozen_prefix`),
+        once per job, side and cache folder in this process."""
+        from tffre.models.partial import frozen_prefix
+        key = (job.key(), tuple(sorted((k, str(v)) for k, v in side.items()
+                                       if k != "state-dir")), folder)
+        if key not in self._prefixes:
+            self._prefixes = {}   # one job at a time: a new job frees the last prefix
+            self._prefixes[key] = frozen_prefix(built.prefix.build, built.load_pretrained,
+                                                job.seed, folder)
+        return self._prefixes[key]
 
     def model(self, job, side):
         """The :class:`tffre.tasks.sites.SiteModel` of ``job`` built by the recipe from the
@@ -389,16 +521,37 @@ class RecipeSites(Sites):
         import tensorflow as tf
         self._refuse(job)
         built = self._built(job, side)
+        x_spec, export, identity = built.x_spec, None, ""
+        if built.prefix is not None:   # the top trains on the prefix's activations
+            import copy
+            from tffre.models.partial import HIDDEN, exporter
+            prefix, store = self._prefix(job, side, built,
+                                         site_path(side, "prefix-cache", required=False))
+            identity = store.identity
+            hidden = tf.TensorSpec((None,) + tuple(prefix.output_shape[1:]), tf.float32)
+            if isinstance(x_spec, dict):   # as with_hidden adds it
+                x_spec = copy.copy(x_spec)
+                x_spec[HIDDEN] = hidden
+            else:   # as FederatedData orders a dict: by key
+                x_spec = collections.OrderedDict([(HIDDEN, hidden), ("inputs", x_spec)])
+            export = exporter(built.prefix.full_model_fn, prefix)
+        evaluation = self.recipe.evaluation(self.options(job), tuple(job.labels))
         return SiteModel(model_fn=built.model_fn, loss=built.loss,
-                         input_spec=(built.x_spec, tf.TensorSpec((None,), tf.int32)),
+                         input_spec=(x_spec, tf.TensorSpec((None,), tf.int32)),
                          load_pretrained=built.load_pretrained, encoder=built.encoder,
-                         evaluation=self.recipe.EVALUATION)
+                         negative_label=evaluation.negative_label,
+                         macro_f1=evaluation.macro_f1, export=export, identity=identity,
+                         evaluation=evaluation.kind,
+                         evaluation_options=dict(evaluation.options))
 
     def site_data(self, job, site):
         """The site's :class:`tffre.tasks.sites.SiteData`: its splits encoded by the recipe's
         model, labels indexed by the job's."""
         self._refuse(job)
         loaded = self._load(job, site)
+        if "labels" in self.AGREED and list(loaded.labels) != list(job.labels):
+            raise SiteDataError(f"{site_path(site, 'data')}: labels {list(loaded.labels)} "
+                                f"differ from the run's {list(job.labels)}")
         built = self._built(job, site)
         arrays = {}
         for split, records in loaded.splits.items():
@@ -407,7 +560,39 @@ class RecipeSites(Sites):
             except ValueError as err:
                 raise SiteDataError(f"{site_path(site, 'data')}: {split} split: "
                                     f"{' '.join(str(err).split())}") from None
+        if built.prefix is not None:   # this site's activations of the frozen prefix, once
+            from tffre.models.partial import cache_clients
+            prefix, store = self._prefix(job, site, built,
+                                         site_path(site, "prefix-cache", required=False))
+            arrays = next(iter(cache_clients({site.get("site", "site"): arrays}, prefix,
+                                             store).values()))
         return SiteData(train=arrays.pop("train"), held_out=arrays)
+
+    def server_data(self, job, side):
+        """D_v at the server (FedED): (x, y) of ``side``'s ``server-data`` file or folder
+        (:meth:`Recipe.read_server_data`), encoded as the sites encode their data (through
+        the same frozen prefix); labels indexed by ``job.labels``."""
+        path = site_path(side, "server-data")
+        try:
+            records = self.recipe.read_server_data(path, self.options(job),
+                                                   dataset=job.dataset, labels=job.labels)
+        except (OSError, ValueError) as err:   # "file line N: field: message"
+            message = " ".join(str(err).split())
+            raise SiteDataError(message if path in message else f"server-data: {message}") \
+                from None
+        if not len(records):
+            raise SiteDataError(f"{path}: server-data has no training examples")
+        built = self._built(job, side)
+        try:
+            x = built.encode(records)
+        except ValueError as err:   # names the example and the field
+            raise SiteDataError(f"{path}: server-data: {err}") from None
+        if built.prefix is not None:   # the sites predict on D_v through the same prefix
+            from tffre.models.partial import activations, with_hidden
+            prefix, store = self._prefix(job, side, built)
+            x = with_hidden(x, store.get(x, lambda x: activations(prefix, x)))
+        labels = Loaded({}, tuple(job.labels))
+        return x, labels.ids(records)
 
     def check_site(self, site, dataset=None):
         """``python -m tffre data check``'s report of the site's ``data`` as one line (the

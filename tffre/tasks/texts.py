@@ -81,7 +81,7 @@ class TextRecipe(Recipe):
         if o.partition == "label-dirichlet" and not o.alpha > 0:
             raise ValueError(f"--alpha must be > 0 for the Dirichlet partition, got {o.alpha}")
 
-    def load(self, path, options, *, seed, notes=None, site=None):
+    def load(self, path, options, *, seed, notes=None, site=None, dataset=None):
         """The texts of ``path`` (:func:`tffre.data.text_sets.load_text_splits`); a site's
         ``site-value`` keeps its own records of a shared file."""
         from tffre.data.text_sets import SITE, load_text_splits, sites_of

@@ -1,4 +1,6 @@
-"""Medical image classification (FedCB Tables 2-5) on ResNet-18.
+"""Medical image classification (FedCB Tables 2-5) on ResNet-18, written as one
+:class:`tffre.tasks.recipe.Recipe`: the simulation and every deployed site are derived from
+:data:`RECIPE`.
 
 Loads OCT-C8 (its official train/val/test split; the embedded invented sample
 by default) or Kvasir-v2 (a seeded, stratified 7:1:2 split) from folders of
@@ -8,26 +10,26 @@ ResNet-18 with a linear head (:func:`tffre.models.resnet.resnet18_classifier`).
 FedCB and FedETF replace the head with their frozen classifiers, FedRoD adds
 a personal head (each algorithm's ``model_fn``). The class concepts FedCB
 embeds come from ``--concept-file`` or the built-in names
-(:mod:`tffre.data.concepts`). Validation and test images are dealt evenly
-over the clients; the evaluation pools them (a common test set, as the
+(:mod:`tffre.data.concepts`), in FedCB's image prompts. Validation and test images are
+dealt evenly over the clients; the evaluation pools them (a common test set, as the
 paper's), reporting accuracy and macro-F1.
 
-Across sites (``python -m tffre deploy``, :class:`ImageSites`): each site's node
-configuration names its own image folder (``data``: OCT-C8's train/val/test layout, or
-Kvasir-v2's class folders split 7:1:2 with the run's seed); the sites must hold the same
-classes, and each trains on its own train split and evaluates its val and test splits.
+Across sites (``python -m tffre deploy``): each site's node configuration names its own
+image folder (``data``: OCT-C8's train/val/test layout, "sample" the embedded one, or
+Kvasir-v2's class folders split 7:1:2 with the run's seed, as a run splits them); the
+labels are the class folder names and every site must hold the same classes, in order
+(``AGREED``), else the server leaves it out. A site trains on its train split and evaluates
+its val (``dev``) and test splits, resized as a run resizes them; the server adds the sites'
+counts into the macro-F1 a run reports. FedCB's concepts are the server's
+(``concept-file``); the sites read no concept file.
 """
 import dataclasses
 import os
 
 from tffre import resources
 from tffre.hparams import boolean, choice, non_negative_float, param, positive_int
-from tffre.lazy import np
-from tffre.runner.run_settings import Job
-from tffre.tasks import (SAMPLE, ConceptOption, DataOption, Task, data_path, label_mix_writer,
-                         require_data)
-from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_report_line,
-                               site_path)
+from tffre.tasks import SAMPLE, ConceptOption, DataOption, Task, data_path, require_data
+from tffre.tasks.recipe import Built, Evaluation, Loaded, Recipe, Simulated
 
 SAMPLE_DIR = resources.path("image_sample")
 PARTITIONS = ("label-dirichlet", "iid")
@@ -60,214 +62,97 @@ TASK = Task("images", "medical image classification (FedCB Tables 2-5)", ("oct-c
             "client-level DP does not cover")
 
 
-def check(cfg):
-    """The options' checks that need no data."""
-    require_data(cfg)
-    if cfg.options.partition == "label-dirichlet" and not cfg.options.alpha > 0:
-        raise ValueError(f"--alpha must be > 0 for the Dirichlet partition, got "
-                         f"{cfg.options.alpha}")
+class Images:
+    """One split's images as records (a sequence of {"image", "label"}) that keeps the
+    decoded array whole: :meth:`ImageRecipe.build`'s encoding returns it without a copy."""
+
+    def __init__(self, x, y, class_names):
+        self.x, self.y, self.class_names = x, y, class_names
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return {"image": self.x[i], "label": self.class_names[self.y[i]]}
 
 
-def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
-    """The data check of what a run would load (``python -m tffre data check``): the image
-    files per class and split, unreadable images and images of an odd size."""
-    from tffre.data.check import check_dataset
-    path = data_path(dataset, options.data)
-    # OCT-C8 ships its train/val/test folders; Kvasir-v2 is split 7:1:2 (load's loaders).
-    return check_dataset("images", dataset, path, seed=seed,
-                         split_folders=dataset == "oct-c8")
+def encode(records):
+    """A split's images as the model's input: float32 [n, H, W, 3] in [0, 1]."""
+    import numpy as np
+    if isinstance(records, Images):
+        return records.x
+    return np.stack([r["image"] for r in records]).astype(np.float32)
 
 
-def load_images(dataset, path, image_size, seed):
-    """({"train", "val", "test": (x, y)}, class names) of the image set in ``path``, every
-    image resized to ``image_size`` x ``image_size``: OCT-C8's official split, or Kvasir-v2's
-    folders split 7:1:2 with ``seed`` (:mod:`tffre.data.image_sets`). A run loads its one folder
-    with it, a deployed site its own."""
-    from tffre.data.image_sets import load_kvasir, load_oct_c8
-    size = (image_size, image_size)
-    if dataset == "oct-c8":
-        return load_oct_c8(path, size)
-    return load_kvasir(path, size, seed=seed)
+def _dataset(dataset):
+    if dataset not in TASK.datasets:
+        raise ValueError(f"the image task reads {' or '.join(TASK.datasets)}, not "
+                         f"{dataset!r}")
+    return dataset
 
 
-def load(cfg):
-    """({"train", "val", "test": (x, y)}, class names) of ``cfg``'s image set."""
-    o = cfg.options
-    return load_images(cfg.dataset, data_path(cfg.dataset, o.data), o.image_size,
-                       cfg.run.seed)
+class ImageRecipe(Recipe):
+    """``--dataset oct-c8`` and ``--dataset kvasir`` (see the module docstring)."""
 
-
-def build_model(num_classes, *, image_size, resnet_width, small_input, seed):
-    """(model_fn, loss) of the task's ResNet-18 for ``num_classes`` classes: what a run trains
-    and what each side of a deployment builds (:class:`ImageSites`), from the same options
-    and seed."""
-    import tensorflow as tf
-    from tffre.models.resnet import resnet18_classifier
-    shape = (image_size, image_size, 3)
-
-    def model_fn():
-        return resnet18_classifier(shape, num_classes, small_input=small_input,
-                                   base_width=resnet_width, seed=seed)
-
-    return model_fn, tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-
-def prepare(cfg):
-    """Loads and splits the image set of ``cfg``; returns the :class:`Job`."""
-    from tffre.data import FederatedData
-    from tffre.data.concepts import concepts_for
-    from tffre.data.partition import (dirichlet_label_split, format_label_mix, iid_split,
-                                      label_mix)
-    from tffre.metrics import trivial_baselines
-    from tffre.text.encoder import ImageEncoder
-
-    o, seed, num_clients = cfg.options, cfg.run.seed, cfg.run.clients
-    splits, class_names = load(cfg)
-    x_train, y_train = splits["train"]
-    if o.partition == "iid":
-        parts = iid_split(len(y_train), num_clients, seed)
-    else:
-        parts = dirichlet_label_split(y_train, num_clients, o.alpha, seed)
-    held_out = {name: iid_split(len(splits[name][1]), num_clients, seed + 1)
-                for name in ("val", "test")}
-    clients = {}
-    for k, part in enumerate(parts):
-        clients[f"client_{k}"] = {
-            "train": (x_train[part], y_train[part]),
-            # "dev" is the runner's name for the validation split.
-            "dev": (splits["val"][0][held_out["val"][k]], splits["val"][1][held_out["val"][k]]),
-            "test": (splits["test"][0][held_out["test"][k]],
-                     splits["test"][1][held_out["test"][k]])}
-    skew = "IID" if o.partition == "iid" else f"label Dirichlet beta={o.alpha}"
-    source = "invented sample" if o.data == SAMPLE else o.data
-    data = FederatedData(clients, num_classes=len(class_names),
-                         name=f"{cfg.dataset} ({source}), {num_clients} clients, {skew}")
-    mix = label_mix(y_train, parts, label_names=list(range(len(class_names))))
-    mix.columns = [class_names[c] if isinstance(c, (int, np.integer)) else c
-                   for c in mix.columns]
-    concepts = concepts_for(class_names, o.concept_file)
-    y_test = splits["test"][1]
-    info = {"labels": class_names, "concepts": concepts, "image_size": o.image_size,
-            "resnet_width": o.resnet_width, "small_input": o.small_input,
-            "train_examples": int(len(y_train)), "test_examples": int(len(y_test)),
-            **trivial_baselines(y_train, y_test, len(class_names))}
-    print(f"\n{data.name}: {len(y_train)} train / {len(splits['val'][1])} val / "
-          f"{len(y_test)} test images, {len(class_names)} classes")
-    print(format_label_mix(mix))
-    model_fn, loss = build_model(len(class_names), image_size=o.image_size,
-                                 resnet_width=o.resnet_width, small_input=o.small_input,
-                                 seed=seed)
-    return Job(data=data, model_fn=model_fn, loss=loss,
-               title=f"{data.name}, ResNet-18 (width {o.resnet_width})",
-               label_names=class_names, encoder=ImageEncoder(o.image_size), info=info,
-               write_extras=label_mix_writer(mix, data.name),
-               concepts=concepts, prompts="image",
-               macro_f1=True)
-
-
-class ImageSites(Sites):
-    """Medical image classification across sites (:mod:`tffre.tasks.sites`).
-
-    Node configuration: ``data``, the site's image folder as ``--data`` names it for the
-    run's dataset: OCT-C8's ``train/``, ``val/``, ``test/`` folders of class folders ("sample":
-    the embedded sample), or Kvasir-v2's class folders, split 7:1:2 with the run's seed as
-    :func:`load_images` splits them. The labels are the class folder names; every site must
-    hold the same classes (:attr:`AGREED`), else the server leaves it out. A site trains on
-    its train split and evaluates its val (``dev``) and test splits, resized as a run resizes
-    them (``image-size``); the server adds the sites' counts into the macro-F1 a run reports.
-
-    FedCB's class concepts are the server's (:meth:`tffre.tasks.sites.Sites.agree`): its
-    ``concept-file``, or the built-in names of the agreed labels; the sites read no concept
-    file.
-    """
-
+    TASK = TASK
+    EVALUATION = "classification"
+    #: A bundle saves the image encoder (the image size); ``predict`` reads image files.
+    PREDICTS = "image"
+    TABLES = ("FedCB Table 2", "FedCB Table 3", "FedCB Table 4", "FedCB Table 5")
+    #: The classes, in label order, alike at every site (not united: the folders name them).
+    AGREED = ("labels",)
     #: FedCB puts the class concepts in its image prompts.
     PROMPTS = "image"
-    #: What a site's data must share with the others': the classes, in label order.
-    AGREED = ("labels",)
 
-    @staticmethod
-    def _options(job):
-        """The job's :class:`Options` that shape the model and the images (the defaults for
-        those a job does not name). The concept file is the server's: not checked here."""
-        names = ("image_size", "resnet_width", "small_input")
-        return Options.resolve({k: job.options[k] for k in names if k in job.options})
+    def check(self, cfg):
+        """``--data`` given; ``--alpha`` above 0 for the Dirichlet partition."""
+        require_data(cfg)
+        if cfg.options.partition == "label-dirichlet" and not cfg.options.alpha > 0:
+            raise ValueError(f"--alpha must be > 0 for the Dirichlet partition, got "
+                             f"{cfg.options.alpha}")
 
-    @staticmethod
-    def _folder(dataset, site):
-        """The site's image folder (``data``; "sample": the embedded one for OCT-C8)."""
-        if site.get("data") == SAMPLE:
-            return data_path(dataset, SAMPLE)
-        return site_path(site, "data")
+    def load(self, path, options, *, seed, notes=None, site=None, dataset=None):
+        """The image set in ``path`` as {"train", "dev" (val), "test": :class:`Images`}, every
+        image resized to ``--image-size``: OCT-C8's official split, or Kvasir-v2's folders
+        split 7:1:2 with ``seed`` (:mod:`tffre.data.image_sets`); the labels are the class
+        folder names. A run loads its one folder with it, a deployed site its own."""
+        from tffre.data.image_sets import load_kvasir, load_oct_c8
+        size = (options.image_size, options.image_size)
+        if _dataset(dataset) == "oct-c8":
+            splits, class_names = load_oct_c8(path, size)
+        else:
+            splits, class_names = load_kvasir(path, size, seed=seed)
+        # "dev" is the runner's name for the validation split.
+        return Loaded({name: Images(*splits[split], class_names)
+                       for name, split in (("train", "train"), ("dev", "val"),
+                                           ("test", "test"))},
+                      tuple(class_names), notes if notes is not None else [])
 
-    @staticmethod
-    def _dataset(dataset):
-        if dataset not in TASK.datasets:
-            raise SiteDataError(f"the image task reads {' or '.join(TASK.datasets)}, not "
-                                f"{dataset!r}")
-        return dataset
-
-    def _listing(self, job, site):
-        """({split: (files, y)}, class names) of the site's folder, listed, not decoded: the
-        loader's own listing (:func:`tffre.data.image_sets.list_image_splits`)."""
-        from tffre.data.image_sets import ImageFolderError, list_image_splits
-        dataset = self._dataset(job.dataset)
-        path = self._folder(dataset, site)
-        try:
-            return list_image_splits(path, split_folders=dataset == "oct-c8", seed=job.seed)
-        except ImageFolderError as err:   # one line naming the folder or file
-            raise SiteDataError(str(err)) from None
-
-    def survey(self, job, site):
-        """{labels: the class folder names, examples: the training images} of the site's
-        folder, listed without decoding (:class:`tffre.tasks.sites.SiteDataError` if bad)."""
-        files, class_names = self._listing(job, site)
-        return {"labels": list(class_names), "examples": int(len(files["train"][1]))}
-
-    def model(self, job, site):
-        """The job's ResNet-18 (:func:`build_model`, as a run builds it) as a
-        :class:`tffre.tasks.sites.SiteModel`, reporting macro-F1 as FedCB's tables do; a
-        bundle saves the image encoder (the image size)."""
-        import tensorflow as tf
-        from tffre.text.encoder import ImageEncoder
-        o = self._options(job)
-        model_fn, loss = build_model(len(job.labels), image_size=o.image_size,
-                                     resnet_width=o.resnet_width, small_input=o.small_input,
-                                     seed=job.seed)
-        # The loaders' dtypes: float32 images in [0, 1], int32 labels.
-        spec = (tf.TensorSpec((None, o.image_size, o.image_size, 3), tf.float32),
-                tf.TensorSpec((None,), tf.int32))
-        return SiteModel(model_fn=model_fn, loss=loss, input_spec=spec,
-                         encoder=ImageEncoder(o.image_size), macro_f1=True)
-
-    def site_data(self, job, site):
-        """The site's images as :class:`tffre.tasks.sites.SiteData`: train, and the held-out
-        ``dev`` (val) and ``test`` splits, read as a run reads its folder
-        (:func:`load_images`) with the job's image size and seed."""
-        from tffre.data.image_sets import ImageFolderError
-        dataset = self._dataset(job.dataset)
-        path = self._folder(dataset, site)
-        try:
-            splits, class_names = load_images(dataset, path, self._options(job).image_size,
-                                              job.seed)
-        except ImageFolderError as err:
-            raise SiteDataError(str(err)) from None
-        if list(class_names) != list(job.labels):
-            raise SiteDataError(f"{path}: classes {list(class_names)} differ from the run's "
-                                f"{list(job.labels)}")
-        # "dev" is the runner's name for the validation split, as prepare's clients have it.
-        return SiteData(train=splits["train"],
-                        held_out={"dev": splits["val"], "test": splits["test"]})
+    def check_data(self, dataset, options, *, tokenizer=None, max_len=None, seed=0,
+                   site=None):
+        """The data check of what a run would load (``python -m tffre data check``): the
+        image files per class and split, unreadable images and images of an odd size."""
+        from tffre.data.check import check_dataset
+        path = data_path(dataset, options.data)
+        # OCT-C8 ships its train/val/test folders; Kvasir-v2 is split 7:1:2 (load's loaders).
+        return check_dataset("images", dataset, path, seed=seed,
+                             split_folders=dataset == "oct-c8")
 
     def check_site(self, site, dataset=None):
         """A site's data before it starts (:func:`tffre.tasks.sites.check_site_data`): one
         line on what it holds, or :class:`tffre.tasks.sites.SiteDataError` naming the first
         problem. The folder is checked as ``python -m tffre data check --dataset DATASET
-        --data PATH`` checks it (:func:`check_data`); without ``dataset``, as OCT-C8 when it
-        holds train/, val/ and test/ folders, else as Kvasir-v2's class folders."""
+        --data PATH`` checks it; without ``dataset``, as OCT-C8 when it holds train/, val/
+        and test/ folders, else as Kvasir-v2's class folders."""
         from tffre.data.image_sets import SPLITS
+        from tffre.tasks.sites import SiteDataError, check_report_line, site_path
         if dataset:
-            path = self._folder(self._dataset(dataset), site)
+            try:
+                _dataset(dataset)
+            except ValueError as err:
+                raise SiteDataError(str(err)) from None
+            path = data_path(dataset, SAMPLE) if site.get("data") == SAMPLE else \
+                site_path(site, "data")
         else:
             path = site_path(site, "data")
             if not os.path.isdir(path):
@@ -276,11 +161,88 @@ class ImageSites(Sites):
             split = all(os.path.isdir(os.path.join(path, s)) for s in SPLITS)
             dataset = "oct-c8" if split else "kvasir"
         try:
-            report = check_data(dataset, Options.resolve({"data": path}))
+            report = self.check_data(dataset, Options.resolve({"data": path}))
         except ValueError as err:   # a missing folder or split folder: one line
             raise SiteDataError(" ".join(str(err).split())) from None
         return check_report_line(report, dataset, path)
 
+    def build(self, spec):
+        """ResNet-18 for the labels (:func:`tffre.models.resnet.resnet18_classifier`) from
+        the options and the seed, as every side builds it; the inputs are the images."""
+        import tensorflow as tf
+        from tffre.models.resnet import resnet18_classifier
+        from tffre.text.encoder import ImageEncoder
+        o = spec.options
+        shape = (o.image_size, o.image_size, 3)
 
-#: What ``python -m tffre deploy`` runs at each side (:mod:`tffre.tasks.sites`).
-SITES = ImageSites()
+        def model_fn():
+            return resnet18_classifier(shape, len(spec.labels), small_input=o.small_input,
+                                       base_width=o.resnet_width, seed=spec.seed)
+
+        return Built(model_fn=model_fn,
+                     loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                     encode=encode,
+                     # The loaders' dtype: float32 images in [0, 1].
+                     x_spec=tf.TensorSpec((None,) + shape, tf.float32),
+                     encoder=ImageEncoder(o.image_size),
+                     description=f"ResNet-18 (width {o.resnet_width})")
+
+    def evaluation(self, options, labels):
+        """Accuracy and macro-F1 over all classes, as FedCB's tables report them."""
+        return Evaluation(self.EVALUATION, macro_f1=True)
+
+    def partition(self, loaded, options, num_clients, seed):
+        """The training images over ``num_clients`` by label Dirichlet(``--alpha``) or IID;
+        the val and test images dealt evenly (seed + 1)."""
+        from tffre.data.partition import dirichlet_label_split, iid_split
+        y_train = loaded.splits["train"].y
+        if options.partition == "iid":
+            parts = iid_split(len(y_train), num_clients, seed)
+        else:
+            parts = dirichlet_label_split(y_train, num_clients, options.alpha, seed)
+        held_out = {name: iid_split(len(loaded.splits[name]), num_clients, seed + 1)
+                    for name in ("dev", "test")}
+        return {f"client_{k}": {"train": part, "dev": held_out["dev"][k],
+                                "test": held_out["test"][k]}
+                for k, part in enumerate(parts)}
+
+    def simulate(self, cfg, loaded, resources, built):
+        """The clients of :meth:`partition`, the run's info (classes, concepts, the model's
+        options, counts, trivial baselines) and each client's label mix, printed and
+        written as ``partition.csv``/``.png``."""
+        from tffre.data import FederatedData
+        from tffre.data.concepts import concepts_for
+        from tffre.data.partition import format_label_mix, label_mix
+        from tffre.lazy import np
+        from tffre.metrics import trivial_baselines
+        from tffre.tasks import label_mix_writer
+        o, num_clients = cfg.options, cfg.run.clients
+        class_names = list(loaded.labels)
+        arrays = {split: (built.encode(records), loaded.label_ids(split))
+                  for split, records in loaded.splits.items()}
+        parts = self.partition(loaded, o, num_clients, cfg.run.seed)
+        clients = {cid: {split: (arrays[split][0][idx], arrays[split][1][idx])
+                         for split, idx in rows.items()} for cid, rows in parts.items()}
+        skew = "IID" if o.partition == "iid" else f"label Dirichlet beta={o.alpha}"
+        source = "invented sample" if o.data == SAMPLE else o.data
+        data = FederatedData(clients, num_classes=len(class_names),
+                             name=f"{cfg.dataset} ({source}), {num_clients} clients, {skew}")
+        y_train, y_test = arrays["train"][1], arrays["test"][1]
+        mix = label_mix(y_train, [rows["train"] for rows in parts.values()],
+                        label_names=list(range(len(class_names))))
+        mix.columns = [class_names[c] if isinstance(c, (int, np.integer)) else c
+                       for c in mix.columns]
+        info = {"labels": class_names, "concepts": concepts_for(class_names, o.concept_file),
+                "image_size": o.image_size, "resnet_width": o.resnet_width,
+                "small_input": o.small_input, "train_examples": int(len(y_train)),
+                "test_examples": int(len(y_test)),
+                **trivial_baselines(y_train, y_test, len(class_names))}
+        print(f"\n{data.name}: {len(y_train)} train / {len(arrays['dev'][1])} val / "
+              f"{len(y_test)} test images, {len(class_names)} classes")
+        print(format_label_mix(mix))
+        return Simulated(data, info, write_extras=label_mix_writer(mix, data.name))
+
+
+#: The task's one declaration: ``prepare``, ``check``, ``check_data`` and the deployment's
+#: sites are derived from it (:mod:`tffre.tasks.recipe`).
+RECIPE = ImageRecipe()

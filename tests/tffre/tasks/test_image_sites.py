@@ -1,8 +1,8 @@
-"""The image task across sites (tffre.tasks.images.ImageSites): two sites of the embedded
-sample, deployed in-process (a FakeGrid), reach the local executor's final weights
-(BatchNorm's statistics included) for FedCB; the deployed macro-F1 is sklearn's on the
-pooled predictions; a site with other classes is refused in one line; a site's data is
-read and checked as a run reads and checks it.
+"""The image task across sites (the sites that tffre.tasks.images.RECIPE derives): two
+sites of the embedded sample, deployed in-process (a FakeGrid), reach the local executor's
+final weights (BatchNorm's statistics included) for FedCB; the deployed macro-F1 is
+sklearn's on the pooled predictions; a site with other classes is refused in one line; a
+site's data is read and checked as a run reads and checks it.
 
 FedAvg's run over the same sites is opt-in (``TFFRE_DEPLOY_EQUALITY=1``, with the other
 opt-in deployment equalities): the sites' code, their BatchNorm statistics and the
@@ -38,6 +38,8 @@ from tffre.tasks import images
 from tffre.tasks.sites import SiteDataError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: The deployment's half of the image recipe.
+IMAGE_SITES = images.TASK.sites()
 SIZE, WIDTH, ROUNDS = 8, 2, 2
 CLASSES = sorted(os.listdir(os.path.join(images.SAMPLE_DIR, "train")))
 #: Site a: 3 training images per class (24: full batches of 8); site b: 2 per class and 3
@@ -83,7 +85,7 @@ def deploy(root, name, folders, concepts, log):
     from tffre.deploy.client_app import make_client_app
     from tffre.deploy.client_app import NodeRuntime
     from tffre.deploy.server_app import run_server
-    task = images.ImageSites()
+    task = images.TASK.sites()
     nodes = {s: (make_client_app(NodeRuntime(task)),
                  {"site": s, "data": folder, "state-dir": os.path.join(root, name, s)})
              for s, folder in folders.items()}
@@ -110,7 +112,7 @@ def reference(root, name, folders, concepts):
         **{k.replace("-", "_"): v for k, v in RUN.items()}, "algorithm": name,
         "data": folders[sites[0]], "clients": 2, "clients_per_round": 2, "partition": "iid",
         "concept_file": concepts, "out": os.path.join(root, "sim")})
-    sim = images.prepare(cfg)
+    sim = images.TASK.prepare(cfg)
     arrays = {s: load_oct_c8(folders[s], (SIZE, SIZE))[0] for s in sites}
     data = FederatedData({s: {"train": arrays[s]["train"]} for s in sites},
                          num_classes=len(CLASSES))
@@ -270,9 +272,9 @@ def test_a_site_reads_its_folder_as_a_run_reads_it(tmp_path):
     for dataset, path, (want, _) in (("oct-c8", folder, load_oct_c8(folder, (SIZE, SIZE))),
                                      ("kvasir", flat, load_kvasir(flat, (SIZE, SIZE), 3))):
         site = {"site": "a", "data": path}
-        facts = images.SITES.survey(job(dataset), site)
+        facts = IMAGE_SITES.survey(job(dataset), site)
         assert facts == {"labels": CLASSES, "examples": len(want["train"][1])}
-        data = images.SITES.site_data(job(dataset, labels=tuple(CLASSES)), site)
+        data = IMAGE_SITES.site_data(job(dataset, labels=tuple(CLASSES)), site)
         for got, split in ((data.train, "train"), (data.held_out["dev"], "val"),
                            (data.held_out["test"], "test")):
             np.testing.assert_array_equal(got[0], want[split][0])
@@ -282,21 +284,21 @@ def test_a_site_reads_its_folder_as_a_run_reads_it(tmp_path):
 
 def test_a_site_checks_its_folder_as_the_data_check_does(tmp_path):
     folder = site_folder(str(tmp_path), "a", 0, 3, 0)
-    assert images.SITES.check_site({"data": folder}, "oct-c8") == \
+    assert IMAGE_SITES.check_site({"data": folder}, "oct-c8") == \
         f"{folder}: oct-c8, train 24, val 8, test 16 examples"
     # Without --dataset the layout decides: split folders are OCT-C8's.
-    assert images.SITES.check_site({"data": folder}).startswith(f"{folder}: oct-c8,")
+    assert IMAGE_SITES.check_site({"data": folder}).startswith(f"{folder}: oct-c8,")
     os.remove(os.path.join(folder, "val", CLASSES[0], sorted(os.listdir(
         os.path.join(folder, "val", CLASSES[0])))[0]))
     with pytest.raises(SiteDataError, match="class folder has no images.*see: python -m "
                        "tffre data check --dataset oct-c8") as err:
-        images.SITES.check_site({"data": folder}, "oct-c8")
+        IMAGE_SITES.check_site({"data": folder}, "oct-c8")
     assert "\n" not in str(err.value)
     with pytest.raises(SiteDataError, match="no such folder"):
-        images.SITES.survey(job(), {"data": str(tmp_path / "missing")})
+        IMAGE_SITES.survey(job(), {"data": str(tmp_path / "missing")})
 
 
 def test_a_site_whose_classes_differ_from_the_job_is_refused(tmp_path):
     folder = site_folder(str(tmp_path), "c", 0, 2, 0, rename={CLASSES[-1]: "NORMAL"})
     with pytest.raises(SiteDataError, match="differ from the run's"):
-        images.SITES.site_data(job(labels=tuple(CLASSES)), {"data": folder})
+        IMAGE_SITES.site_data(job(labels=tuple(CLASSES)), {"data": folder})

@@ -51,6 +51,9 @@ a dict of options):
   Evaluation``: the kind, its options, the negative label (relation F1) or FedCB's macro-F1,
   for the simulation and the sites alike; :meth:`Loaded.ids` also reads a DataFrame's
   ``label`` column.
+* **Images** (optional): :attr:`Recipe.PROMPTS`: FedCB's prompt set for the class concepts
+  (``"image"``), the simulation's and the sites' alike; a site's ``data="sample"`` reads the
+  task's embedded sample of the job's dataset, as ``--data sample`` does.
 * :meth:`Recipe.resources` ``(options, side) -> Resources``: the public files a side uses
   (word vectors, a dictionary, an encoder folder; ``side`` holds its own paths, dashed as in
   a node configuration) and their fingerprints (:attr:`Resources.facts`).

@@ -1,4 +1,6 @@
-"""The IMCS-V2 task (FLCMC Tables 9-11): jieba + Word2Vec + LSTM or mean-vector logistic.
+"""The IMCS-V2 task (FLCMC Tables 9-11): jieba + Word2Vec + LSTM or mean-vector logistic,
+written as one :class:`tffre.tasks.recipe.Recipe` (:data:`RECIPE`), from which the
+simulation and every site of a deployment are derived.
 
 Loads IMCS (the embedded synthetic sample by default), builds the task, splits
 whole dialogues over clients, segments with jieba and public dictionaries,
@@ -10,9 +12,16 @@ join it only with ``--dict-from-clients``. Vectors come from ``--w2v`` (or the
 sample's public vectors); the clients' pooled texts only with
 ``--w2v-from-clients``. Both flags warn.
 
-Across sites (:class:`IMCSSites`, ``python -m tffre deploy``) each side reads its own copy
-of the public vectors and dictionary, the sites agree on their fingerprints, and both
-flags are refused: a deployment's server never holds the clients' texts.
+Across sites (``python -m tffre deploy``) a site's node configuration names its own IMCS file
+or folder (``data``, as ``--data`` takes it: a single file is the whole set, and a seeded 20%
+of its dialogues is held out as test, from the job's seed) and its copies of the PUBLIC
+vectors (``w2v``, default the embedded sample's) and jieba dictionary (``user-dict``). The
+vocabulary comes from the vectors, never from a site's texts; the sides must agree on the
+vocabulary's and the dictionary's fingerprints and on the task's fixed labels
+(:attr:`IMCSRecipe.AGREED`), and the server builds the embedding matrix and the bundle's
+encoder from its own files. ``--w2v-from-clients`` and ``--dict-from-clients`` read the
+clients' texts or labels at the server, which a deployment never has: they are refused
+(:meth:`IMCSRecipe.refusal`).
 """
 
 import dataclasses
@@ -24,11 +33,10 @@ from typing import Optional
 from tffre import resources
 from tffre.hparams import (boolean, choice, existing_file, non_negative_float, optional,
                            param, positive_int)
-from tffre.runner.run_settings import Job
 from tffre.tasks import (SAMPLE, ConceptOption, DataOption, Task, data_path, needs_features,
                          require_data)
-from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_report_line,
-                               site_path)
+from tffre.tasks.recipe import Built, Loaded, Recipe, Resources, Simulated
+from tffre.tasks.sites import SiteDataError, check_report_line, site_path
 
 TASKS = ("symptom", "dialogue-act", "diagnosis")
 PARTITIONS = ("diagnosis-dirichlet", "iid", "by-diagnosis")
@@ -63,48 +71,18 @@ TASK = Task("imcs", "IMCS-V2 Chinese doctor-patient dialogues (FLCMC Tables 9-11
             dataset_defaults={"imcs": {"data": SAMPLE}},
             samples={"imcs": resources.path("imcs_sample")})
 
-
-def check(cfg):
-    """The options' checks that need no data."""
-    require_data(cfg)
-    o = cfg.options
-    private = [n for n, hp in cfg.hparams.items() if hp.dp_on]
-    if private and (o.w2v_from_clients or o.dict_from_clients):
-        raise ValueError(f"{', '.join(private)}: differential privacy is void with "
-                         f"--w2v-from-clients or --dict-from-clients, which read the clients' "
-                         f"texts or labels on the server")
-    if o.partition in ("diagnosis-dirichlet",) and not o.alpha > 0:
-        raise ValueError(f"--alpha must be > 0 for the Dirichlet partition, got {o.alpha}")
-    if o.w2v and o.w2v_from_clients:
-        raise ValueError("give --w2v or --w2v-from-clients, not both")
-
-SAMPLE_DIR = resources.path("imcs_sample")
 SAMPLE_VECTORS = resources.path("imcs_sample", "w2v_sample.txt")
 PRIVACY_WARNING = ("WARNING: {flag} reads the clients' private {what} on the server. That breaks "
                    "the federated privacy model; use it only for experiments.")
-
-
-def max_len(cfg):
-    """Tokens per example: ``--max-len``, else 192 for diagnosis and 16 for sentence tasks."""
-    return length_of(cfg.options)
+#: Options that read the clients' data at the server, and their flags (refused across sites).
+SERVER_READS = {"w2v_from_clients": ("--w2v-from-clients", "texts"),
+                "dict_from_clients": ("--dict-from-clients", "symptom annotations")}
 
 
 def length_of(options):
-    """:func:`max_len` of the task's ``options`` (an :class:`Options`)."""
+    """Tokens per example of the task's ``options`` (an :class:`Options`): ``--max-len``,
+    else 192 for diagnosis and 16 for the sentence tasks."""
     return options.max_len or (192 if options.task == "diagnosis" else 16)
-
-
-def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
-    """The data check of what a run would load (``python -m tffre data check``): dialogues,
-    sentences, ``--task``'s labels and lengths in jieba tokens per split."""
-    import types
-    from tffre.data.check import check_dataset
-    from tffre.tasks import imcs as task  # its max_len(), which the argument hides here
-    cfg = types.SimpleNamespace(dataset=dataset, options=options)
-    # The run's jieba (--user-dict, --dict-from-clients) counts the tokens.
-    return check_dataset("dialogues", dataset, data_path(dataset, options.data), seed=seed, task=options.task,
-                         max_len=max_len or task.max_len(cfg),
-                         segmenter_for=lambda splits: segmenter_for(cfg, splits))
 
 
 def segmenter_for(cfg, splits):
@@ -169,73 +147,12 @@ def partition_table(stats, task):
     return table
 
 
-def prepare(cfg):
-    """Loads, splits and encodes IMCS for ``cfg``; returns the :class:`Job`."""
-    from tffre.data import imcs_dialogues as imcs
-    from tffre.data.concepts import concepts_for
-    from tffre.data.imcs_federated import DialoguePartition, TextEncoding, build_imcs_federated
-    from tffre.metrics import lookup_baselines, trivial_baselines
-    from tffre.plots import plot_partition
-    from tffre.text import TextEncoder, Vocabulary
-
-    o = cfg.options
-    notes = []
-    splits = imcs.load_imcs_splits(data_path(cfg.dataset, o.data), seed=cfg.run.seed, notes=notes, verbose=True)
-    for note in notes:
-        print(f"note: {note}")
-    segmenter = segmenter_for(cfg, splits)
-    kv, source = word_vectors(cfg, splits, segmenter)
-    vocab = Vocabulary.from_vectors(kv)
-    length = max_len(cfg)
-    eval_split = eval_split_of(splits)
-    data, stats = build_imcs_federated(
-        splits, o.task, encoding=TextEncoding(segmenter, vocab, max_len=length),
-        partition=DialoguePartition(o.partition, num_clients=cfg.run.clients, alpha=o.alpha,
-                                    seed=cfg.run.seed),
-        eval_split=eval_split)
-    y_train, y_test = data.pooled("train")[1], data.pooled("test")[1]
-    # What remembering the training texts scores, on the raw texts of the roles scored.
-    roles = {"train": "train", "test": eval_split, **({"dev": "dev"} if data.has_split("dev")
-                                                      else {})}
-    raw = {role: imcs.to_examples(splits[split], o.task) for role, split in roles.items()}
-    sample_tokens = segmenter.cut_all(imcs.to_examples(splits["train"][:50], o.task)["text"])
-    info = {"task": o.task, "vectors": source, "vocab_size": len(vocab),
-            "vector_dim": kv.vector_size, "oov_rate_sample": round(vocab.oov_rate(sample_tokens), 4),
-            "eval_split": eval_split, "dev_split": "dev" if data.has_split("dev") else None,
-            "data_notes": notes,
-            **trivial_baselines(y_train, y_test, data.num_classes),
-            **lookup_baselines(list(raw["train"]["text"]), raw["train"]["label"].to_numpy(),
-                               {role: (list(ex["text"]), ex["label"].to_numpy())
-                                for role, ex in raw.items() if role != "train"},
-                               data.num_classes),
-            "train_examples": int(len(y_train)), "test_examples": int(len(y_test))}
-    print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
-          f"examples; vocabulary {info['vocab_size']} x {info['vector_dim']} from {source}")
-    print(partition_table(stats, o.task).to_string())
-    model_fn, loss, model_name = build_model(cfg.model, o, data.num_classes, len(vocab),
-                                             kv.vector_size, seed=cfg.run.seed,
-                                             algorithms=cfg.algorithms)
-
-    def write_extras(out_dir):
-        stats.to_csv(os.path.join(out_dir, "partition.csv"), index=False)
-        plot_partition(stats, os.path.join(out_dir, "partition.png"),
-                       list(imcs.label_names(o.task)), title=data.name,
-                       legend_names=list(imcs.label_names(o.task, english=True)))
-
-    return Job(data=data, model_fn=model_fn, loss=loss,
-               concepts=concepts_for(imcs.label_names(o.task), o.concept_file), prompts="text",
-               title=f"{data.name}, {model_name}",
-               label_names=list(imcs.label_names(o.task)),
-               encoder=TextEncoder(segmenter, vocab, length), info=info,
-               write_extras=write_extras, load_pretrained=embedding_loader(vocab, kv))
-
-
 def build_model(model, options, num_classes, vocab_size, embedding_dim, *, seed, algorithms):
     """(model_fn, loss, description) of ``--model`` ``model`` ("lstm" or "mean-logistic")
     for the task's ``options`` (an :class:`Options`), ``num_classes`` labels and a vocabulary
     of ``vocab_size`` x ``embedding_dim`` (the vectors' shape); ``algorithms``: the run's
-    registry names. The simulation (:func:`prepare`) and each side of a deployment
-    (:class:`IMCSSites`) build their model here, so the two are one model."""
+    registry names. The simulation and each side of a deployment build their model here
+    (:meth:`IMCSRecipe.build`; the text task's too), so the two are one model."""
     import tensorflow as tf
     from tffre.models import LSTMConfig, lstm_classifier, mean_embedding_logistic
     length = length_of(options)
@@ -291,197 +208,220 @@ def dictionary_fingerprint(path):
         return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
-class IMCSSites(Sites):
-    """IMCS-V2 across sites (:mod:`tffre.tasks.sites`): jieba + public Word2Vec + LSTM or
-    mean-vector logistic regression, as :func:`prepare` builds them.
+@dataclasses.dataclass
+class Dialogues(Loaded):
+    """IMCS's loaded data: ``splits`` {role: [Dialogue]} by the role a client holds them in
+    ("train", "test": the split a run scores on, "dev" where the data has one besides:
+    :func:`tffre.data.imcs_federated.split_roles`), ``labels`` the ``task``'s fixed names.
+    A dialogue holds several examples (:func:`tffre.data.imcs_dialogues.to_examples`)."""
+    task: str = "symptom"
 
-    Node configuration (a site's own files, never sent):
+    def label_ids(self, split, labels=None):
+        """The int32 labels of ``split``'s examples (``labels``: the run's, which must be the
+        task's names in their order)."""
+        import numpy as np
+        from tffre.data import imcs_dialogues as imcs
+        if labels is not None and tuple(labels) != tuple(self.labels):
+            raise ValueError(f"the run's labels {list(labels)} are not the IMCS {self.task} "
+                             f"task's {list(self.labels)}")
+        return imcs.to_examples(self.splits[split], self.task)["label"].to_numpy(np.int32)
 
-    * ``data``: the site's IMCS file or folder, as ``--data`` takes it
-      (:func:`tffre.data.imcs_dialogues.load_imcs_splits`: a single file is the whole set, and a seeded
-      20% of its dialogues is held out as test, from the job's seed);
-    * ``w2v``: the site's copy of the PUBLIC Word2Vec vectors (default: the embedded sample's
-      public vectors, as :func:`word_vectors`);
-    * ``user-dict``: an optional public jieba user dictionary.
+    def examples(self, split):
+        """The number of examples (sentences, or dialogues for diagnosis) of ``split``."""
+        from tffre.data import imcs_dialogues as imcs
+        return int(len(imcs.to_examples(self.splits[split], self.task)))
 
-    The vocabulary comes from the vectors (:meth:`tffre.text.Vocabulary.from_vectors`),
-    never from a site's texts. Each site's survey reports its vocabulary's fingerprint (and
-    the vectors' dimension) and its dictionary's; the sites must agree on both
-    (:attr:`AGREED`), so a site whose vocabulary differs from the first site's takes no
-    part. The server builds the embedding matrix and the bundle's encoder from its own
-    ``w2v`` and ``user-dict`` (run config options, local paths: :attr:`LOCAL_OPTIONS`) and
-    refuses to start when they differ from what the sites agreed on. The labels are the
-    IMCS task's fixed names (:func:`tffre.data.imcs_dialogues.label_names`), alike by construction.
 
-    ``--w2v-from-clients`` and ``--dict-from-clients`` read the clients' texts or labels at
-    the server, which a deployment never has: they are refused.
-    """
+class IMCSRecipe(Recipe):
+    """``--dataset imcs`` (see the module docstring)."""
 
-    LOCAL_OPTIONS = Sites.LOCAL_OPTIONS + ("w2v", "user_dict")
+    TASK = TASK
+    EVALUATION = "classification"
+    PREDICTS = "text"
+    TABLES = ("FLCMC Table 9", "FLCMC Table 10", "FLCMC Table 11")
+    LOCAL_OPTIONS = Recipe.LOCAL_OPTIONS + ("w2v", "user_dict")
     AGREED = ("labels", "vocabulary", "dictionary")
-    #: Options that read the clients' data at the server, and their flags.
-    SERVER_READS = {"w2v_from_clients": ("--w2v-from-clients", "texts"),
-                    "dict_from_clients": ("--dict-from-clients", "symptom annotations")}
 
     def __init__(self):
-        self._vectors = {}      # the last (vectors path, mtime) -> (keyed vectors, vocabulary)
-        self._segmenters = {}   # the last user dictionary -> its segmenter
+        self._vectors = {}   # the last (vectors path, mtime) -> (keyed vectors, vocabulary)
 
-    @staticmethod
-    def options(job):
-        """The task's :class:`Options` of ``job`` (its local paths unset)."""
-        return Options.resolve({k: v for k, v in job.options.items() if k in Options.names()})
+    def check(self, cfg):
+        """``--data`` given; no DP with options that read the clients' data at the server;
+        ``--alpha`` above 0 for the Dirichlet split; ``--w2v`` or ``--w2v-from-clients``."""
+        require_data(cfg)
+        o = cfg.options
+        private = [n for n, hp in cfg.hparams.items() if hp.dp_on]
+        if private and (o.w2v_from_clients or o.dict_from_clients):
+            raise ValueError(f"{', '.join(private)}: differential privacy is void with "
+                             f"--w2v-from-clients or --dict-from-clients, which read the "
+                             f"clients' texts or labels on the server")
+        if o.partition in ("diagnosis-dirichlet",) and not o.alpha > 0:
+            raise ValueError(f"--alpha must be > 0 for the Dirichlet partition, got {o.alpha}")
+        if o.w2v and o.w2v_from_clients:
+            raise ValueError("give --w2v or --w2v-from-clients, not both")
 
-    @classmethod
-    def refusal(cls, job):
-        """Why ``job`` cannot run across sites (an option that reads the clients' data at
-        the server), or None."""
-        for name, (flag, what) in cls.SERVER_READS.items():
-            if job.options.get(name):
+    def load(self, path, options, *, seed, notes=None, site=None, dataset=None):
+        """The dialogues of ``path`` (:func:`tffre.data.imcs_dialogues.load_imcs_splits`) by
+        role, the split scored on (:func:`eval_split_of`) in ``facts["eval_split"]``."""
+        from tffre.data import imcs_dialogues as imcs
+        from tffre.data.imcs_federated import split_roles
+        splits = imcs.load_imcs_splits(path, seed=seed, notes=notes, verbose=site is None)
+        eval_split = eval_split_of(splits)
+        try:
+            roles = split_roles(splits, eval_split)
+        except ValueError as err:   # no training or no scored split
+            raise (ValueError(f"{path}: {err}") if site is not None else err) from None
+        return Dialogues({role: splits[split] for role, split in roles},
+                         tuple(imcs.label_names(options.task)),
+                         notes if notes is not None else [], {"eval_split": eval_split},
+                         task=options.task)
+
+    def check_data(self, dataset, options, *, tokenizer=None, max_len=None, seed=0,
+                   site=None):
+        """The data check of what a run would load (``python -m tffre data check``):
+        dialogues, sentences, ``--task``'s labels and lengths in jieba tokens per split."""
+        import types
+        from tffre.data.check import check_dataset
+        cfg = types.SimpleNamespace(dataset=dataset, options=options)
+        # The run's jieba (--user-dict, --dict-from-clients) counts the tokens.
+        return check_dataset("dialogues", dataset, data_path(dataset, options.data),
+                             seed=seed, task=options.task,
+                             max_len=max_len or length_of(options),
+                             segmenter_for=lambda splits: segmenter_for(cfg, splits))
+
+    def refusal(self, options):
+        """``--w2v-from-clients`` and ``--dict-from-clients``: they read the clients' data at
+        the server, which a deployment never has."""
+        for name, (flag, what) in SERVER_READS.items():
+            if getattr(options, name):
                 return (f"imcs: {flag} reads the clients' {what} at the server, which a "
                         f"deployment never has: give every side the same public vectors "
                         f"(w2v) and dictionary (user-dict) instead")
         return None
 
-    def _refuse(self, job):
-        refusal = self.refusal(job)
-        if refusal:
-            raise SiteDataError(refusal)
-
-    def _splits(self, job, site):
-        """(path, {split: [Dialogue]}) of the site's ``data``."""
-        from tffre.data import imcs_dialogues as imcs
-        path = site_path(site, "data")
-        try:
-            return path, imcs.load_imcs_splits(path, seed=job.seed)
-        except (OSError, ValueError) as err:   # ImcsFormatError: file, dialogue and field
-            message = " ".join(str(err).split())
-            raise SiteDataError(message if path in message else f"{path}: {message}") \
-                from None
-
-    def vectors(self, side):
-        """(keyed vectors, vocabulary, where they came from) of a side's ``w2v`` (default the
-        embedded sample's public vectors); the last ones loaded are kept."""
+    def _keyed_vectors(self, path):
+        """(keyed vectors, vocabulary) of the vectors file ``path`` (the last kept)."""
         from tffre.text import Vocabulary
         from tffre.text.word2vec import load_vectors
-        path = site_path(side, "w2v", required=False) or SAMPLE_VECTORS
         if not os.path.isfile(path):
-            raise SiteDataError(f"w2v: no such file: {path}")
+            raise ValueError(f"w2v: no such file: {path}")
         key = (path, os.path.getmtime(path))
         if key not in self._vectors:
             try:
                 kv = load_vectors(path)
             except ValueError as err:   # names the file
-                raise SiteDataError(f"w2v: {' '.join(str(err).split())}") from None
+                raise ValueError(f"w2v: {' '.join(str(err).split())}") from None
             self._vectors = {key: (kv, Vocabulary.from_vectors(kv))}
-        return self._vectors[key] + (path,)
+        return self._vectors[key]
 
-    def _user_dict(self, side):
-        path = site_path(side, "user-dict", required=False)
-        if path and not os.path.isfile(path):
-            raise SiteDataError(f"user-dict: no such file: {path}")
-        return path
+    def resources(self, options, side):
+        """A side's jieba (the shipped dictionary and its ``user-dict``) and its public
+        ``w2v`` vectors (default the embedded sample's), with their fingerprints."""
+        vectors = site_path(side, "w2v", required=False) or SAMPLE_VECTORS
+        user_dict = site_path(side, "user-dict", required=False)
+        if user_dict and not os.path.isfile(user_dict):
+            raise ValueError(f"user-dict: no such file: {user_dict}")
+        kv, vocab = self._keyed_vectors(vectors)
+        return Resources((public_segmenter(user_dict), kv, vocab),
+                         {"vocabulary": vocabulary_fingerprint(vocab, kv.vector_size),
+                          "dictionary": dictionary_fingerprint(user_dict)},
+                         f"vectors of {len(kv)} words x {kv.vector_size} from {vectors}",
+                         files={"vocabulary": f"w2v {vectors}",
+                                "dictionary": f"user-dict {user_dict or '(none)'}"})
 
-    def segmenter(self, side):
-        """A side's jieba: the shipped dictionary and its ``user-dict`` (kept per file)."""
-        path = self._user_dict(side)
-        if path not in self._segmenters:
-            self._segmenters = {path: public_segmenter(path)}
-        return self._segmenters[path]
+    def run_resources(self, cfg, loaded):
+        """The simulation's jieba (:func:`segmenter_for`) and vectors (:func:`word_vectors`),
+        which the experiments' options may take from the clients' training split."""
+        from tffre.text import Vocabulary
+        segmenter = segmenter_for(cfg, loaded.splits)
+        kv, source = word_vectors(cfg, loaded.splits, segmenter)
+        return Resources((segmenter, kv, Vocabulary.from_vectors(kv)), description=source)
 
-    def _facts(self, side):
-        """{vocabulary, dictionary} fingerprints of a side's files, and (vectors, vocabulary)."""
-        kv, vocab, _ = self.vectors(side)
-        return {"vocabulary": vocabulary_fingerprint(vocab, kv.vector_size),
-                "dictionary": dictionary_fingerprint(self._user_dict(side))}, kv, vocab
-
-    def _check_agreed(self, job, side, facts):
-        """SiteDataError when a side's fingerprints differ from those the sites agreed on
-        (``job.facts``; a job before the agreement has none)."""
-        files = {"vocabulary": f"w2v {self.vectors(side)[2]}",
-                 "dictionary": f"user-dict {self._user_dict(side) or '(none)'}"}
-        for key, value in facts.items():
-            agreed = job.facts.get(key)
-            if agreed and agreed != value:
-                # A site's line is logged under its name; the server's names the server.
-                whose = "" if side.get("site") else "the server's "
-                raise SiteDataError(
-                    f"{whose}{files[key]}: its {key} (fingerprint {value}) differs from the "
-                    f"one the sites agreed on ({agreed}): every side needs the same public "
-                    f"file")
-
-    def survey(self, job, site):
-        """{labels, examples, vocabulary, dictionary} of the site's data and public files
-        (:class:`tffre.tasks.sites.SiteDataError` if bad)."""
-        from tffre.data import imcs_dialogues as imcs
-        o = self.options(job)
-        _, splits = self._splits(job, site)
-        facts, _, _ = self._facts(site)
-        self._check_agreed(job, site, facts)   # a site asked again during the run
-        return {"labels": list(imcs.label_names(o.task)),
-                "examples": int(len(imcs.to_examples(splits["train"], o.task))), **facts}
-
-    def model(self, job, side):
-        """The job's :class:`tffre.tasks.sites.SiteModel` (the run's ``--model``, as
-        :func:`build_model` builds it for :func:`prepare`) over this side's vocabulary; at the
-        server, the embedding matrix of its vectors and the bundle's
-        :class:`tffre.text.TextEncoder`."""
+    def build(self, spec):
+        """:func:`build_model` over the side's vocabulary; a split's dialogues encoded as a
+        client's (:func:`tffre.data.imcs_federated.encode_examples`)."""
         import tensorflow as tf
-        from tffre.data import imcs_dialogues as imcs
+        from tffre.data.imcs_federated import encode_examples
         from tffre.text import TextEncoder
-        self._refuse(job)
-        o = self.options(job)
-        # At the server, ``side`` is what the deployment passes of the run config (its
-        # ``w2v`` and ``user-dict``, when given): absent, the sample's public vectors.
-        facts, kv, vocab = self._facts(side)
-        self._check_agreed(job, side, facts)
-        # The run's --model (a job saved before DeployJob carried it: the task's default).
-        name = job.model or TASK.models[0]
-        model_fn, loss, _ = build_model(name, o, imcs.num_classes(o.task), len(vocab),
-                                        kv.vector_size, seed=job.seed,
-                                        algorithms=[job.algorithm])
+        segmenter, kv, vocab = spec.resources.value
+        o = spec.options
         length = length_of(o)
-        return SiteModel(
-            model_fn=model_fn, loss=loss,
-            input_spec=(tf.TensorSpec((None, length), tf.int32),
-                        tf.TensorSpec((None,), tf.int32)),
-            load_pretrained=embedding_loader(vocab, kv),
-            encoder=TextEncoder(self.segmenter(side), vocab, length))
+        model_fn, loss, name = build_model(spec.model, o, len(spec.labels), len(vocab),
+                                           kv.vector_size, seed=spec.seed,
+                                           algorithms=spec.algorithms)
+        return Built(model_fn=model_fn, loss=loss,
+                     encode=lambda dialogues: encode_examples(dialogues, o.task, segmenter,
+                                                              vocab, length)[1],
+                     x_spec=tf.TensorSpec((None, length), tf.int32),
+                     load_pretrained=embedding_loader(vocab, kv),
+                     encoder=TextEncoder(segmenter, vocab, length), description=name)
 
-    def site_data(self, job, site):
-        """The site's :class:`tffre.tasks.sites.SiteData`: its train split and held-out splits
-        (test, and dev where the data has one), segmented and encoded as the simulation
-        encodes one client's examples (:func:`tffre.data.imcs_federated.encode_examples`)."""
-        from tffre.data.imcs_federated import encode_examples, split_roles
-        self._refuse(job)
-        o = self.options(job)
-        path, splits = self._splits(job, site)
-        facts, _, vocab = self._facts(site)
-        self._check_agreed(job, site, facts)
-        segmenter = self.segmenter(site)
-        arrays = {}
-        try:
-            for role, split in split_roles(splits, eval_split_of(splits)):
-                _, x, y = encode_examples(splits[split], o.task, segmenter, vocab,
-                                          length_of(o))
-                arrays[role] = (x, y)
-        except ValueError as err:   # a split missing, a diagnosis unknown: one line
-            raise SiteDataError(f"{path}: {' '.join(str(err).split())}") from None
-        return SiteData(train=arrays.pop("train"), held_out=arrays)
+    def simulate(self, cfg, loaded, resources, built):
+        """Whole dialogues over clients and encoded per client
+        (:func:`tffre.data.imcs_federated.build_imcs_federated`); the info holds the vectors,
+        the split scored on, the majority-class and lookup baselines; ``write_extras``
+        writes ``partition.csv`` and ``partition.png``."""
+        from tffre.data import imcs_dialogues as imcs
+        from tffre.data.imcs_federated import (DialoguePartition, TextEncoding,
+                                               build_imcs_federated)
+        from tffre.metrics import lookup_baselines, trivial_baselines
+        from tffre.plots import plot_partition
+        o, splits = cfg.options, loaded.splits
+        segmenter, kv, vocab = resources.value
+        data, stats = build_imcs_federated(
+            splits, o.task, encoding=TextEncoding(segmenter, vocab, max_len=length_of(o)),
+            partition=DialoguePartition(o.partition, num_clients=cfg.run.clients,
+                                        alpha=o.alpha, seed=cfg.run.seed),
+            eval_split="test")
+        y_train, y_test = data.pooled("train")[1], data.pooled("test")[1]
+        # What remembering the training texts scores, on the raw texts of the roles scored.
+        roles = ("train", "test") + (("dev",) if data.has_split("dev") else ())
+        raw = {role: imcs.to_examples(splits[role], o.task) for role in roles}
+        sample_tokens = segmenter.cut_all(imcs.to_examples(splits["train"][:50], o.task)["text"])
+        info = {"task": o.task, "vectors": resources.description, "vocab_size": len(vocab),
+                "vector_dim": kv.vector_size,
+                "oov_rate_sample": round(vocab.oov_rate(sample_tokens), 4),
+                "eval_split": loaded.facts["eval_split"],
+                "dev_split": "dev" if data.has_split("dev") else None,
+                "data_notes": loaded.notes,
+                **trivial_baselines(y_train, y_test, data.num_classes),
+                **lookup_baselines(list(raw["train"]["text"]), raw["train"]["label"].to_numpy(),
+                                   {role: (list(ex["text"]), ex["label"].to_numpy())
+                                    for role, ex in raw.items() if role != "train"},
+                                   data.num_classes),
+                "train_examples": int(len(y_train)), "test_examples": int(len(y_test))}
+        print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
+              f"examples; vocabulary {info['vocab_size']} x {info['vector_dim']} from "
+              f"{resources.description}")
+        print(partition_table(stats, o.task).to_string())
+
+        def write_extras(out_dir):
+            stats.to_csv(os.path.join(out_dir, "partition.csv"), index=False)
+            plot_partition(stats, os.path.join(out_dir, "partition.png"),
+                           list(imcs.label_names(o.task)), title=data.name,
+                           legend_names=list(imcs.label_names(o.task, english=True)))
+        return Simulated(data, info, write_extras)
 
     def check_site(self, site, dataset=None):
-        """A site's data and public files before it starts
-        (:func:`tffre.tasks.sites.check_site_data`): ``python -m tffre data check --dataset
-        imcs --data PATH [--user-dict FILE]``'s report as one line (every problem counted,
-        the first named; the symptom task, a run's ``task`` being known only with its job),
-        and the vectors it will use; :class:`tffre.tasks.sites.SiteDataError` otherwise."""
+        """A site's data and public files before it starts: ``python -m tffre data check
+        --dataset imcs --data PATH [--user-dict FILE]``'s report as one line (every problem
+        counted, the first named; the symptom task, a run's ``task`` being known only with
+        its job), and the vectors it will use; :class:`tffre.tasks.sites.SiteDataError`
+        otherwise."""
         dataset = dataset or TASK.datasets[0]
         path = site_path(site, "data")
-        options = Options.resolve({"data": path, "user_dict": self._user_dict(site)})
-        line = check_report_line(check_data(dataset, options), dataset, path)
-        kv, _, vectors = self.vectors(site)
-        return f"{line}; vectors of {len(kv)} words x {kv.vector_size} from {vectors}"
+        user_dict = site_path(site, "user-dict", required=False)
+        if user_dict and not os.path.isfile(user_dict):
+            raise SiteDataError(f"user-dict: no such file: {user_dict}")
+        options = Options.resolve({"data": path, "user_dict": user_dict})
+        line = check_report_line(self.check_data(dataset, options), dataset, path)
+        try:
+            side = self.resources(options, site)
+        except ValueError as err:
+            raise SiteDataError(" ".join(str(err).split())) from None
+        return f"{line}; {side.description}"
 
 
-#: What ``python -m tffre deploy`` runs at each side (:mod:`tffre.tasks.sites`).
-SITES = IMCSSites()
+#: The task's one declaration: ``prepare``, ``check``, ``check_data`` and the deployment's
+#: sites are derived from it (:mod:`tffre.tasks.recipe`).
+RECIPE = IMCSRecipe()

@@ -1,8 +1,8 @@
-"""IMCS across sites, in-process (a FakeGrid): two sites' deployed LSTM rounds equal the local
-executor's on the arrays the simulation builds from the same files; a site whose public
-vectors give another vocabulary takes no part, and so does a server with other vectors;
-options that read the clients' texts at the server are refused; a site's start-up check
-says what it holds."""
+"""IMCS across sites, in-process (a FakeGrid), its sites derived from the task's recipe: two
+sites' deployed LSTM rounds equal the local executor's on the arrays the simulation builds
+from the same files; a site whose public vectors give another vocabulary takes no part, and
+so does a server with other vectors; options that read the clients' texts at the server are
+refused; a site's start-up check says what it holds."""
 
 import json
 import os
@@ -21,7 +21,7 @@ from tffre.deploy.client_app import NodeRuntime  # noqa: E402
 from tffre.deploy.server_app import run_server  # noqa: E402
 from tffre.deploy.tasks import DeployJob  # noqa: E402
 from tffre.tasks import imcs as imcs_task  # noqa: E402
-from tffre.tasks.imcs import IMCSSites  # noqa: E402
+from tffre.tasks.recipe import RecipeSites  # noqa: E402
 from tffre.data import imcs_dialogues as imcs  # noqa: E402
 from tffre.tasks.sites import SiteDataError  # noqa: E402
 
@@ -30,6 +30,11 @@ ROUNDS = 2
 DIALOGUES = {"a": 5, "b": 6, "c": 5}   # site c holds other vectors
 SETTINGS = {"learning-rate": 0.01, "num-epochs": 1, "num-iters": 3, "batch-size": 8,
             "max-len": 8, "lstm-units": 8, "seed": 3}
+
+
+def imcs_sites():
+    """A fresh deployment of the IMCS recipe (what ``TASK.sites()`` gives a process)."""
+    return RecipeSites(imcs_task.RECIPE)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +66,7 @@ def deployed(tmp_path_factory, world):
     c (other vectors) on a FakeGrid."""
     files, other = world
     root = tmp_path_factory.mktemp("imcs_run")
-    task = IMCSSites()
+    task = imcs_sites()
     nodes = {s: (make_client_app(NodeRuntime(task)),
                  {"site": s, "state-dir": str(root / s), "data": path,
                   **({"w2v": other} if s == "c" else {})})
@@ -101,20 +106,21 @@ def test_a_server_whose_vocabulary_differs_is_refused(deployed, world):
     sites agreed on are refused in one line; the sample's (the sites') are taken."""
     out, _ = deployed
     job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
-    task = IMCSSites()
+    task = imcs_sites()
     with pytest.raises(SiteDataError) as err:
         task.model(job, {"w2v": world[1]})
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"the server's w2v {world[1]}: its "
                                                        f"vocabulary (fingerprint ")
     assert job.facts["vocabulary"] in message
-    assert task.model(job, {}).encoder.vocab.tokens[2:] == task.vectors({})[1].tokens[2:]
+    sample = imcs_task.RECIPE.resources(imcs_task.Options.resolve({}), {}).value[2]
+    assert task.model(job, {}).encoder.vocab.tokens[2:] == sample.tokens[2:]
 
 
 @pytest.mark.parametrize("flag", ["w2v-from-clients", "dict-from-clients"])
 def test_options_reading_the_clients_data_at_the_server_are_refused(tmp_path, world, flag):
     files, _ = world
-    task = IMCSSites()
+    task = imcs_sites()
     nodes = {s: (make_client_app(NodeRuntime(task)), {"site": s, "data": files[s],
                                                        "state-dir": str(tmp_path / s)})
              for s in ("a", "b")}
@@ -129,9 +135,10 @@ def test_options_reading_the_clients_data_at_the_server_are_refused(tmp_path, wo
 
 def test_check_site_says_what_the_site_holds(world):
     files, other = world
-    task = IMCSSites()
+    task = imcs_sites()
     line = task.check_site({"data": files["a"]}, "imcs")
-    report = imcs_task.check_data("imcs", imcs_task.Options.resolve({"data": files["a"]}))
+    report = imcs_task.TASK.check_data("imcs",
+                                       imcs_task.Options.resolve({"data": files["a"]}))
     counts = {s.name: s.count for s in report.splits}
     assert counts["train"] > 0 and counts["test"] > 0
     # The words the sample's vectors hold, as their file's header line says (the other
@@ -157,11 +164,34 @@ def test_the_runs_model_reaches_the_sides(world):
     from tffre.deploy.flower_config import resolve_run
     cfg, settings = resolve_run({"dataset": "imcs", "algorithm": NAME, "model": "mean-logistic",
                                  "out": "unused"})
-    head = job_head(cfg, settings, IMCSSites())
+    head = job_head(cfg, settings, imcs_sites())
     assert head.model == "mean-logistic"
     job = DeployJob.from_json(head.to_json())
-    trainable = {name: len(IMCSSites().model(
+    trainable = {name: len(imcs_sites().model(
         DeployJob(**{**json.loads(job.to_json()), "model": name,
                      "labels": tuple(imcs.label_names("symptom"))}), {}).model_fn()
         .trainable_weights) for name in ("mean-logistic", "lstm")}
     assert trainable["mean-logistic"] == 2 and trainable["lstm"] > 2, trainable
+
+
+def test_the_labels_are_the_tasks_names_in_their_order_and_a_refused_job_builds_nothing(world):
+    """The sites' labels are the task's fixed names in IMCS's order (diagnosis: not sorted), as
+    the simulation indexes them; a job the deployment refuses is refused by the model and the
+    site data too, not only by the agreement."""
+    import dataclasses
+    from types import SimpleNamespace
+    files, _ = world
+    sites = imcs_sites()
+    head = DeployJob(task="imcs", dataset="imcs", algorithm=NAME, hparams={},
+                     options={"task": "diagnosis"}, batch_size=8, seed=3)
+    surveys = [SimpleNamespace(name=s, node_id=i, error=None,
+                               facts=sites.survey(head, {"site": s, "data": files[s]}))
+               for i, s in enumerate(("a", "b"))]
+    job = sites.agree(head, surveys, lambda line: None)
+    assert job.labels == tuple(imcs.label_names("diagnosis"))
+    assert list(job.labels) != sorted(job.labels)
+    refused = dataclasses.replace(job, options={**job.options, "dict_from_clients": True})
+    for build in (lambda: sites.model(refused, {}),
+                  lambda: sites.site_data(refused, {"site": "a", "data": files["a"]})):
+        with pytest.raises(SiteDataError, match="--dict-from-clients reads the clients'"):
+            build()

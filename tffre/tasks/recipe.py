@@ -51,6 +51,15 @@ a dict of options):
   Evaluation``: the kind, its options, the negative label (relation F1) or FedCB's macro-F1,
   for the simulation and the sites alike; :meth:`Loaded.ids` also reads a DataFrame's
   ``label`` column.
+* **Data-shaped inputs, annotations** (optional; document-level RE): :attr:`Recipe.JOB_FACTS`:
+  facts :meth:`Recipe.build` reads as :attr:`ModelSpec.facts` besides the united ones (the
+  simulation's from :attr:`Loaded.facts`, a deployment's from ``job.facts``);
+  :meth:`Recipe.survey` ``(loaded, options, resources) -> dict``: what a site reports beyond
+  its labels (row limits fitted to its documents); :meth:`Recipe.agree` ``(job, sites, log)
+  -> job``: the job completed from the surveys (the limits' maxima; a site refused);
+  :meth:`Recipe.encode` ``(built, loaded, labels, site) -> (arrays, annotations)``: a site's
+  splits encoded, with what the evaluation reads beside them (:attr:`SiteData.annotations`);
+  :attr:`Built.y_spec`: y's spec when it is not one int32 label per example.
 * **Images** (optional): :attr:`Recipe.PROMPTS`: FedCB's prompt set for the class concepts
   (``"image"``), the simulation's and the sites' alike; a site's ``data="sample"`` reads the
   task's embedded sample of the job's dataset, as ``--data sample`` does.
@@ -156,6 +165,9 @@ class Built:
     description: str = ""
     #: A split encoder's :class:`FrozenPrefix` (model_fn is then the trained top), or None.
     prefix: Optional["FrozenPrefix"] = None
+    #: y's ``tf.TensorSpec`` when it is not one int32 label per example (document RE's
+    #: packed relation targets and pair mask), or None.
+    y_spec: Any = None
 
 
 @dataclasses.dataclass
@@ -210,6 +222,10 @@ class Recipe:
     AGREED: Tuple[str, ...] = ()
     #: Facts of :attr:`Loaded.facts` the job holds as the sites' union (``entity_types``).
     UNITED: Tuple[str, ...] = ()
+    #: Facts :meth:`build` reads besides :attr:`UNITED`'s (document RE's candidate pair types
+    #: and row limits): the simulation's from :attr:`Loaded.facts` (its whole data), a
+    #: deployment's from ``job.facts`` (an :attr:`AGREED` fact, or what :meth:`agree` put).
+    JOB_FACTS: Tuple[str, ...] = ()
     #: FedCB's prompt set for the class concepts (:attr:`tffre.tasks.sites.Sites.PROMPTS`).
     PROMPTS = "text"
 
@@ -276,6 +292,36 @@ class Recipe:
         """{client id: {split: row indices}} of the simulation."""
         raise NotImplementedError
 
+    def survey(self, loaded, options, resources):
+        """What a site reports beyond its labels, examples, :attr:`AGREED` facts and the
+        resources' fingerprints, read from its :class:`Loaded` data with its resources
+        (document RE's row limits that fit its documents); default none."""
+        return {}
+
+    def agree(self, job, sites, log):
+        """The agreed ``job`` completed from the sites' surveys (``site.facts``; a site it
+        refuses gets ``site.error``, logged): document RE's row limits, the largest of the
+        sites'. Default: ``job`` as the generic agreement made it."""
+        return job
+
+    def encode(self, built, loaded, labels, site=None):
+        """({split: (x, y)}, {split: annotations} or None) of a site's :class:`Loaded` data
+        (``site``: its node configuration): each split's records by ``built.encode``, labels
+        indexed by ``labels`` (the job's); ValueError, one line, naming the split. A recipe
+        whose y is not a label index or whose evaluation reads annotations beside the data
+        (document RE's ``pair_intra``) overrides it. With ``labels`` in :attr:`AGREED` the
+        data's labels must be the job's."""
+        if "labels" in self.AGREED and list(loaded.labels) != list(labels):
+            raise ValueError(f"labels {list(loaded.labels)} differ from the run's "
+                             f"{list(labels)}")
+        arrays = {}
+        for split, records in loaded.splits.items():
+            try:
+                arrays[split] = (built.encode(records), loaded.label_ids(split, labels))
+            except ValueError as err:
+                raise ValueError(f"{split} split: {' '.join(str(err).split())}") from None
+        return arrays, None
+
     def describe(self, cfg, loaded, data):
         """Extra summary fields and a line to print for the simulation (optional)."""
         return {}
@@ -305,7 +351,8 @@ def prepare(recipe, cfg, path):
     resources = recipe.run_resources(cfg, loaded)
     built = recipe.build(ModelSpec(cfg.model, o, tuple(loaded.labels), resources,
                                    cfg.run.seed, tuple(cfg.algorithms),
-                                   {k: loaded.facts.get(k) for k in recipe.UNITED}))
+                                   {k: loaded.facts.get(k)
+                                    for k in recipe.UNITED + recipe.JOB_FACTS}))
     simulated = recipe.simulate(cfg, loaded, resources, built)
     data, info, export = simulated.data, simulated.info, None
     server_data = None if loaded.server is None else (
@@ -468,7 +515,8 @@ class RecipeSites(Sites):
                 **{k: loaded.facts.get(k) for k in self.UNITED},
                 "examples": loaded.examples("train"),
                 **{k: v for k, v in loaded.facts.items() if k in self.AGREED},
-                **resources.facts}
+                **resources.facts,
+                **self.recipe.survey(loaded, self.options(job), resources)}
 
     def agree(self, head, sites, log, concept_file=None):
         """:meth:`tffre.tasks.sites.Sites.agree` with the labels united (sorted) instead of
@@ -476,7 +524,7 @@ class RecipeSites(Sites):
         one class still takes part. A recipe whose :attr:`Recipe.AGREED` names ``labels`` (a
         task's fixed label names) has them required alike, in their order."""
         from tffre.data.concepts import concepts_for
-        job = Sites.agree(self, head, sites, log, concept_file)
+        job = self.recipe.agree(Sites.agree(self, head, sites, log, concept_file), sites, log)
         if "labels" in self.AGREED:
             return job
         union = sorted({str(x) for s in sites if not s.error for x in s.facts.get("labels")
@@ -500,6 +548,7 @@ class RecipeSites(Sites):
         if key not in self._built_for:
             united = {k: list(job.entity_types) if k == "entity_types" else job.facts.get(k)
                       for k in self.UNITED}
+            united.update({k: job.facts.get(k) for k in self.recipe.JOB_FACTS})
             self._built_for = {key: self.recipe.build(ModelSpec(
                 job.model or self.recipe.TASK.models[0], self.options(job),
                 tuple(job.labels), resources, job.seed, (job.algorithm,), united))}
@@ -526,21 +575,21 @@ class RecipeSites(Sites):
         built = self._built(job, side)
         x_spec, export, identity = built.x_spec, None, ""
         if built.prefix is not None:   # the top trains on the prefix's activations
-            import copy
+            from tffre.data.federated import ordered
             from tffre.models.partial import HIDDEN, exporter
             prefix, store = self._prefix(job, side, built,
                                          site_path(side, "prefix-cache", required=False))
             identity = store.identity
             hidden = tf.TensorSpec((None,) + tuple(prefix.output_shape[1:]), tf.float32)
-            if isinstance(x_spec, dict):   # as with_hidden adds it
-                x_spec = copy.copy(x_spec)
-                x_spec[HIDDEN] = hidden
+            if isinstance(x_spec, dict):   # as with_hidden adds it, ordered as FederatedData
+                x_spec = ordered({**x_spec, HIDDEN: hidden})
             else:   # as FederatedData orders a dict: by key
                 x_spec = collections.OrderedDict([(HIDDEN, hidden), ("inputs", x_spec)])
             export = exporter(built.prefix.full_model_fn, prefix)
         evaluation = self.recipe.evaluation(self.options(job), tuple(job.labels))
         return SiteModel(model_fn=built.model_fn, loss=built.loss,
-                         input_spec=(x_spec, tf.TensorSpec((None,), tf.int32)),
+                         input_spec=(x_spec, tf.TensorSpec((None,), tf.int32)
+                                     if built.y_spec is None else built.y_spec),
                          load_pretrained=built.load_pretrained, encoder=built.encoder,
                          negative_label=evaluation.negative_label,
                          macro_f1=evaluation.macro_f1, export=export, identity=identity,
@@ -552,24 +601,19 @@ class RecipeSites(Sites):
         model, labels indexed by the job's."""
         self._refuse(job)
         loaded = self._load(job, site)
-        if "labels" in self.AGREED and list(loaded.labels) != list(job.labels):
-            raise SiteDataError(f"{site_path(site, 'data')}: labels {list(loaded.labels)} "
-                                f"differ from the run's {list(job.labels)}")
         built = self._built(job, site)
-        arrays = {}
-        for split, records in loaded.splits.items():
-            try:
-                arrays[split] = (built.encode(records), loaded.label_ids(split, job.labels))
-            except ValueError as err:
-                raise SiteDataError(f"{site_path(site, 'data')}: {split} split: "
-                                    f"{' '.join(str(err).split())}") from None
+        try:
+            arrays, annotations = self.recipe.encode(built, loaded, tuple(job.labels), site)
+        except ValueError as err:   # names the split (or the document) and the field
+            raise SiteDataError(f"{site_path(site, 'data')}: "
+                                f"{' '.join(str(err).split())}") from None
         if built.prefix is not None:   # this site's activations of the frozen prefix, once
             from tffre.models.partial import cache_clients
             prefix, store = self._prefix(job, site, built,
                                          site_path(site, "prefix-cache", required=False))
             arrays = next(iter(cache_clients({site.get("site", "site"): arrays}, prefix,
                                              store).values()))
-        return SiteData(train=arrays.pop("train"), held_out=arrays)
+        return SiteData(train=arrays.pop("train"), held_out=arrays, annotations=annotations)
 
     def server_data(self, job, side):
         """D_v at the server (FedED): (x, y) of ``side``'s ``server-data`` file or folder

@@ -62,7 +62,8 @@ def start(name, dataset, data, out):
     """(process, state, job, activations seconds) of one setting, after a warm-up round."""
     import tensorflow as tf
     from tffre import builder, config
-    from tffre.runner.loop import data_seed, task_context
+    from tffre.definition import TaskContext
+    from tffre.runner.loop import data_seed
     from tffre.runner.processes import pretrained_weights
     values = dict(BASE, dataset=dataset, out=out, **SETTINGS[name])
     if data:
@@ -77,7 +78,11 @@ def start(name, dataset, data, out):
         (hp,) = cfg.hparams.values()
         process = builder.build_algorithm("FedAvgT", job.model_fn, loss=job.loss,
                                           input_spec=job.data.element_spec(),
-                                          context=task_context(job, cfg.run), executor="local",
+                                          context=TaskContext.of(
+                                              num_clients=len(job.data.client_ids),
+                                              clients_per_round=cfg.run.clients_per_round,
+                                              concepts=job.concepts, prompts=job.prompts),
+                                          executor="local",
                                           **hp.asdict())
         tf.keras.utils.set_random_seed(0)
         state = process.set_model_weights(process.initialize(), pretrained_weights(

@@ -125,6 +125,22 @@ class TaskContext:
     prompts: str = "image"
     server_data: Any = None
 
+    @classmethod
+    def of(cls, *, num_clients, clients_per_round, concepts=None, prompts="image",
+           server_arrays=None, batch_size=1):
+        """The one place a run's context is made, in the simulation
+        (:func:`tffre.runner.loop.run_experiment`) and in a deployment
+        (:func:`tffre.deploy.tasks.task_context`) alike: ``concepts`` as a tuple, and D_v's
+        (x, y) ``server_arrays`` as a ``tf.data.Dataset`` batched by the run's
+        ``batch_size`` (FedED predicts on D_v in chunks of that size)."""
+        server = None
+        if server_arrays is not None:
+            import tensorflow as tf
+            server = tf.data.Dataset.from_tensor_slices(tuple(server_arrays)).batch(batch_size)
+        return cls(num_clients=num_clients, clients_per_round=clients_per_round,
+                   concepts=None if concepts is None else tuple(concepts), prompts=prompts,
+                   server_data=server)
+
 
 class ObjectiveContext:
     """What a client objective sees for one batch (see :meth:`Definition.objective`).

@@ -135,3 +135,20 @@ def test_an_upload_range_says_which_bound_it_lacks():
     assert UploadRange("model", values="v").why_unbounded() == \
         "v, which have no lower or upper bound"
     assert Definition.upload_ranges(registry.resolve_hparams("FedAvgS")) == ()
+
+
+def test_a_task_context_is_made_in_one_place():
+    """TaskContext.of (simulation and deployment alike): concepts as a tuple, D_v's arrays
+    batched by the run's batch size (5 examples in batches of 2: 2, 2, 1), no D_v: None."""
+    import numpy as np
+    from tffre.definition import TaskContext
+    x, y = np.arange(10, dtype=np.float32).reshape(5, 2), np.arange(5, dtype=np.int32)
+    context = TaskContext.of(num_clients=3, clients_per_round=2, concepts=["a", "b"],
+                             prompts="text", server_arrays=(x, y), batch_size=2)
+    assert (context.num_clients, context.clients_per_round) == (3, 2)
+    assert context.concepts == ("a", "b") and context.prompts == "text"
+    batches = [(bx.numpy(), by.numpy()) for bx, by in context.server_data]
+    assert [len(by) for _, by in batches] == [2, 2, 1]
+    np.testing.assert_array_equal(np.concatenate([bx for bx, _ in batches]), x)
+    bare = TaskContext.of(num_clients=4, clients_per_round=4)
+    assert bare.server_data is None and bare.concepts is None

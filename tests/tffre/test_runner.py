@@ -222,24 +222,21 @@ def test_the_shared_loop_evaluates_checkpoints_and_resumes_with_the_old_rows(tmp
     every checkpoint_every and at the last, and a resume that keeps the rows up to its
     checkpoint and trains the rest."""
     from tffre.definition import TaskContext
-    from tffre.runner.outputs import prepare_out_dir
 
     def run(num_rounds, resume=False):
+        # The run sequence both paths share: open_run, RunRecord, record_run, write_summary.
         settings = runner.RunSettings.resolve(dict(out=str(tmp_path), num_rounds=num_rounds,
                                                    eval_every=2, checkpoint_every=2,
                                                    clients=2, clients_per_round=2,
                                                    resume=resume, no_progress=True))
-        prepare_out_dir(settings.out, resume=resume)
+        rounds.open_run(settings, ["Counting"])
         where = _CountingRounds()
         algorithm = rounds.AlgorithmRounds("Counting", where, {"n": np.float32(0)}, settings)
         record = rounds.RunRecord(settings.out, rounds.summary_head(
             "toy", settings, clients_per_round=2,
             context=TaskContext(num_clients=2, clients_per_round=2)), resume=resume)
-        try:
-            record.open(rounds.metric_columns(extra=where.columns), algorithm.keeps)
-            record.run(algorithm, {"learning_rate": 0.1})
-        finally:
-            record.close()
+        rounds.record_run(record, rounds.metric_columns(extra=where.columns), [algorithm],
+                          {"Counting": {"learning_rate": 0.1}})
         return where, algorithm, record.write_summary(title="toy")
 
     where, algorithm, summary = run(3)
@@ -262,6 +259,43 @@ def test_the_shared_loop_evaluates_checkpoints_and_resumes_with_the_old_rows(tmp
     # No input files given: the code, packages and machine alone.
     assert summary["provenance"]["data_files"] == [] and "tensorflow" in \
         summary["provenance"]["versions"]
+
+
+class _FailingRounds(_CountingRounds):
+    """Clients whose third round fails."""
+
+    def train(self, state, rnd):
+        if rnd == 3:
+            raise RuntimeError("site lost")
+        return super().train(state, rnd)
+
+
+def test_the_run_sequence_refuses_fewer_rounds_and_keeps_what_a_failed_run_wrote(tmp_path):
+    """open_run refuses results without --resume or --overwrite and, on resume, fewer rounds
+    than a checkpoint holds; record_run closes metrics.csv when an algorithm fails, with
+    the rounds it finished written (nothing computed is lost)."""
+    from tffre.definition import TaskContext
+    from tffre.errors import ConfigError
+
+    def settings(num_rounds, **flags):
+        return runner.RunSettings.resolve(dict(out=str(tmp_path), num_rounds=num_rounds,
+                                               checkpoint_every=2, clients=2,
+                                               clients_per_round=2, no_progress=True, **flags))
+    first = settings(4)
+    rounds.open_run(first, ["Failing"])
+    algorithm = rounds.AlgorithmRounds("Failing", _FailingRounds(), {"n": np.float32(0)},
+                                       first)
+    record = rounds.RunRecord(first.out, rounds.summary_head(
+        "toy", first, clients_per_round=2, context=TaskContext(num_clients=2)))
+    with pytest.raises(RuntimeError, match="site lost"):
+        rounds.record_run(record, rounds.metric_columns(extra=("where",)), [algorithm],
+                          {"Failing": {"learning_rate": 0.1}})
+    assert list(pd.read_csv(tmp_path / "metrics.csv")["round"]) == [1, 2]
+    with pytest.raises(ValueError, match="already holds results"):
+        rounds.open_run(settings(4), ["Failing"])
+    with pytest.raises(ConfigError, match="--num-rounds 1"):
+        rounds.open_run(settings(1, resume=True), ["Failing"])
+    rounds.open_run(settings(4, resume=True), ["Failing"])   # goes on from round 2's checkpoint
 
 
 def test_the_centralised_budget_counts_the_examples_a_federated_run_sees():

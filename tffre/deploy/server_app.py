@@ -51,7 +51,7 @@ import time
 import types
 
 from tffre.deploy.flower_config import resolve_run
-from tffre.deploy.tasks import (SERVER_ONLY_HPARAMS, DeployJob, load_task, public_hparams,
+from tffre.deploy.tasks import (DeployJob, load_task, public_hparams,
                                 server_inputs, task_context)
 from tffre.federation.round_driver import FederatedRounds, Scoring, TooFewSites, log_line
 from tffre.jsonio import read_json_object, write_json
@@ -68,7 +68,7 @@ def job_head(cfg, settings, task):
     local = getattr(task, "LOCAL_OPTIONS", ())
     return DeployJob(task=settings.deploy_task or cfg.task.name, dataset=cfg.dataset,
                      algorithm=name, model=cfg.model,
-                     hparams=public_hparams(cfg.hparams[name].asdict()),
+                     hparams=public_hparams(cfg.hparams[name]),
                      options={k: v for k, v in cfg.options.asdict().items() if k not in local},
                      batch_size=cfg.run.batch_size, seed=cfg.run.seed)
 
@@ -160,10 +160,9 @@ def serve(rounds, cfg, settings, task, log=log_line):
     from tffre.evaluation import EVALUATORS
     from tffre.federation.split_round import sum_refusal
     from tffre.runner import privacy
-    from tffre.runner.outputs import prepare_out_dir
     from tffre.runner.processes import pretrained_weights
     from tffre.runner.rounds import (AlgorithmRounds, RunRecord, bundle_saver, metric_columns,
-                                     refuse_fewer_rounds, summary_head)
+                                     open_run, record_run, summary_head)
 
     run, name = cfg.run, cfg.algorithms[0]
     head = job_head(cfg, settings, task)
@@ -189,18 +188,16 @@ def serve(rounds, cfg, settings, task, log=log_line):
                              f"run's {saved.server_inputs}")
         job = dataclasses.replace(job, server_inputs=inputs)
     model = task.model(job, server_side(cfg, task))
-    prepare_out_dir(run.out, resume=run.resume, overwrite=run.overwrite)
-    if run.resume:   # before the round is built and traced
-        refuse_fewer_rounds(run, name)
+    open_run(run, [name])   # before the round is built and traced
     # DP: sigma calibrated for all N sites every round, delta and the secret seed resolved,
     # as the runner does (see the module docstring).
     given, private = privacy.prepare(
         name, cfg.hparams[name], types.SimpleNamespace(
             clients_per_round=job.num_clients, num_rounds=run.num_rounds, out=run.out),
         job.num_clients)
-    full = given.asdict()   # with what stays here (DP's noise seed)
-    job = dataclasses.replace(job, hparams=public_hparams(full))
-    hparams = {**job.hparams, **{k: full[k] for k in SERVER_ONLY_HPARAMS if k in full}}
+    # Typed all the way: the sites get ``given`` without what stays here (DP's noise seed);
+    # the server's round is built from ``given`` itself.
+    job = dataclasses.replace(job, hparams=public_hparams(given))
     if private is not None:
         target = "" if private.target_epsilon is None else \
             f" (calibrated to epsilon {private.target_epsilon:g})"
@@ -209,7 +206,7 @@ def serve(rounds, cfg, settings, task, log=log_line):
     tf.keras.utils.set_random_seed(run.seed)
     context = task_context(job, server_data)
     parts, model_fn, definition = make_round(name, model.model_fn, loss=model.loss,
-                                             input_spec=model.input_spec, hparams=hparams,
+                                             input_spec=model.input_spec, hparams=given,
                                              context=context, trains=False)
     if settings.secagg:
         refusal = sum_refusal(parts.round, name)
@@ -240,17 +237,13 @@ def serve(rounds, cfg, settings, task, log=log_line):
                                     "sites": site_names, "seed": run.seed})
     record = RunRecord(run.out, summary, resume=run.resume, save_model=save_model,
                        started=start)
-    try:
-        record.open(metric_columns(EVALUATORS[model.evaluation].columns, where.columns,
-                                   private=private is not None),
-                    algorithm.keeps)
-        log(f"{name} on {len(sites)} site(s) ({', '.join(site_names)}): "
-            f"{run.num_rounds} round{'' if run.num_rounds == 1 else 's'}"
-            f"{', secure aggregation' if settings.secagg else ''}; "
-            f"ready after {time.perf_counter() - start:.1f} s")
-        record.run(algorithm, given)
-    finally:
-        record.close()
+    log(f"{name} on {len(sites)} site(s) ({', '.join(site_names)}): "
+        f"{run.num_rounds} round{'' if run.num_rounds == 1 else 's'}"
+        f"{', secure aggregation' if settings.secagg else ''}; "
+        f"ready after {time.perf_counter() - start:.1f} s")
+    record_run(record, metric_columns(EVALUATORS[model.evaluation].columns, where.columns,
+                                      private=private is not None),
+               [algorithm], {name: given})
     return record.write_summary(title=f"{cfg.dataset}, {name} across sites")
 
 

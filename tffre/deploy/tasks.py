@@ -39,8 +39,10 @@ SERVER_ONLY_HPARAMS = ("dp_seed",)
 
 
 def public_hparams(hparams):
-    """``hparams`` as the sites get them: the server-only ones unset."""
-    return {k: (None if k in SERVER_ONLY_HPARAMS else v) for k, v in dict(hparams).items()}
+    """The typed ``hparams`` as the sites get them: the server-only ones unset."""
+    import dataclasses
+    return dataclasses.replace(hparams, **{k: None for k in SERVER_ONLY_HPARAMS
+                                           if hasattr(hparams, k)})
 
 
 def server_inputs(x):
@@ -68,19 +70,14 @@ def task_context(job, server_data=None):
     the job's ``server_inputs`` shape (and zero labels): they give the round its types; the
     values come with the broadcast. Both are batched by the job's batch size, as the runner
     batches D_v (FedED predicts on D_v in chunks of that size)."""
-    import dataclasses as dc
     import tensorflow as tf
     from tffre.definition import TaskContext
     if server_data is None and job.server_inputs:
         x = _zeros_of(job.server_inputs)
         server_data = (x, np.zeros(len(tf.nest.flatten(x)[0]), np.int32))
-    values = {"num_clients": job.num_clients, "prompts": job.facts.get("prompts", "text"),
-              "concepts": None if job.concepts is None else tuple(job.concepts),
-              "clients_per_round": job.num_clients,
-              "server_data": None if server_data is None else
-              tf.data.Dataset.from_tensor_slices(tuple(server_data)).batch(job.batch_size)}
-    names = {f.name for f in dc.fields(TaskContext)}
-    return TaskContext(**{k: v for k, v in values.items() if k in names})
+    return TaskContext.of(num_clients=job.num_clients, clients_per_round=job.num_clients,
+                          concepts=job.concepts, prompts=job.facts.get("prompts", "text"),
+                          server_arrays=server_data, batch_size=job.batch_size)
 
 
 def load_task(name=None, dataset=None):

@@ -16,7 +16,6 @@ import os
 import time
 
 import numpy as np
-import tensorflow as tf
 from tqdm.auto import tqdm
 
 from tffre import registry
@@ -26,9 +25,9 @@ from tffre.jsonio import write_json
 from tffre.runner import privacy, processes
 from tffre.runner.centralised import centralised_runs, epochs_of, run_centralised
 from tffre.runner.checkpoints import restore_state, saved_state
-from tffre.runner.outputs import postfix, prepare_out_dir, write_per_class
+from tffre.runner.outputs import postfix, write_per_class
 from tffre.runner.rounds import (AlgorithmRounds, ClientRounds, RoundOutput, RunRecord,
-                                 metric_columns, refuse_fewer_rounds, summary_head)
+                                 metric_columns, open_run, record_run, summary_head)
 from tffre.runtime import shutdown_workers
 
 
@@ -51,16 +50,6 @@ def sample_clients(client_ids, clients_per_round, seed, round_num):
 def data_seed(seed, round_num):
     """The shuffle seed of round ``round_num``'s client datasets."""
     return seed * 1_000_003 + round_num
-
-
-def task_context(job, settings):
-    """The :class:`tffre.definition.TaskContext` the algorithms of ``job`` are given."""
-    server = None if job.server_data is None else \
-        tf.data.Dataset.from_tensor_slices(job.server_data).batch(settings.batch_size)
-    concepts = None if job.concepts is None else tuple(job.concepts)
-    return TaskContext(num_clients=len(job.data.client_ids),
-                       clients_per_round=settings.clients_per_round, concepts=concepts,
-                       prompts=job.prompts, server_data=server)
 
 
 def run_experiment(job, hparams, settings, *, save_model=None, reference=None, config=None,
@@ -101,11 +90,11 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
         raise ValueError(f"{', '.join(needs_server)} needs the server's labelled set D_v "
                          f"(--server-fraction or --server-data)")
     started = time.perf_counter()
-    context = task_context(job, settings)
-    prepare_out_dir(out_dir, resume=settings.resume, overwrite=settings.overwrite)
-    if settings.resume:   # before any model is built (an encoder's build takes minutes)
-        for name in names:
-            refuse_fewer_rounds(settings, name)
+    context = TaskContext.of(num_clients=len(data.client_ids),
+                             clients_per_round=settings.clients_per_round,
+                             concepts=job.concepts, prompts=job.prompts,
+                             server_arrays=job.server_data, batch_size=settings.batch_size)
+    open_run(settings, names)
     # Differential privacy: sigma calibrated, delta and the secret seed resolved
     # (tffre.runner.privacy).
     private = {}
@@ -124,23 +113,14 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
         (r for a, r, _ in record.old_rows if a == label), default=0)}
     bar = tqdm(total=settings.num_rounds * len(names) + centralised * len(central_runs),
                disable=not settings.progress, unit="round", dynamic_ncols=True)
-    try:
-        algorithms = [_start(name, hparams[name], job, context, settings, bar, private[name])
-                      for name in names]
-        if config is not None:
-            write_json(os.path.join(out_dir, "config.json"), config)
-        columns = metric_columns(EVALUATORS[job.evaluation].columns,
-                                 private=any(p is not None for p in private.values()))
-        # Rows kept on resume: up to each algorithm's checkpoint, and a finished centralised run.
-        kept = record.open(columns, lambda a, r: any(x.keeps(a, r) for x in algorithms)
-                           or a in done_centralised)
+    def served(kept):
         for algorithm in algorithms:
             # The clients that already received the broadcast's constant part (bytes).
             algorithm.where.process.served.update(
                 c for raw in kept if raw["algorithm"] == algorithm.name
                 for c in str(raw.get("clients") or "").split())
-        for algorithm in algorithms:
-            record.run(algorithm, hparams[algorithm.name])
+
+    def centralised_runs_after():
         for label, central_hparams in central_runs:
             entry = record.summary["algorithms"][label] = {"epochs": centralised}
             if settings.centralised_learning_rates:
@@ -152,9 +132,20 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
                 run_centralised(job, names[0], central_hparams, settings, log=record.log,
                                 bar=bar, save_model=save_model, label=label)
                 entry["wall_seconds"] = round(time.perf_counter() - begun, 1)
+
+    try:
+        algorithms = [_start(name, hparams[name], job, context, settings, bar, private[name])
+                      for name in names]
+        if config is not None:
+            write_json(os.path.join(out_dir, "config.json"), config)
+        columns = metric_columns(EVALUATORS[job.evaluation].columns,
+                                 private=any(p is not None for p in private.values()))
+        # Rows kept on resume: up to each algorithm's checkpoint, and a finished centralised run.
+        record_run(record, columns, algorithms, hparams,
+                   keeps=lambda a, r: any(x.keeps(a, r) for x in algorithms)
+                   or a in done_centralised, on_open=served, after=centralised_runs_after)
     finally:
         bar.close()
-        record.close()
         shutdown_workers()
     return record.write_summary(title=job.title or data.name, reference=reference)
 

@@ -25,6 +25,13 @@ first), each algorithm's summary entry (``hparams``, ``privacy``, ``model``,
 ``deployment``).
 So the same settings give the same ``metrics.csv`` columns and ``summary.json`` keys on
 both paths, less those two columns and that key.
+
+The run's sequence is one, for :func:`tffre.runner.loop.run_experiment` and a deployment's
+server (:func:`tffre.deploy.server_app.serve`) alike: :func:`open_run` (the folder ready, a
+resume to fewer rounds refused, before anything is built), differential privacy resolved
+(:func:`tffre.runner.privacy.prepare`), the :class:`RunRecord`, :func:`record_run` (the
+rounds of each algorithm into ``metrics.csv``, then what the path adds), and
+:meth:`RunRecord.write_summary`.
 """
 
 import dataclasses
@@ -246,6 +253,39 @@ def bundle_saver(label_names, encoder, metadata):
                     label_names=None if label_names is None else list(label_names),
                     metadata={"algorithm": name, "round": round_num, **metadata, **extra})
     return save_model
+
+
+def open_run(settings, names):
+    """The run's first step, before any model is built (an encoder's build takes minutes):
+    ``settings.out`` made ready (:func:`tffre.runner.outputs.prepare_out_dir`: a folder with
+    results is refused unless resuming or overwriting) and, on resume, a ``--num-rounds``
+    below the rounds an algorithm of ``names`` already trained refused
+    (:func:`refuse_fewer_rounds`)."""
+    from tffre.runner.outputs import prepare_out_dir
+    prepare_out_dir(settings.out, resume=settings.resume, overwrite=settings.overwrite)
+    if settings.resume:
+        for name in names:
+            refuse_fewer_rounds(settings, name)
+
+
+def record_run(record, columns, algorithms, hparams, *, keeps=None, on_open=None, after=None):
+    """The run's rounds into ``record`` (a :class:`RunRecord`), the same on both paths:
+    ``metrics.csv`` opened with ``columns`` (on resume, the earlier rows ``keeps(algorithm,
+    round)`` keeps, by default those up to each algorithm's checkpoint, passed to
+    ``on_open``), each of ``algorithms`` (:class:`AlgorithmRounds`) run with its ``hparams``
+    [name], then ``after()`` (the simulation's centralised runs); ``metrics.csv`` is closed
+    whatever happens. The caller writes the summary (:meth:`RunRecord.write_summary`)."""
+    try:
+        kept = record.open(columns, keeps or (lambda a, r: any(x.keeps(a, r)
+                                                              for x in algorithms)))
+        if on_open is not None:
+            on_open(kept)
+        for algorithm in algorithms:
+            record.run(algorithm, hparams[algorithm.name])
+        if after is not None:
+            after()
+    finally:
+        record.close()
 
 
 class RunRecord:

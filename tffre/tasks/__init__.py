@@ -88,7 +88,8 @@ class Task:
         recipe = self.recipe()
         if recipe is not None:
             from tffre.tasks.recipe import prepare
-            return prepare(recipe, cfg, data_path(cfg.dataset, cfg.options.data))
+            return prepare(recipe, cfg, data_path(cfg.dataset,
+                                                  getattr(cfg.options, "data", None)))
         return self.module().prepare(cfg)
 
     def check(self, cfg):
@@ -113,8 +114,13 @@ class Task:
 
     @property
     def checks_data(self):
-        """True when the task offers ``data check`` (its module defines ``check_data``)."""
-        return hasattr(self.recipe() or self.module(), "check_data")
+        """True when the task offers ``data check`` (its module defines ``check_data``, or
+        its recipe overrides :meth:`tffre.tasks.recipe.Recipe.check_data`)."""
+        recipe = self.recipe()
+        if recipe is not None:
+            from tffre.tasks.recipe import Recipe
+            return type(recipe).check_data is not Recipe.check_data
+        return hasattr(self.module(), "check_data")
 
     def check_data(self, dataset, options, *, tokenizer=None, max_len=None, seed=0):
         """What ``python -m tffre data check`` reports on the data a run of ``dataset`` with

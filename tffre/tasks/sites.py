@@ -32,8 +32,13 @@ from typing import Optional, Tuple
 @dataclasses.dataclass(frozen=True)
 class DeployJob:
     """The run's shared description, what the server sends every side (described in
-    :mod:`tffre.deploy.tasks`); JSON both ways. It is the input of every :class:`Sites`
-    method, so it is defined here, below the deployment that fills it."""
+    :mod:`tffre.deploy.tasks`). It is the input of every :class:`Sites` method, so it is
+    defined here, below the deployment that fills it.
+
+    Typed: ``hparams`` is the algorithm's ``Hparams`` object (a mapping given is parsed
+    once, when the job is made: :func:`tffre.registry.resolve_hparams`), from the server's
+    command line to the site's round; JSON exists only in :meth:`to_json` and
+    :meth:`from_json`, the message."""
     task: str
     dataset: str
     algorithm: str
@@ -52,6 +57,11 @@ class DeployJob:
     #: What else the sites agreed on ({name: value}: a vocabulary's fingerprint), as the
     #: task's :meth:`tffre.tasks.sites.Sites.agree` puts it.
     facts: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        if isinstance(self.hparams, dict) and self.algorithm:
+            from tffre.registry import resolve_hparams
+            object.__setattr__(self, "hparams", resolve_hparams(self.algorithm, self.hparams))
 
     def to_json(self):
         """The job as canonical JSON (sorted keys)."""

@@ -105,7 +105,7 @@ def sites_reference(out, nodes, rounds, task=None, server_only=None):
     arrays = {s: task.site_data(job, nodes[s]).train for s in sites}
     state, initial, _ = local_rounds(
         job.algorithm, model.model_fn, model.loss, model.input_spec, task_context(job),
-        dict(job.hparams, **(server_only or {})), arrays, num_classes=len(job.labels),
+        dict(job.hparams.asdict(), **(server_only or {})), arrays, num_classes=len(job.labels),
         batch_size=job.batch_size, seed=job.seed, rounds=rounds,
         load_pretrained=model.load_pretrained)
     return state, initial, arrays

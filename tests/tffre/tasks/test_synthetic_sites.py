@@ -26,6 +26,7 @@ from tffre.deploy.tasks import DeployJob  # noqa: E402
 from tffre.runner.loop import data_seed  # noqa: E402
 from tffre.runner.processes import pretrained_weights  # noqa: E402
 from tffre.tasks import synthetic as synthetic_task  # noqa: E402
+from tffre.tasks.recipe import RecipeSites  # noqa: E402
 from tffre.tasks.sites import SiteDataError  # noqa: E402
 
 NAME = "FedAvgT"
@@ -41,7 +42,7 @@ NODES = {"a": {"data": "synthetic:0", "clients": 3}, "b": {"data": "synthetic:2"
 def deployed(tmp_path_factory):
     """(out folder, server log) of a deployed run of sites a, b and c."""
     root = tmp_path_factory.mktemp("synthetic_sites")
-    task = synthetic_task.SyntheticSites()
+    task = RecipeSites(synthetic_task.RECIPE)
     nodes = {s: (make_client_app(NodeRuntime(task)),
                  {"site": s, "state-dir": str(root / s), **config})
              for s, config in NODES.items()}
@@ -57,7 +58,7 @@ def local_reference(tmp_path):
     cfg = config_lib.resolve({"dataset": "synthetic", "algorithm": NAME, "clients": 3,
                               "clients_per_round": 2, "out": str(tmp_path),
                               **{k.replace("-", "_"): v for k, v in SETTINGS.items()}})
-    job = synthetic_task.prepare(cfg)
+    job = cfg.task.prepare(cfg)
     clients = list(job.data.clients)
     arrays = {"a": job.data.clients[clients[0]]["train"],
               "b": job.data.clients[clients[2]]["train"]}
@@ -95,7 +96,7 @@ def test_a_site_generating_another_set_takes_no_part(deployed):
 
 
 def test_check_site_names_the_sites_client():
-    task = synthetic_task.SITES
+    task = synthetic_task.TASK.sites()
     assert task.check_site({"data": "synthetic:2", "clients": 3}) == (
         "synthetic:2: client 2 of 3, generated from the run's options and seed when it starts")
     assert task.check_site({"data": "synthetic:29"}).startswith("synthetic:29: client 29 of 30")

@@ -32,7 +32,7 @@ its inputs reach each site once, with the first broadcast (a constant of the
 round), its labels never leave the server.
 
 **Differential privacy** is accounted as ``python -m tffre run`` accounts it, with
-the runner's own functions (:func:`tffre.runner.privacy.prepare`), once, after the
+the runner's own functions (:func:`tffre.runner.privacy.calibrate`), once, after the
 sites said hello: in a deployment every site that answers trains every round, so
 the sampling is all N = ``len(sites)`` sites each round (fixed size N of N: no
 amplification by subsampling). ``dp-target-epsilon`` is calibrated to a noise
@@ -191,7 +191,7 @@ def serve(rounds, cfg, settings, task, log=log_line):
     open_run(run, [name])   # before the round is built and traced
     # DP: sigma calibrated for all N sites every round, delta and the secret seed resolved,
     # as the runner does (see the module docstring).
-    given, private = privacy.prepare(
+    given, private = privacy.calibrate(
         name, cfg.hparams[name], types.SimpleNamespace(
             clients_per_round=job.num_clients, num_rounds=run.num_rounds, out=run.out),
         job.num_clients)

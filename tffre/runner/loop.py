@@ -99,7 +99,7 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
     # (tffre.runner.privacy).
     private = {}
     for name in names:
-        hparams[name], private[name] = privacy.prepare(name, hparams[name], settings,
+        hparams[name], private[name] = privacy.calibrate(name, hparams[name], settings,
                                                        len(data.client_ids))
     record = RunRecord(out_dir, summary_head(
         data.name, settings, clients_per_round=settings.clients_per_round, context=context,

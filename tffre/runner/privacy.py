@@ -59,7 +59,7 @@ class Privacy:
                 "accountant": "dp-accounting RDP"}
 
 
-def prepare(name, hparams, settings, num_clients):
+def calibrate(name, hparams, settings, num_clients):
     """(hparams with sigma, delta and the seed resolved, :class:`Privacy`) of one algorithm, or
     (hparams, None) without DP. Reads or writes the secret seed beside the checkpoints."""
     if not hparams.dp_on:

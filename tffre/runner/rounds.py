@@ -29,7 +29,7 @@ both paths, less those two columns and that key.
 The run's sequence is one, for :func:`tffre.runner.loop.run_experiment` and a deployment's
 server (:func:`tffre.deploy.server_app.serve`) alike: :func:`open_run` (the folder ready, a
 resume to fewer rounds refused, before anything is built), differential privacy resolved
-(:func:`tffre.runner.privacy.prepare`), the :class:`RunRecord`, :func:`record_run` (the
+(:func:`tffre.runner.privacy.calibrate`), the :class:`RunRecord`, :func:`record_run` (the
 rounds of each algorithm into ``metrics.csv``, then what the path adds), and
 :meth:`RunRecord.write_summary`.
 """

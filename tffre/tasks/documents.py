@@ -33,7 +33,7 @@ Choices where the data leaves one open:
 * **Row limits** (mentions, entities, pairs per document) are fitted to the
   data, so nothing but tokens beyond ``--max-len`` is cut; the cuts are
   counted (``summary.json`` -> ``featurizer``). Across sites
-  (:class:`DocumentSites`) they are the largest of the sites' fitted limits.
+  (:meth:`DocumentRecipe.agree`) they are the largest of the sites' fitted limits.
 * **Every gold relation counts**, as BioCreative V's CID evaluation counts every
   gold (chemical, disease) pair: one whose pair is no candidate pair (an entity
   without a mention, a pair of other types, a row beyond the limits) is a miss
@@ -48,9 +48,21 @@ Choices where the data leaves one open:
 Dev and test documents are dealt evenly over the clients and pooled by the
 evaluation (a common test set, as the paper's).
 
-Across sites (``python -m tffre deploy``), :data:`SITES` (:class:`DocumentSites`) builds the
-same featurizer and model from each side's own files with the functions ``prepare`` uses
-(:func:`featurizer_for`, :func:`encode_splits`, :func:`model_config`, :func:`prefix_parts`).
+Across sites (``python -m tffre deploy``) the same recipe, :data:`RECIPE`, builds the
+featurizer and model at each side from its own files (:class:`tffre.tasks.recipe.RecipeSites`).
+Node configuration: ``data`` (the site's documents: a file, or a folder of train/dev/test
+files, read as a run reads ``--data``: :func:`read_splits`), ``encoder`` (the local encoder
+folder; default the packaged all-MiniLM-L6-v2) and, with a split encoder, ``prefix-cache``
+(a folder for the site's cached frozen-prefix activations; default memory). The relation
+types (the job's ``labels``) and the candidate pair types must be the same at every site,
+else the site is refused; the featurizer's row limits, which a run fits to all its
+documents, are the maxima of the sites' own fitted limits (:meth:`DocumentRecipe.agree`),
+so the inputs have one shape everywhere and nothing a site holds is cut (a site that joins
+later with larger documents has its extra rows cut and counted). Each site sends its TP/FP/FN
+counts ("docre" evaluation) at the job's numeric ``--threshold`` (``dev`` is refused: it
+needs the pooled dev probabilities); DocRED's Ign F1 is left out (it needs every site's
+training facts). With a split encoder the prefix's fingerprint is agreed: a site whose
+prefix differs from the server's is refused.
 """
 
 import dataclasses
@@ -60,12 +72,12 @@ from typing import Optional
 
 from tffre.hparams import choice, optional, param, positive_int, threshold_or_dev
 from tffre.lazy import np
-from tffre.runner.run_settings import Job
 from tffre import resources
 from tffre.tasks import (SAMPLE, DataOption, EncoderOptions, Task, check_encoder, data_path,
-                         require_data, with_cached_prefix)
-from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_any_site,
-                               check_report_line, site_path)
+                         require_data)
+from tffre.tasks.recipe import Built, Evaluation, FrozenPrefix, Loaded, Recipe, Resources, \
+    Simulated
+from tffre.tasks.sites import check_any_site, check_report_line, site_path
 
 DEFAULT_MAX_LEN = 1024   # ATLOP's and the FedLCC authors' document length (two 512 windows)
 # A relation type's pairs and the candidate pairs: DocRED scores every ordered entity pair.
@@ -102,30 +114,6 @@ TASK = Task("documents", "document-level relation extraction (FedLCC Tables 3-5,
             learning_rates={"adam": 3e-4},
             dataset_defaults={"cdr": {"data": SAMPLE}},
             samples={"cdr": resources.path("docre_sample")})
-
-
-def check(cfg):
-    """The options' checks that need no data."""
-    require_data(cfg)
-    check_encoder(cfg)
-    if cfg.options.threshold == "dev" and cfg.options.loss != "bce":
-        raise ValueError("--threshold dev applies to --loss bce (softmax predicts the argmax): "
-                         "with --loss softmax give --threshold 0.5, which it leaves unused")
-
-
-def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
-    """The data check of what a run would load (``python -m tffre data check``)."""
-    from tffre.data.check import check_dataset
-    path = data_path(dataset, options.data)
-    return check_dataset("documents", dataset, path, tokenizer=tokenizer,
-                         max_len=max_len or options.max_len or DEFAULT_MAX_LEN, seed=seed,
-                         eog_variant=options.eog_variant, dev_as_test=dataset == "docred")
-
-
-def load_splits(cfg):
-    """{"train", "dev", "test": [Document]} of ``cfg``, and the notes on what was held out
-    (:func:`read_splits`)."""
-    return read_splits(cfg.dataset, data_path(cfg.dataset, cfg.options.data), cfg.run.seed, cfg.options.eog_variant)
 
 
 def read_splits(dataset, path, seed, eog_variant="filter"):
@@ -171,28 +159,15 @@ def facts_seen_in_training(featurizer, documents, facts):
     return out
 
 
-def partition(cfg, train):
-    """(parts, EntropySplit or None, entropies): the clients' training document indices."""
-    from tffre.data.doc_graph import (degree_entropy, document_graph, iid_split,
-                                      structural_entropy_split)
-    if cfg.options.partition == "structural-entropy":
-        split = structural_entropy_split(train, cfg.run.clients, form=cfg.options.entropy_form)
-        return split.parts(), split, split.entropies
-    entropies = np.array([degree_entropy(document_graph(d), cfg.options.entropy_form) for d in train])
-    return iid_split(len(train), cfg.run.clients, cfg.run.seed), None, entropies
-
-
-def featurizer_for(encoder_dir, relation_types, pair_types, max_len, documents=None,
-                   limits=None):
+def featurizer_for(encoder_dir, relation_types, pair_types, max_len, limits):
     """The run's :class:`tffre.text.document_features.DocREFeaturizer`: ``max_len`` word pieces
-    (default :data:`DEFAULT_MAX_LEN`), the candidate ``pair_types``, and row limits fitted to
-    ``documents`` (a run, which sees all the documents) or the given ``limits`` (a deployment:
-    the job's, the same at every site so that the input shapes agree)."""
+    (default :data:`DEFAULT_MAX_LEN`), the candidate ``pair_types`` and the row ``limits``
+    (:data:`tffre.text.document_features.LIMIT_KEYS`: a run's fitted to all its documents, a
+    deployment's agreed, the same at every site so that the input shapes agree; {}: the
+    featurizer's defaults, to measure the limits documents need)."""
     from tffre.text.document_features import DocREFeaturizer
-    kwargs = dict(max_length=max_len or DEFAULT_MAX_LEN, pair_types=pair_types)
-    if limits is None:
-        return DocREFeaturizer.for_documents(encoder_dir, relation_types, documents, **kwargs)
-    return DocREFeaturizer(encoder_dir, relation_types, **kwargs, **limits)
+    return DocREFeaturizer(encoder_dir, relation_types, max_length=max_len or DEFAULT_MAX_LEN,
+                           pair_types=pair_types, **limits)
 
 
 def encode_splits(featurizer, splits, facts=None):
@@ -227,224 +202,96 @@ def model_config(featurizer, encoder_dir, options):
                             partial=options.partial())
 
 
-def prefix_parts(config, encoder_dir):
-    """(build, load) of a split ``config``'s frozen prefix: ``build()`` the prefix model with
-    random weights, ``load(model)`` the checkpoint's weights into it (or into the whole
-    model: the pretrained weights of the server's initial state)."""
-    from tffre.models.document_model import build_docre_prefix, load_pretrained_encoder
-    return (lambda: build_docre_prefix(config),
-            lambda model: load_pretrained_encoder(model, encoder_dir))
+class DocumentRecipe(Recipe):
+    """Document-level relation extraction (see the module docstring)."""
 
-
-def prepare(cfg):
-    """Loads, featurizes and splits the document set of ``cfg``; returns the :class:`Job`."""
-    import pandas as pd
-
-    from tffre.data import FederatedData
-    from tffre.data.doc_graph import describe_split, iid_split, plot_split
-    from tffre.data.formats.docred import fact_keys
-    from tffre.metrics import docre_baselines
-    from tffre.models.document_model import DocRELoss, build_docre_model, has_prefix
-    from tffre.models.partial import exporter
-    from tffre.text.relation_tokenizer import default_encoder_dir
-
-    splits, notes = load_splits(cfg)
-    for note in notes:
-        print(f"note: {note}")
-    relation_types, pair_types = relation_schema(cfg.dataset, splits["train"])
-    encoder_dir = cfg.options.encoder or default_encoder_dir()
-    everything = [doc for docs in splits.values() for doc in docs]
-    featurizer = featurizer_for(encoder_dir, relation_types, pair_types, cfg.options.max_len,
-                                documents=everything)
-    facts = fact_keys(splits["train"]) if cfg.dataset == "docred" else None
-    arrays, stats = encode_splits(featurizer, splits, facts)
-
-    parts, split, entropies = partition(cfg, splits["train"])
-    kept = [k for k, part in enumerate(parts) if len(part)]
-    dropped = [k for k in range(len(parts)) if k not in kept]
-    if dropped:
-        print(f"note: client(s) {', '.join(map(str, dropped))} got no training document "
-              f"(empty entropy intervals) and are dropped: {len(kept)} clients")
-    if len(kept) < cfg.run.clients_per_round:
-        raise ValueError(f"--partition {cfg.options.partition}: only {len(kept)} of {cfg.run.clients} "
-                         f"clients hold training documents, fewer than --clients-per-round "
-                         f"{cfg.run.clients_per_round}; lower --clients or --clients-per-round")
-    held_out = {name: iid_split(len(splits[name]), len(kept), cfg.run.seed + 1)
-                for name in ("dev", "test")}
-
-    def rows(name, index):
-        x, y, notes_of = arrays[name]
-        return ({k: v[index] for k, v in x.items()}, y[index],
-                {k: v[index] for k, v in notes_of.items()})
-
-    clients, annotations = {}, {}
-    for j, k in enumerate(kept):
-        cid = f"client_{k}"
-        clients[cid], annotations[cid] = {}, {}
-        for name, index in (("train", parts[k]), ("dev", held_out["dev"][j]),
-                            ("test", held_out["test"][j])):
-            x, y, notes_of = rows(name, index)
-            clients[cid][name] = (x, y)
-            annotations[cid][name] = notes_of
-    skew = "IID" if cfg.options.partition == "iid" else f"structural entropy ({cfg.options.entropy_form})"
-    source = "invented sample" if cfg.options.data == SAMPLE else cfg.options.data
-    data = FederatedData(clients, num_classes=len(relation_types),
-                         name=f"{cfg.dataset} ({source}), {len(kept)} clients, {skew}",
-                         annotations=annotations)
-
-    table = pd.DataFrame({
-        "client": [f"client_{k}" for k in range(len(parts))],
-        "documents": [len(p) for p in parts],
-        "mean_entropy": [float(np.mean(entropies[p])) if len(p) else float("nan")
-                         for p in parts]})
-    if split is not None:
-        table["entropy_interval"] = [split.interval(k) for k in range(len(parts))]
-        print(describe_split(split))
-    else:
-        print(f"IID split, documents per client: {table['documents'].tolist()}")
-    count = {name: {"documents": len(docs),
-                    "pairs": int(arrays[name][1][..., -1].sum()),
-                    "positive_pairs": int((arrays[name][1][..., :-1].max(-1)
-                                           * arrays[name][1][..., -1]).sum()),
-                    # Gold relations no candidate pair holds: misses in the split's scores.
-                    "unscorable_gold_pairs": int(arrays[name][2]["unscored_gold"].sum())}
-             for name, docs in splits.items()}
-    info = {"labels": relation_types, "pair_types": pair_types, "encoder": encoder_dir,
-            "max_len": featurizer.max_length, "loss": cfg.options.loss,
-            "limits": {k: getattr(featurizer, k) for k in ("max_mentions", "max_entities",
-                                                           "max_mentions_per_entity",
-                                                           "max_pairs")},
-            "featurizer": stats, "splits": count, "data_notes": notes,
-            **docre_baselines(arrays["test"][1][..., :-1], arrays["test"][1][..., -1]),
-            "partition": {"method": cfg.options.partition, "entropy_form": cfg.options.entropy_form,
-                          "documents_per_client": table["documents"].tolist(),
-                          "dropped_clients": dropped,
-                          "edges": None if split is None else split.edges.tolist()}}
-    cut = {name: {k: v for k, v in s.items() if k != "documents" and v}
-           for name, s in stats.items()}
-    print(f"\n{data.name}: " + ", ".join(
-        f"{name} {c['documents']} documents / {c['pairs']} pairs ({c['positive_pairs']} "
-        f"positive; {c['unscorable_gold_pairs']} unscorable gold, counted as misses)"
-        for name, c in count.items())
-        + f"; relations {relation_types}; candidate pairs "
-        + ("all" if pair_types is None else ", ".join(f"{s}->{o}" for s, o in pair_types))
-        + f"; featurizer cuts {cut}")
-    config = model_config(featurizer, encoder_dir, cfg.options)
-    build_prefix, load = prefix_parts(config, encoder_dir)
-    export = None
-    if has_prefix(config):   # a frozen prefix: each client's activations once
-        data, prefix, _, info["partial"] = with_cached_prefix(data, config, build_prefix, load,
-                                                              cfg)
-        # The saved model is the whole one, the prefix's weights grafted in: it reads documents.
-        export = exporter(lambda: build_docre_model(config.full()), prefix)
-
-    def model_fn():
-        return build_docre_model(config)
-
-    def write_extras(out_dir):
-        table.to_csv(os.path.join(out_dir, "partition.csv"), index=False)
-        if split is not None:   # FedLCC Figure 2: documents per client and entropy interval
-            plot_split(split, os.path.join(out_dir, "partition.png"), title=data.name)
-
-    return Job(data=data, model_fn=model_fn, loss=DocRELoss(cfg.options.loss),
-               title=f"{data.name}, {os.path.basename(os.path.normpath(encoder_dir))}",
-               label_names=relation_types, encoder=featurizer, info=info,
-               write_extras=write_extras, load_pretrained=load, export=export, evaluation="docre",
-               evaluation_options={"threshold": cfg.options.threshold})
-
-
-class DocumentSites(Sites):
-    """Document-level relation extraction across sites (:mod:`tffre.tasks.sites`).
-
-    Node configuration: ``data`` (the site's documents: a file, or a folder of train/dev/test
-    files, of the dataset's format, read as a run reads ``--data``: :func:`read_splits`, a
-    single file being the whole set), ``encoder`` (the local Hugging Face encoder folder;
-    default the packaged all-MiniLM-L6-v2, as a run's) and, with a split encoder
-    (``trainable-layers``, ``lora-rank``), ``prefix-cache`` (a folder for the site's cached
-    frozen-prefix activations; default memory).
-
-    What the sites agree on (their surveys, :meth:`agree`): the relation types (the job's
-    ``labels``) and the candidate pair types (:func:`relation_schema` of each site's training
-    documents) must be the same at every site, else the site is refused. The featurizer's row
-    limits (mentions, entities, mention slots, pairs per document), which a run fits to all its
-    documents, are the maxima of the sites' own fitted limits: every site featurizes with the
-    job's limits, so the model's inputs have the same shapes everywhere and nothing a site
-    holds is cut (a site that joins later with larger documents has its extra rows cut and
-    counted). ``max-len`` and the loss are the job's options.
-
-    Evaluation is the "docre" kind (:class:`tffre.federation.site_evaluation.SiteEvaluator`): each site sends
-    its TP/FP/FN counts (and intra-/inter-sentence ones, loss sums and pairs), and the server's
-    P/R/F1 are those of :class:`tffre.evaluation.DocREEvaluator` on the pooled splits. DocRED's
-    Ign F1 is left out: it needs the facts of every site's training split.
-
-    With a split encoder each side builds the frozen prefix from its own encoder folder and the
-    job's seed (:func:`tffre.models.partial.frozen_prefix`); the prefix's fingerprint is part
-    of the round's layout, so a site whose prefix differs from the server's is refused.
-    """
-
-    #: The survey's facts every site must report alike: the relation types and the candidate
-    #: pair types (a JSON text: Flower's config records hold no nested lists).
+    TASK = TASK
+    EVALUATION = "docre"
+    PREDICTS = "documents"
+    TABLES = ("FedLCC Table 3", "FedLCC Table 4", "FedLCC Table 5", "FedLCC Table 7")
+    #: The facts every site must report alike: the relation types and the candidate pair
+    #: types (a JSON text: Flower's config records hold no nested lists).
     AGREED = ("labels", "pair_types")
-    #: Nothing is united: the featurizer does not read entity types beyond the pair types.
-    UNITED = ()
+    #: What the featurizer reads besides the relation types: the candidate pair types and the
+    #: row limits (the simulation's fitted to all its documents, a deployment's agreed).
+    JOB_FACTS = ("pair_types", "limits")
 
-    def __init__(self):
-        self._prefixes = {}   # (job key, encoder folder, cache folder) -> (prefix, store)
+    def check(self, cfg):
+        """``--data`` given, a usable ``--encoder``, and ``--threshold dev`` only with
+        ``--loss bce``."""
+        require_data(cfg)
+        check_encoder(cfg)
+        if cfg.options.threshold == "dev" and cfg.options.loss != "bce":
+            raise ValueError("--threshold dev applies to --loss bce (softmax predicts the "
+                             "argmax): with --loss softmax give --threshold 0.5, which it "
+                             "leaves unused")
+
+    def load(self, path, options, *, seed, notes=None, site=None, dataset=None):
+        """The documents of ``path`` (:func:`read_splits`), their relation types (the labels)
+        and candidate pair types (``facts["pair_types"]``, JSON text; :func:`relation_schema`
+        of the training documents)."""
+        splits, read_notes = read_splits(dataset, path, seed, options.eog_variant)
+        if notes is not None:
+            notes.extend(read_notes)
+        types, pairs = relation_schema(dataset, splits["train"])
+        return Loaded(splits, tuple(types), notes if notes is not None else read_notes,
+                      {"pair_types": json.dumps(pairs)})
+
+    def load_run(self, cfg, path, notes):
+        """:meth:`load`, with the row limits that fit every document of the run
+        (``facts["limits"]``: :meth:`tffre.text.document_features.DocREFeaturizer.limits`)."""
+        loaded = self.load(path, cfg.options, seed=cfg.run.seed, notes=notes,
+                           dataset=cfg.dataset)
+        encoder_dir = self.run_resources(cfg, loaded).value
+        loaded.facts["limits"] = self._limits(encoder_dir, loaded, cfg.options)
+        return loaded
 
     @staticmethod
-    def options(job):
-        """The task's :class:`Options` of the job (its local paths unset)."""
-        names = set(Options.names()) - set(Sites.LOCAL_OPTIONS)
-        return Options.resolve({k: v for k, v in job.options.items() if k in names})
+    def _limits(encoder_dir, loaded, options):
+        """The row limits that encode all of ``loaded``'s documents without a cut."""
+        pairs = json.loads(loaded.facts["pair_types"])
+        probe = featurizer_for(encoder_dir, list(loaded.labels),
+                               None if pairs is None else [tuple(p) for p in pairs],
+                               options.max_len, limits={})
+        return probe.limits([doc for docs in loaded.splits.values() for doc in docs])
 
-    @staticmethod
-    def encoder_dir(site):
-        """The encoder folder of a side's configuration (default the packaged MiniLM)."""
-        from tffre.text.relation_tokenizer import default_encoder_dir
-        return site_path(site, "encoder", required=False) or default_encoder_dir()
+    def check_data(self, dataset, options, *, tokenizer=None, max_len=None, seed=0,
+                   site=None):
+        """The data check of what a run would load (``python -m tffre data check``)."""
+        from tffre.data.check import check_dataset
+        path = data_path(dataset, options.data)
+        return check_dataset("documents", dataset, path, tokenizer=tokenizer,
+                             max_len=max_len or options.max_len or DEFAULT_MAX_LEN, seed=seed,
+                             eog_variant=options.eog_variant, dev_as_test=dataset == "docred")
 
-    def _documents(self, job, site):
-        """(path, {split: [Document]}, relation types, pair types) of the site's data."""
+    def check_site(self, site, dataset=None):
+        """A site's data before it starts: with ``dataset`` (the format, e.g. "cdr") checked
+        as ``python -m tffre data check --dataset DATASET --data PATH`` checks it (every
+        problem counted, the first named); without, :func:`tffre.tasks.sites.check_any_site`.
+        One line, or :class:`tffre.tasks.sites.SiteDataError`."""
+        if not dataset:
+            return check_any_site(site)
         path = site_path(site, "data")
-        try:
-            splits, _ = read_splits(job.dataset, path, job.seed, self.options(job).eog_variant)
-            types, pairs = relation_schema(job.dataset, splits["train"])
-        except ValueError as err:   # DocREFormatError: "file line N: field: message"
-            raise SiteDataError(f"{path}: {err}" if path not in str(err) else str(err)) \
-                from None
-        return path, splits, types, pairs
+        return check_report_line(self.check_data(dataset, Options(data=path)), dataset, path)
 
-    def survey(self, job, site):
-        """{labels (relation types), pair_types, row_limits, examples (training documents)} of
-        the site's data (:class:`tffre.tasks.sites.SiteDataError` if bad); ``row_limits`` are
-        the limits that encode all its documents without a cut
-        (:meth:`tffre.text.document_features.DocREFeaturizer.limits`), in ``LIMIT_KEYS`` order."""
+    def resources(self, options, side):
+        """The side's encoder folder (its ``encoder``; default the packaged MiniLM)."""
+        from tffre.text.relation_tokenizer import default_encoder_dir
+        return Resources(site_path(side, "encoder", required=False) or default_encoder_dir())
+
+    def survey(self, loaded, options, resources):
+        """``row_limits``: the limits that encode all the site's documents without a cut, in
+        :data:`tffre.text.document_features.LIMIT_KEYS` order (a list: Flower's config
+        records hold no mappings)."""
         from tffre.text.document_features import LIMIT_KEYS
-        _, splits, types, pairs = self._documents(job, site)
-        probe = featurizer_for(self.encoder_dir(site), types, pairs,
-                               self.options(job).max_len, limits={})
-        need = probe.limits([doc for docs in splits.values() for doc in docs])
-        return {"labels": types, "pair_types": json.dumps(pairs),
-                "row_limits": [int(need[k]) for k in LIMIT_KEYS],
-                "examples": len(splits["train"])}
+        need = self._limits(resources.value, loaded, options)
+        return {"row_limits": [int(need[k]) for k in LIMIT_KEYS]}
 
-    @staticmethod
-    def refusal(job):
-        """A threshold tuned on dev (``threshold dev``): it needs the pooled dev
-        probabilities, which no site sends (the sites count at the job's fixed threshold), so
-        :meth:`agree` refuses it."""
-        if job.options.get("threshold") == "dev":
-            return ("threshold dev: a deployment scores at a fixed threshold (the sites send "
-                    "counts, not the pooled dev probabilities a tuned threshold needs)")
-        return None
-
-    def agree(self, head, sites, log, concept_file=None):
-        """:meth:`tffre.tasks.sites.Sites.agree` (relation types and pair types equal, else the
-        site is refused; a job :meth:`refusal` names is refused), and the job's row limits:
-        each the largest of the agreeing sites' (``job.facts["limits"]``), so that every
-        site's documents fit."""
+    def agree(self, job, sites, log):
+        """The job's row limits (``job.facts["limits"]``): each the largest of the agreeing
+        sites' (a site whose survey holds none is refused), so that every site's documents
+        fit."""
         from tffre.text.document_features import LIMIT_KEYS
-        job = super().agree(head, sites, log, concept_file)
         for site in sites:
             if not site.error and len(site.facts.get("row_limits") or ()) != len(LIMIT_KEYS):
                 site.error = "its survey holds no row limits (another task's code?)"
@@ -456,108 +303,197 @@ class DocumentSites(Sites):
                   for i, key in enumerate(LIMIT_KEYS)}
         return dataclasses.replace(job, facts={**job.facts, "limits": limits})
 
-    @staticmethod
-    def schema(job):
-        """(relation types, pair types or None, row limits) the job agreed on."""
-        if "limits" not in job.facts:
-            raise SiteDataError("the job holds no row limits: the sites' surveys were not "
-                                "agreed (DocumentSites.agree)")
-        pairs = json.loads(job.facts.get("pair_types", "null"))
-        return (list(job.labels), None if pairs is None else [tuple(p) for p in pairs],
-                dict(job.facts["limits"]))
+    def refusal(self, options):
+        """A threshold tuned on dev (``threshold dev``): it needs the pooled dev
+        probabilities, which no site sends (the sites count at the job's fixed threshold)."""
+        if options.threshold == "dev":
+            return ("threshold dev: a deployment scores at a fixed threshold (the sites send "
+                    "counts, not the pooled dev probabilities a tuned threshold needs)")
+        return None
 
-    def _built(self, job, encoder_dir):
-        """(featurizer, model config) of the job at a side with ``encoder_dir``."""
-        types, pairs, limits = self.schema(job)
-        options = self.options(job)
-        featurizer = featurizer_for(encoder_dir, types, pairs, options.max_len, limits=limits)
-        return featurizer, model_config(featurizer, encoder_dir, options)
-
-    def _prefix(self, job, encoder_dir, config, folder=None):
-        """The frozen prefix of a split ``config`` and its activation store, built once per
-        (job, encoder folder, cache folder) in this process."""
-        from tffre.models.partial import frozen_prefix
-        key = (job.key(), encoder_dir, folder)
-        if key not in self._prefixes:
-            self._prefixes.clear()   # one job at a time: a new job frees the last prefix
-            build, load = prefix_parts(config, encoder_dir)
-            self._prefixes[key] = frozen_prefix(build, load, job.seed, folder)
-        return self._prefixes[key]
-
-    def model(self, job, site):
-        """The job's :class:`tffre.tasks.sites.SiteModel` built from this side's encoder folder:
-        the ATLOP-style model (:func:`tffre.models.document_model.build_docre_model`), the loss of
-        ``--loss`` (FedLCC Eq. 11 for "bce") and the inputs of the job's featurizer."""
+    def build(self, spec):
+        """The ATLOP-style model (:func:`tffre.models.document_model.build_docre_model`), the
+        loss of ``--loss`` (FedLCC Eq. 11 for "bce") and the featurizer of the relation types,
+        pair types and row limits (``spec.facts``), from the side's encoder folder; a split
+        encoder's frozen prefix (:func:`tffre.models.document_model.build_docre_prefix`)."""
         import tensorflow as tf
         from tffre.data.federated import ordered
         from tffre.models.document_model import (MODEL_INPUTS, DocRELoss, build_docre_model,
-                                            has_prefix)
-        encoder_dir = self.encoder_dir(site)
-        featurizer, config = self._built(job, encoder_dir)
-        threshold = self.options(job).threshold
+                                                 build_docre_prefix, has_prefix,
+                                                 load_pretrained_encoder, model_inputs)
+        o, encoder_dir = spec.options, spec.resources.value
+        if "limits" not in spec.facts or spec.facts["limits"] is None:
+            from tffre.tasks.sites import SiteDataError
+            raise SiteDataError("the job holds no row limits: the sites' surveys were not "
+                                "agreed (DocumentRecipe.agree)")
+        pairs = json.loads(spec.facts.get("pair_types") or "null")
+        featurizer = featurizer_for(encoder_dir, list(spec.labels),
+                                    None if pairs is None else [tuple(p) for p in pairs],
+                                    o.max_len, limits=dict(spec.facts["limits"]))
+        config = model_config(featurizer, encoder_dir, o)
         shapes = featurizer.shapes()
-        x_spec = {k: tf.TensorSpec((None,) + shapes[k], tf.int32) for k in MODEL_INPUTS}
-        identity, export = "", None
-        if has_prefix(config):
-            from tffre.models.partial import HIDDEN, exporter
-            prefix, store = self._prefix(job, encoder_dir, config,
-                                         site_path(site, "prefix-cache", required=False))
-            identity = store.identity
-            x_spec[HIDDEN] = tf.TensorSpec((None,) + tuple(prefix.output_shape[1:]), tf.float32)
-            export = exporter(lambda: build_docre_model(config.full()), prefix)
-        _, load = prefix_parts(config, encoder_dir)
-        return SiteModel(
-            model_fn=lambda: build_docre_model(config), loss=DocRELoss(config.loss),
+        prefix = FrozenPrefix(config, lambda: build_docre_prefix(config),
+                              lambda: build_docre_model(config.full())) \
+            if has_prefix(config) else None
+        return Built(
+            model_fn=lambda: build_docre_model(config), loss=DocRELoss(o.loss),
+            encode=lambda documents: model_inputs(featurizer.encode(documents)),
             # As FederatedData orders a dict of inputs (by key); y: labels and pair mask.
-            input_spec=(ordered(x_spec), tf.TensorSpec(
-                (None,) + shapes["labels"][:-1] + (featurizer.num_relations + 1,), tf.float32)),
-            load_pretrained=load, identity=identity, evaluation="docre", encoder=featurizer,
-            export=export,
-            # A number the sites count at; "dev" agree() has refused.
-            evaluation_options={} if threshold == "dev" else {"threshold": threshold})
+            x_spec=ordered({k: tf.TensorSpec((None,) + shapes[k], tf.int32)
+                            for k in MODEL_INPUTS}),
+            y_spec=tf.TensorSpec((None,) + shapes["labels"][:-1]
+                                 + (featurizer.num_relations + 1,), tf.float32),
+            load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
+            encoder=featurizer, prefix=prefix,
+            description=os.path.basename(os.path.normpath(o.encoder or encoder_dir)))
 
-    def site_data(self, job, site):
-        """The site's featurized :class:`tffre.tasks.sites.SiteData` (the job's relation types,
-        pair types and row limits): train, dev and test, with each split's ``pair_intra``."""
-        path, splits, types, pairs = self._documents(job, site)
-        want_types, want_pairs, _ = self.schema(job)
-        if types != want_types or pairs != want_pairs:
-            raise SiteDataError(f"{path}: relation types {types} and candidate pairs {pairs} "
-                                f"differ from the run's {want_types} and {want_pairs}")
-        encoder_dir = self.encoder_dir(site)
-        featurizer, config = self._built(job, encoder_dir)
-        try:
-            encoded, stats = encode_splits(featurizer, splits)
-        except ValueError as err:   # names the document and the field
-            raise SiteDataError(f"{path}: {err}") from None
+    def encode(self, built, loaded, labels, site=None):
+        """({split: (model inputs, packed targets)}, {split: annotations}) of a site's
+        documents (:func:`encode_splits`; no ``pair_in_train``: Ign F1 needs every site's
+        training facts); its candidate pair types must be the job's. Prints the rows the
+        job's limits cut (a site that joined after the limits were agreed)."""
+        featurizer = built.encoder
+        pairs = json.loads(loaded.facts["pair_types"])
+        pairs = None if pairs is None else [tuple(p) for p in pairs]
+        types = list(loaded.labels)
+        if types != featurizer.relation_types or pairs != featurizer.pair_types:
+            raise ValueError(f"relation types {types} and candidate pairs {pairs} differ from "
+                             f"the run's {featurizer.relation_types} and "
+                             f"{featurizer.pair_types}")
+        encoded, stats = encode_splits(featurizer, loaded.splits)
         cut = {name: {k: v for k, v in s.items() if k != "documents" and v}
                for name, s in stats.items()}
-        if any(cut.values()):   # a site that joined after the limits were agreed
-            print(f"site {site.get('site', '')}: the job's row limits {self.schema(job)[2]} "
-                  f"cut rows of its documents: {cut}", flush=True)
-        arrays = {name: (x, y) for name, (x, y, _) in encoded.items()}
-        annotations = {name: notes for name, (_, _, notes) in encoded.items()}
-        from tffre.models.document_model import has_prefix
-        if has_prefix(config):   # this site's activations of the frozen prefix, once
-            from tffre.models.partial import cache_clients
-            prefix, store = self._prefix(job, encoder_dir, config,
-                                         site_path(site, "prefix-cache", required=False))
-            arrays = next(iter(cache_clients({site.get("site", "site"): arrays}, prefix,
-                                             store).values()))
-        train = arrays.pop("train")
-        return SiteData(train=train, held_out=arrays, annotations=annotations)
+        if any(cut.values()):
+            from tffre.text.document_features import LIMIT_KEYS
+            limits = {k: getattr(featurizer, k) for k in LIMIT_KEYS}
+            print(f"site {(site or {}).get('site', '')}: the job's row limits {limits} cut "
+                  f"rows of its documents: {cut}", flush=True)
+        return ({name: (x, y) for name, (x, y, _) in encoded.items()},
+                {name: notes for name, (_, _, notes) in encoded.items()})
 
-    def check_site(self, site, dataset=None):
-        """A site's data before it starts (:func:`tffre.tasks.sites.check_site_data`): one line
-        on what it holds, or :class:`tffre.tasks.sites.SiteDataError` when it has nothing to
-        train on. With ``dataset`` (the format, e.g. "cdr") the data is checked as ``python -m
-        tffre data check --dataset DATASET --data PATH`` checks it (:func:`check_data`: every
-        problem counted, the first named); without, :func:`tffre.tasks.sites.check_any_site`."""
-        if not dataset:
-            return check_any_site(site)
-        path = site_path(site, "data")
-        return check_report_line(check_data(dataset, Options(data=path)), dataset, path)
+    def evaluation(self, options, labels):
+        """The "docre" evaluation at ``--threshold`` (a number, or ``dev``: tuned at each
+        evaluation on the dev split)."""
+        return Evaluation(self.EVALUATION, {"threshold": options.threshold})
+
+    @staticmethod
+    def split_training(loaded, options, num_clients, seed):
+        """(parts, EntropySplit or None, entropies): each client's training document
+        indices, by the structural-entropy rule (FedLCC Sect. 4.2) or IID (what
+        :meth:`simulate` deals; empty clients included)."""
+        from tffre.data.doc_graph import (degree_entropy, document_graph, iid_split,
+                                          structural_entropy_split)
+        train = loaded.splits["train"]
+        if options.partition == "structural-entropy":
+            split = structural_entropy_split(train, num_clients, form=options.entropy_form)
+            return split.parts(), split, split.entropies
+        entropies = np.array([degree_entropy(document_graph(d), options.entropy_form)
+                              for d in train])
+        return iid_split(len(train), num_clients, seed), None, entropies
+
+    def simulate(self, cfg, loaded, resources, built):
+        """The clients: every split featurized (the DocRED training facts beside the test
+        pairs: Ign F1), the training documents over the non-empty entropy intervals (an
+        empty client dropped, printed), dev and test dealt evenly; the info the summary
+        holds (relation and pair types, row limits and cuts, each split's pairs and
+        unscorable gold pairs, the guesses' F1, the partition) and ``partition.csv`` /
+        ``partition.png`` (FedLCC Figure 2)."""
+        import pandas as pd
+
+        from tffre.data import FederatedData
+        from tffre.data.doc_graph import describe_split, iid_split, plot_split
+        from tffre.data.formats.docred import fact_keys
+        from tffre.metrics import docre_baselines
+        from tffre.text.relation_tokenizer import default_encoder_dir
+        o, splits, notes = cfg.options, loaded.splits, loaded.notes
+        relation_types = list(loaded.labels)
+        featurizer = built.encoder
+        facts = fact_keys(splits["train"]) if cfg.dataset == "docred" else None
+        arrays, stats = encode_splits(featurizer, splits, facts)
+
+        parts, split, entropies = self.split_training(loaded, o, cfg.run.clients,
+                                                      cfg.run.seed)
+        kept = [k for k, part in enumerate(parts) if len(part)]
+        dropped = [k for k in range(len(parts)) if k not in kept]
+        if dropped:
+            print(f"note: client(s) {', '.join(map(str, dropped))} got no training document "
+                  f"(empty entropy intervals) and are dropped: {len(kept)} clients")
+        if len(kept) < cfg.run.clients_per_round:
+            raise ValueError(f"--partition {o.partition}: only {len(kept)} of "
+                             f"{cfg.run.clients} clients hold training documents, fewer than "
+                             f"--clients-per-round {cfg.run.clients_per_round}; lower "
+                             f"--clients or --clients-per-round")
+        held_out = {name: iid_split(len(splits[name]), len(kept), cfg.run.seed + 1)
+                    for name in ("dev", "test")}
+
+        def rows(name, index):
+            x, y, notes_of = arrays[name]
+            return ({k: v[index] for k, v in x.items()}, y[index],
+                    {k: v[index] for k, v in notes_of.items()})
+
+        clients, annotations = {}, {}
+        for j, k in enumerate(kept):
+            cid = f"client_{k}"
+            clients[cid], annotations[cid] = {}, {}
+            for name, index in (("train", parts[k]), ("dev", held_out["dev"][j]),
+                                ("test", held_out["test"][j])):
+                x, y, notes_of = rows(name, index)
+                clients[cid][name] = (x, y)
+                annotations[cid][name] = notes_of
+        skew = "IID" if o.partition == "iid" else f"structural entropy ({o.entropy_form})"
+        source = "invented sample" if o.data == SAMPLE else o.data
+        data = FederatedData(clients, num_classes=len(relation_types),
+                             name=f"{cfg.dataset} ({source}), {len(kept)} clients, {skew}",
+                             annotations=annotations)
+
+        table = pd.DataFrame({
+            "client": [f"client_{k}" for k in range(len(parts))],
+            "documents": [len(p) for p in parts],
+            "mean_entropy": [float(np.mean(entropies[p])) if len(p) else float("nan")
+                             for p in parts]})
+        if split is not None:
+            table["entropy_interval"] = [split.interval(k) for k in range(len(parts))]
+            print(describe_split(split))
+        else:
+            print(f"IID split, documents per client: {table['documents'].tolist()}")
+        count = {name: {"documents": len(docs),
+                        "pairs": int(arrays[name][1][..., -1].sum()),
+                        "positive_pairs": int((arrays[name][1][..., :-1].max(-1)
+                                               * arrays[name][1][..., -1]).sum()),
+                        # Gold relations no candidate pair holds: misses in the split's scores.
+                        "unscorable_gold_pairs": int(arrays[name][2]["unscored_gold"].sum())}
+                 for name, docs in splits.items()}
+        pair_types = featurizer.pair_types
+        info = {"labels": relation_types, "pair_types": pair_types,
+                "encoder": o.encoder or default_encoder_dir(),
+                "max_len": featurizer.max_length, "loss": o.loss,
+                "limits": {k: getattr(featurizer, k) for k in ("max_mentions", "max_entities",
+                                                               "max_mentions_per_entity",
+                                                               "max_pairs")},
+                "featurizer": stats, "splits": count, "data_notes": notes,
+                **docre_baselines(arrays["test"][1][..., :-1], arrays["test"][1][..., -1]),
+                "partition": {"method": o.partition, "entropy_form": o.entropy_form,
+                              "documents_per_client": table["documents"].tolist(),
+                              "dropped_clients": dropped,
+                              "edges": None if split is None else split.edges.tolist()}}
+        cut = {name: {k: v for k, v in s.items() if k != "documents" and v}
+               for name, s in stats.items()}
+        print(f"\n{data.name}: " + ", ".join(
+            f"{name} {c['documents']} documents / {c['pairs']} pairs ({c['positive_pairs']} "
+            f"positive; {c['unscorable_gold_pairs']} unscorable gold, counted as misses)"
+            for name, c in count.items())
+            + f"; relations {relation_types}; candidate pairs "
+            + ("all" if pair_types is None else ", ".join(f"{s}->{o}" for s, o in pair_types))
+            + f"; featurizer cuts {cut}")
+
+        def write_extras(out_dir):
+            table.to_csv(os.path.join(out_dir, "partition.csv"), index=False)
+            if split is not None:   # FedLCC Figure 2: documents per client and entropy interval
+                plot_split(split, os.path.join(out_dir, "partition.png"), title=data.name)
+
+        return Simulated(data, info, write_extras)
 
 
-#: What ``python -m tffre deploy`` runs at each side (:mod:`tffre.tasks.sites`).
-SITES = DocumentSites()
+#: The task's one declaration: ``prepare``, ``check``, ``check_data`` and the deployment's
+#: sites are derived from it (:mod:`tffre.tasks.recipe`).
+RECIPE = DocumentRecipe()

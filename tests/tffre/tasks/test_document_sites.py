@@ -19,7 +19,13 @@ from tiny_encoder import VOCAB, make_encoder_folder
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy"))
 from deploy_fakes import FakeGrid, run_config  # noqa: E402
 
-from tffre.tasks.documents import DocumentSites
+from tffre.tasks.documents import RECIPE
+from tffre.tasks.recipe import RecipeSites
+
+
+def document_sites():
+    """The documents task's deployment, derived from its recipe (a fresh one: no cache)."""
+    return RecipeSites(RECIPE)
 
 SITES = ("a", "b")
 ROUNDS = 2
@@ -66,7 +72,7 @@ def deploy(tmp_path, world):
     from tffre.deploy.server_app import serve
     from tffre.deploy.flower_config import resolve_run
     encoder, sites = world
-    task = DocumentSites()
+    task = document_sites()
     nodes = {s: (make_client_app(NodeRuntime(task)),
                  {"site": s, "state-dir": str(tmp_path / "sites" / s), "data": sites[s],
                   "encoder": encoder, "prefix-cache": str(tmp_path / "sites" / s / "cache")})
@@ -110,7 +116,7 @@ def test_deployed_documents_equal_the_local_executor_and_the_pooled_f1(tmp_path,
 
     # The independent reference: the local executor over the same two sites' arrays (name
     # order), the same seed, initial weights and batches.
-    task = DocumentSites()
+    task = document_sites()
     model = task.model(job, {"encoder": encoder})
     # The job's numeric --threshold reaches the sites' evaluation ("dev" is refused at the
     # agreement: test_a_threshold_tuned_on_dev_is_refused_in_a_deployment).
@@ -189,14 +195,14 @@ def test_a_threshold_tuned_on_dev_is_refused_in_a_deployment():
                      options={"threshold": "dev"}, batch_size=2, seed=0)
     log = []
     with pytest.raises(ValueError, match="threshold dev: a deployment scores at a fixed"):
-        DocumentSites().agree(head, [], log.append)
+        document_sites().agree(head, [], log.append)
     assert log and log[0].startswith("error: threshold dev")
 
 
 def test_a_site_checks_its_documents_as_the_data_check(world):
     from tffre.tasks.sites import SiteDataError
     _, sites = world
-    line = DocumentSites().check_site({"data": sites["a"]}, "cdr")
+    line = document_sites().check_site({"data": sites["a"]}, "cdr")
     assert line.startswith(f"{sites['a']}: cdr, train 6, dev 2, test 3")
     with pytest.raises(SiteDataError, match="nothing to train on|no such"):
-        DocumentSites().check_site({"data": os.path.join(sites["a"], "missing")}, "cdr")
+        document_sites().check_site({"data": os.path.join(sites["a"], "missing")}, "cdr")

@@ -138,7 +138,7 @@ def test_docred_scores_dev_as_test_with_the_training_facts(tmp_path, encoder):
     whether training saw it (Ign F1)."""
     import copy
 
-    from tffre.tasks.documents import prepare
+    from tffre import tasks
     fixtures = os.path.join(os.path.dirname(__file__), "..", "data", "fixtures", "docre")
     with open(os.path.join(fixtures, "docred_train.json"), encoding="utf-8") as f:
         docs = json.load(f)
@@ -155,7 +155,7 @@ def test_docred_scores_dev_as_test_with_the_training_facts(tmp_path, encoder):
     cfg = config_lib.resolve({"dataset": "docred", "data": str(folder), "encoder": encoder,
                               "clients": 2, "clients_per_round": 2, "partition": "iid",
                               "max_len": 48, "out": str(tmp_path / "o")})
-    job = prepare(cfg)
+    job = tasks.task_of("docred").prepare(cfg)
     assert job.evaluation == "docre" and job.encoder.relation_types == ["P127", "P17", "P361"]
     assert job.info["pair_types"] is None and job.info["labels"] == ["P127", "P17", "P361"]
     assert job.info["splits"]["test"]["documents"] == 2

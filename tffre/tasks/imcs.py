@@ -71,6 +71,7 @@ TASK = Task("imcs", "IMCS-V2 Chinese doctor-patient dialogues (FLCMC Tables 9-11
             dataset_defaults={"imcs": {"data": SAMPLE}},
             samples={"imcs": resources.path("imcs_sample")})
 
+
 SAMPLE_VECTORS = resources.path("imcs_sample", "w2v_sample.txt")
 PRIVACY_WARNING = ("WARNING: {flag} reads the clients' private {what} on the server. That breaks "
                    "the federated privacy model; use it only for experiments.")

@@ -63,25 +63,29 @@ TASK = Task("images", "medical image classification (FedCB Tables 2-5)", ("oct-c
 
 
 class Images:
-    """One split's images as records (a sequence of {"image", "label"}) that keeps the
-    decoded array whole: :meth:`ImageRecipe.build`'s encoding returns it without a copy."""
+    """One split's images as records ({"file", "label"}), listed, not decoded: a site's survey
+    reads only the listing (a hello is answered in seconds, not after decoding Kvasir-v2);
+    :attr:`x` decodes them once, as the loaders do (:mod:`tffre.data.image_sets`)."""
 
-    def __init__(self, x, y, class_names):
-        self.x, self.y, self.class_names = x, y, class_names
+    def __init__(self, files, y, class_names, size):
+        self.files, self.y, self.class_names, self.size = files, y, class_names, size
+        self._x = None
+
+    @property
+    def x(self):
+        """The decoded images, float32 [n, H, W, 3] in [0, 1], resized to ``size``."""
+        if self._x is None:
+            from tffre.data.image_sets import _read_images
+            self._x = _read_images(self.files, self.size)
+        return self._x
 
     def __len__(self):
         return len(self.y)
 
     def __getitem__(self, i):
-        return {"image": self.x[i], "label": self.class_names[self.y[i]]}
-
-
-def encode(records):
-    """A split's images as the model's input: float32 [n, H, W, 3] in [0, 1]."""
-    import numpy as np
-    if isinstance(records, Images):
-        return records.x
-    return np.stack([r["image"] for r in records]).astype(np.float32)
+        if not 0 <= i < len(self.y):   # ends the iteration
+            raise IndexError(i)
+        return {"file": self.files[i], "label": self.class_names[self.y[i]]}
 
 
 def _dataset(dataset):
@@ -112,18 +116,18 @@ class ImageRecipe(Recipe):
                              f"{cfg.options.alpha}")
 
     def load(self, path, options, *, seed, notes=None, site=None, dataset=None):
-        """The image set in ``path`` as {"train", "dev" (val), "test": :class:`Images`}, every
-        image resized to ``--image-size``: OCT-C8's official split, or Kvasir-v2's folders
-        split 7:1:2 with ``seed`` (:mod:`tffre.data.image_sets`); the labels are the class
-        folder names. A run loads its one folder with it, a deployed site its own."""
-        from tffre.data.image_sets import load_kvasir, load_oct_c8
+        """The image set in ``path`` as {"train", "dev" (val), "test": :class:`Images`}, each
+        image resized to ``--image-size`` when encoded: OCT-C8's official split, or
+        Kvasir-v2's folders split 7:1:2 with ``seed`` (:mod:`tffre.data.image_sets`); the
+        labels are the class folder names. A run loads its one folder with it, a deployed
+        site its own."""
+        from tffre.data.image_sets import list_image_splits
         size = (options.image_size, options.image_size)
-        if _dataset(dataset) == "oct-c8":
-            splits, class_names = load_oct_c8(path, size)
-        else:
-            splits, class_names = load_kvasir(path, size, seed=seed)
+        # As load_oct_c8 and load_kvasir list them; decoded when encoded (Images.x).
+        splits, class_names = list_image_splits(
+            path, split_folders=_dataset(dataset) == "oct-c8", seed=seed)
         # "dev" is the runner's name for the validation split.
-        return Loaded({name: Images(*splits[split], class_names)
+        return Loaded({name: Images(*splits[split], class_names, size)
                        for name, split in (("train", "train"), ("dev", "val"),
                                            ("test", "test"))},
                       tuple(class_names), notes if notes is not None else [])
@@ -170,10 +174,18 @@ class ImageRecipe(Recipe):
         """ResNet-18 for the labels (:func:`tffre.models.resnet.resnet18_classifier`) from
         the options and the seed, as every side builds it; the inputs are the images."""
         import tensorflow as tf
+        from tffre.data.image_sets import _read_images
         from tffre.models.resnet import resnet18_classifier
         from tffre.text.encoder import ImageEncoder
         o = spec.options
         shape = (o.image_size, o.image_size, 3)
+
+        def encode(records):
+            """A split's images, float32 [n, H, W, 3] in [0, 1]: an :class:`Images`' own
+            array, or other records' files decoded."""
+            if isinstance(records, Images):
+                return records.x
+            return _read_images([r["file"] for r in records], shape[:2])
 
         def model_fn():
             return resnet18_classifier(shape, len(spec.labels), small_input=o.small_input,

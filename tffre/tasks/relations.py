@@ -13,9 +13,12 @@ Splits: a folder with train/dev/test files gives those splits. A set with no
 test split holds out a seeded 20% of its examples as test, and says so. The
 test and dev examples are dealt evenly over the clients; the evaluation pools
 them (a centralised test set, as the papers report).
+
+The task is one :class:`tffre.tasks.recipe.Recipe` (:data:`RECIPE`): the simulation's
+``prepare`` and every deployment site (:class:`tffre.tasks.recipe.RecipeSites`) are derived
+from it, the split encoder's frozen prefix, FedED's D_v and the relation F1 included.
 """
 
-import collections
 import dataclasses
 import os
 from typing import Optional
@@ -24,11 +27,11 @@ from tffre import resources
 from tffre.hparams import (boolean, choice, fraction, non_negative_float, optional, param,
                            positive_int, text, threshold_or_dev)
 from tffre.lazy import np
-from tffre.runner.run_settings import Job
 from tffre.tasks import (SAMPLE, ConceptOption, DataOption, EncoderOptions, Task, check_encoder,
-                         data_path, label_mix_writer, require_data, with_cached_prefix)
-from tffre.tasks.sites import (SiteData, SiteDataError, SiteModel, Sites, check_any_site,
-                               check_report_line, site_path)
+                         data_path, label_mix_writer, require_data)
+from tffre.tasks.recipe import (Built, Evaluation, FrozenPrefix, Loaded, Recipe, Resources,
+                                ServerSet, Simulated)
+from tffre.tasks.sites import check_any_site, check_report_line, site_path
 
 DATASETS = ("i2b2", "gad", "euadr", "chemprot", "pgr", "jsonl")
 SAMPLE_DIRS = {"i2b2": resources.path("re_sample", "i2b2"), "gad": resources.path("re_sample", "gad")}
@@ -84,37 +87,9 @@ TASK = Task("relations", "sentence-level relation extraction (FedCMC, FedED)", D
             learning_rates={"adam": 3e-4}, samples=SAMPLE_DIRS)
 
 
-def check(cfg):
-    """The options' checks that need no data."""
-    require_data(cfg)
-    check_encoder(cfg)
-    o = cfg.options
-    if o.partition == "label-dirichlet" and not o.alpha > 0:
-        raise ValueError(f"--alpha must be > 0 for the Dirichlet partition, got {o.alpha}")
-    if o.server_data and not os.path.exists(o.server_data):
-        raise ValueError(f"--server-data: no such file or folder: {o.server_data}")
-    if o.server_data and o.server_fraction:
-        raise ValueError("give --server-data or --server-fraction, not both")
-    from tffre import registry
-    needs = [n for n in cfg.algorithms if registry.get_spec(n).load_definition().needs_server_data]
-    if needs and not (o.server_data or o.server_fraction):
-        raise ValueError(f"{', '.join(needs)} needs the server's labelled set D_v: give "
-                         f"--server-fraction (FedED: 0.2) or --server-data")
-
-
-def check_data(dataset, options, *, tokenizer=None, max_len=None, seed=0):
-    """The data check of what a run would load (``python -m tffre data check``)."""
-    from tffre.data.check import check_dataset
-    path = data_path(dataset, options.data)
-    extra = {"raw_labels": True} if dataset == "chemprot" and options.raw_labels else {}
-    return check_dataset("relations", dataset, path, tokenizer=tokenizer,
-                         max_len=max_len or options.max_len or DEFAULT_MAX_LEN, seed=seed,
-                         dev_fraction=options.dev_fraction or None, **extra)
-
-
-def loader_options(cfg):
-    """The loader's options of ``cfg`` (``--raw-labels`` for ChemProt)."""
-    return {"raw_labels": True} if cfg.dataset == "chemprot" and cfg.options.raw_labels else {}
+def loader_options(dataset, options):
+    """The loader's options of a run of ``dataset`` (``--raw-labels`` for ChemProt)."""
+    return {"raw_labels": True} if dataset == "chemprot" and options.raw_labels else {}
 
 
 def read_server_data(dataset, path, labels):
@@ -155,291 +130,224 @@ def server_split(cfg, splits, labels):
             f"{o.server_fraction:.0%} of the training examples (seeded)")
 
 
-def prepare(cfg):
-    """Loads, tokenizes and splits the relation set of ``cfg``; returns the :class:`Job`."""
-    import tensorflow as tf
-    from tffre.data import FederatedData
-    from tffre.data.partition import (dirichlet_label_split, format_label_mix, iid_split,
-                                      label_mix)
-    from tffre.data.sentence_sets import load_relation_splits
-    from tffre.metrics import trivial_baselines
-    from tffre.models.partial import activations, exporter, with_hidden
-    from tffre.models.relation_model import (build_re_model, build_re_prefix, config_for, has_prefix,
-                                        load_pretrained_encoder)
-    from tffre.data.concepts import concepts_for
-    from tffre.text.relation_tokenizer import RETokenizer, default_encoder_dir
+class RelationRecipe(Recipe):
+    """Sentence-level relation extraction (see the module docstring), in a simulation and
+    across sites.
 
-    o, seed, num_clients = cfg.options, cfg.run.seed, cfg.run.clients
-    notes = []
-    splits, labels = load_relation_splits(cfg.dataset, data_path(cfg.dataset, o.data), seed=seed,
-                                          dev_fraction=o.dev_fraction or None, notes=notes,
-                                          **loader_options(cfg))
-    if o.threshold is not None and len(labels) != 2:
-        raise ValueError(f"--threshold applies to a binary set; {cfg.dataset} "
-                         f"({data_path(cfg.dataset, o.data)}) has {len(labels)} labels: "
-                         f"{', '.join(map(str, labels))}")
-    if o.threshold == "dev" and "dev" not in splits:
-        raise ValueError("--threshold dev needs a dev split: the data has none and "
-                         "--dev-fraction is 0")
-    for note in notes:
-        print(f"note: {note}")
-    encoder_dir = o.encoder or default_encoder_dir()
-    tokenizer = RETokenizer.from_pretrained(
-        encoder_dir, max_length=o.max_len or DEFAULT_MAX_LEN,
-        blind_entities=o.blind_entities,
-        entity_types=RETokenizer.entity_types_of(splits["train"]))
-    index = {label: i for i, label in enumerate(labels)}
-    server_df, server_source = server_split(cfg, splits, labels)
-    arrays = {name: (tokenizer.encode(df), df["label"].map(index).to_numpy(np.int32))
-              for name, df in splits.items()}
-    y_train = arrays["train"][1]
-    if o.partition == "iid":
-        parts = iid_split(len(y_train), num_clients, seed)
-    else:
-        parts = dirichlet_label_split(y_train, num_clients, o.alpha, seed)
-    held_out = {name: iid_split(len(y), num_clients, seed + 1)
-                for name, (_, y) in arrays.items() if name != "train"}
-    clients = {}
-    for k, part in enumerate(parts):
-        cid = f"client_{k}"
-        clients[cid] = {"train": (arrays["train"][0][part], y_train[part])}
-        for name, idx in held_out.items():
-            clients[cid][name] = (arrays[name][0][idx[k]], arrays[name][1][idx[k]])
-    skew = "IID" if o.partition == "iid" else f"label Dirichlet alpha={o.alpha}"
-    source = "synthetic sample" if o.data == SAMPLE else o.data
-    data = FederatedData(clients, num_classes=len(labels),
-                         name=f"{cfg.dataset} ({source}), {num_clients} clients, {skew}")
-    mix = label_mix(y_train, parts, label_names=list(range(len(labels))))
-    mix.columns = [labels[c] if isinstance(c, (int, np.integer)) else c for c in mix.columns]
-    y_test = arrays["test"][1]
-    info = {"labels": labels, "negative_label": labels[0], "encoder": encoder_dir,
-            "representation": o.representation, "max_len": tokenizer.max_length,
-            "tokenizer": dict(tokenizer.stats),
-            "train_examples": int(len(y_train)), "test_examples": int(len(y_test)),
-            "dev_split": "dev" if "dev" in arrays else None,
-            "server_examples": 0 if server_df is None else int(len(server_df)),
-            "server_data": server_source, "data_notes": notes,
-            **trivial_baselines(y_train, y_test, len(labels), negative_label=0)}
-    print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
-          f"examples, {len(labels)} labels; tokenizer {tokenizer.stats}")
-    print(format_label_mix(mix))
-    config = config_for(tokenizer, encoder_dir, len(labels), representation=o.representation,
-                        num_layers=o.encoder_layers, freeze_embeddings=o.freeze_embedding,
-                        partial=o.partial())
-    server_x = None if server_df is None else tokenizer.encode(server_df)
-    load = lambda model: load_pretrained_encoder(model, encoder_dir)  # noqa: E731
-    export = None
-    if has_prefix(config):
-        # A frozen prefix: each client's activations once; the federated model is the top.
-        data, prefix, store, info["partial"] = with_cached_prefix(
-            data, config, lambda: build_re_prefix(config), load, cfg)
-        if server_x is not None:   # D_v's inputs, as the clients will predict on them
-            server_x = with_hidden(server_x, store.get(server_x, lambda x: activations(
-                prefix, x)))
-        export = exporter(lambda: build_re_model(config.full()), prefix)
-
-    def model_fn():
-        return build_re_model(config)
-
-    return Job(data=data, model_fn=model_fn,
-               loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-               title=f"{data.name}, {os.path.basename(os.path.normpath(encoder_dir))}",
-               label_names=labels, encoder=tokenizer, info=info,
-               write_extras=label_mix_writer(mix, data.name),
-               load_pretrained=load, negative_label=0, export=export,
-               concepts=concepts_for(labels, o.concept_file), prompts="text",
-               server_data=None if server_df is None else (
-                   server_x, server_df["label"].map(index).to_numpy(np.int32)),
-               # Without --threshold the argmax, as before the option existed.
-               **({} if o.threshold is None else {
-                   "evaluation": "binary", "evaluation_options": {"threshold": o.threshold}}))
-
-
-class RelationSites(Sites):
-    """Sentence-level relation extraction across sites (:mod:`tffre.tasks.sites`).
-
-    Node configuration: ``data`` (a file, or a folder of train/dev/test files, of the
-    dataset's format: :func:`tffre.data.sentence_sets.load_re`) and ``encoder`` (the local
-    Hugging Face encoder folder; default the packaged all-MiniLM-L6-v2). The held-out
-    splits a site has (dev, test) are evaluated there.
-
-    With a split encoder (the job's ``trainable_layers`` or ``lora_rank``) each side builds
-    the frozen prefix from its own encoder folder and the job's seed
-    (:func:`tffre.models.partial.frozen_prefix`); a site computes its examples' activations
-    once (in memory, or in the node configuration's ``prefix-cache`` folder) and trains the
-    top on them. The prefix's fingerprint is part of the round's layout, so a site whose
-    prefix differs from the server's is refused.
+    A site's node configuration: ``data`` (a file, or a folder of train/dev/test files, of
+    the dataset's format: :func:`tffre.data.sentence_sets.load_re`; its splits as they are,
+    each held-out one evaluated there), ``encoder`` (the local Hugging Face encoder folder;
+    default the packaged all-MiniLM-L6-v2) and ``prefix-cache``. The labels (the loader's
+    names) must be alike at every site; the entity types are the sites' union (entity
+    blinding's placeholders). With a split encoder (``trainable_layers``, ``lora_rank``) each
+    side builds the frozen prefix from its own encoder folder and the job's seed; a site
+    computes its examples' activations once and trains the top on them, and a site whose
+    prefix differs from the server's is refused (:attr:`tffre.tasks.recipe.Built.prefix`).
+    The server's ``server-data`` is FedED's D_v, tokenized as the sites tokenize.
     """
 
-    def __init__(self):
-        self._prefixes = {}   # (job key, encoder folder, cache folder) -> (prefix, store)
+    TASK = TASK
+    EVALUATION = "classification"
+    PREDICTS = "relations"   # JSON lines of relation records (text and entity offsets)
+    TABLES = ("FedCMC Table 2", "FedED Tables 3-8")
+    AGREED = ("labels",)
+    UNITED = ("entity_types",)
+
+    def check(self, cfg):
+        """The options' checks that need no data."""
+        require_data(cfg)
+        check_encoder(cfg)
+        o = cfg.options
+        if o.partition == "label-dirichlet" and not o.alpha > 0:
+            raise ValueError(f"--alpha must be > 0 for the Dirichlet partition, got {o.alpha}")
+        if o.server_data and not os.path.exists(o.server_data):
+            raise ValueError(f"--server-data: no such file or folder: {o.server_data}")
+        if o.server_data and o.server_fraction:
+            raise ValueError("give --server-data or --server-fraction, not both")
+        from tffre import registry
+        needs = [n for n in cfg.algorithms
+                 if registry.get_spec(n).load_definition().needs_server_data]
+        if needs and not (o.server_data or o.server_fraction):
+            raise ValueError(f"{', '.join(needs)} needs the server's labelled set D_v: give "
+                             f"--server-fraction (FedED: 0.2) or --server-data")
+
+    def load(self, path, options, *, seed, notes=None, site=None, dataset=None):
+        """The relation examples of ``path`` as {split: DataFrame}: a run's splits completed
+        (:func:`tffre.data.sentence_sets.load_relation_splits`: a missing test or dev split
+        held out of train), a site's as its files hold them; ``facts["entity_types"]`` those
+        of the training examples."""
+        from tffre.text.relation_tokenizer import RETokenizer
+        if site is not None:
+            splits, labels = self._site_splits(dataset, path, options)
+        else:
+            from tffre.data.sentence_sets import load_relation_splits
+            splits, labels = load_relation_splits(dataset, path, seed=seed,
+                                                  dev_fraction=options.dev_fraction or None,
+                                                  notes=notes,
+                                                  **loader_options(dataset, options))
+            if options.threshold is not None and len(labels) != 2:
+                raise ValueError(f"--threshold applies to a binary set; {dataset} ({path}) "
+                                 f"has {len(labels)} labels: {', '.join(map(str, labels))}")
+            if options.threshold == "dev" and "dev" not in splits:
+                raise ValueError("--threshold dev needs a dev split: the data has none and "
+                                 "--dev-fraction is 0")
+        return Loaded(splits, tuple(labels), notes if notes is not None else [],
+                      {"entity_types": RETokenizer.entity_types_of(splits["train"])})
 
     @staticmethod
-    def refusal(job):
-        """A decision threshold (``threshold``): the sites count the more probable class (a
-        confusion matrix), so :meth:`agree` refuses it."""
-        if job.options.get("threshold") is not None:
+    def _site_splits(dataset, path, options):
+        from tffre.data.sentence_sets import by_split, load_re
+        try:
+            examples, labels = load_re(dataset, path, **loader_options(dataset, options))
+        except ValueError as err:   # REFormatError: "file line N: field: message"
+            raise ValueError(f"{path}: {err}" if path not in str(err) else str(err)) \
+                from None
+        splits = by_split(examples)
+        if "train" not in splits or not len(splits["train"]):
+            raise ValueError(f"{path}: no training examples")
+        return splits, [str(label) for label in labels]
+
+    def check_data(self, dataset, options, *, tokenizer=None, max_len=None, seed=0,
+                   site=None):
+        """The data check of what a run would load (``python -m tffre data check``)."""
+        from tffre.data.check import check_dataset
+        path = data_path(dataset, options.data)
+        return check_dataset("relations", dataset, path, tokenizer=tokenizer,
+                             max_len=max_len or options.max_len or DEFAULT_MAX_LEN, seed=seed,
+                             dev_fraction=options.dev_fraction or None,
+                             **loader_options(dataset, options))
+
+    def check_site(self, site, dataset=None):
+        """A site's data before it starts: with ``dataset`` (the format, e.g. "gad") checked
+        as ``python -m tffre data check --dataset DATASET --data PATH`` checks it (every
+        problem counted, the first named); without, :func:`tffre.tasks.sites.check_any_site`.
+        One line, or :class:`tffre.tasks.sites.SiteDataError`."""
+        if not dataset:
+            return check_any_site(site)
+        from tffre.data.check import check_dataset
+        path = site_path(site, "data")
+        return check_report_line(check_dataset("relations", dataset, path), dataset, path)
+
+    def run_resources(self, cfg, loaded):
+        """The simulation's encoder folder: ``--encoder`` as given, or the packaged MiniLM."""
+        from tffre.text.relation_tokenizer import default_encoder_dir
+        return Resources(cfg.options.encoder or default_encoder_dir())
+
+    def resources(self, options, side):
+        """A deployment side's encoder folder (its ``encoder``; default the packaged
+        MiniLM)."""
+        from tffre.text.relation_tokenizer import default_encoder_dir
+        return Resources(site_path(side, "encoder", required=False) or default_encoder_dir())
+
+    def server_split(self, cfg, loaded):
+        """FedED's D_v of the simulation (:func:`server_split`)."""
+        server, source = server_split(cfg, loaded.splits, list(loaded.labels))
+        return None if server is None else ServerSet(server, source)
+
+    def read_server_data(self, path, options, *, dataset, labels):
+        """A deployment server's D_v (:func:`read_server_data`)."""
+        return read_server_data(dataset, path, list(labels))
+
+    def config(self, spec, tokenizer, encoder_dir):
+        """The :class:`tffre.models.relation_model.REModelConfig` of ``spec``."""
+        from tffre.models.relation_model import config_for
+        o = spec.options
+        return config_for(tokenizer, encoder_dir, len(spec.labels),
+                          representation=o.representation, num_layers=o.encoder_layers,
+                          freeze_embeddings=bool(o.freeze_embedding), partial=o.partial())
+
+    def build(self, spec):
+        """The encoder model (:func:`tffre.models.relation_model.build_re_model`) and its
+        entity-marker tokenizer, from the side's encoder folder; a split encoder's frozen
+        prefix (:func:`tffre.models.relation_model.build_re_prefix`)."""
+        import tensorflow as tf
+        from tffre.models.relation_model import (build_re_model, build_re_prefix, has_prefix,
+                                                 load_pretrained_encoder)
+        from tffre.text.relation_tokenizer import RETokenizer
+        o, encoder_dir = spec.options, spec.resources.value
+        tokenizer = RETokenizer.from_pretrained(
+            encoder_dir, max_length=o.max_len or DEFAULT_MAX_LEN,
+            blind_entities=bool(o.blind_entities), entity_types=spec.facts.get("entity_types"))
+        config = self.config(spec, tokenizer, encoder_dir)
+        prefix = FrozenPrefix(config, lambda: build_re_prefix(config),
+                              lambda: build_re_model(config.full())) \
+            if has_prefix(config) else None
+        return Built(model_fn=lambda: build_re_model(config),
+                     loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                     encode=tokenizer.encode,
+                     x_spec=tf.TensorSpec((None, 4, tokenizer.max_length), tf.int32),
+                     load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
+                     encoder=tokenizer,
+                     description=os.path.basename(os.path.normpath(encoder_dir)),
+                     prefix=prefix)
+
+    def evaluation(self, options, labels):
+        """Relation F1 (the first label is the negative one); with ``--threshold`` on a
+        binary set, the relation's probability above the threshold."""
+        if options.threshold is None:   # the argmax, as before the option existed
+            return Evaluation("classification", negative_label=0)
+        return Evaluation("binary", {"threshold": options.threshold}, negative_label=0)
+
+    def refusal(self, options):
+        """A decision threshold: the sites count the more probable class (a confusion
+        matrix)."""
+        if options.threshold is not None:
             return ("threshold: a deployment of sentence RE scores the more probable class "
                     "(the sites send a confusion matrix at the argmax)")
         return None
 
-    def _examples(self, job, site):
-        from tffre.data.sentence_sets import by_split, load_re
-        path = site_path(site, "data")
-        try:
-            examples, labels = load_re(job.dataset, path)
-        except ValueError as err:   # REFormatError: "file line N: field: message"
-            raise SiteDataError(f"{path}: {err}" if path not in str(err) else str(err)) \
-                from None
-        splits = by_split(examples)
-        if "train" not in splits or not len(splits["train"]):
-            raise SiteDataError(f"{path}: no training examples")
-        return path, splits, [str(label) for label in labels]
+    def partition(self, loaded, options, num_clients, seed):
+        """The training examples by label skew (each label over the clients in
+        Dirichlet(alpha) proportions) or IID; the held-out examples dealt evenly."""
+        from tffre.data.partition import dirichlet_label_split, iid_split
+        y = loaded.label_ids("train")
+        if options.partition == "iid":
+            parts = iid_split(len(y), num_clients, seed)
+        else:
+            parts = dirichlet_label_split(y, num_clients, options.alpha, seed)
+        held_out = {name: iid_split(len(records), num_clients, seed + 1)
+                    for name, records in loaded.splits.items() if name != "train"}
+        return {f"client_{k}": {"train": part, **{name: idx[k] for name, idx in
+                                                   held_out.items()}}
+                for k, part in enumerate(parts)}
 
-    def survey(self, job, site):
-        """{labels, entity_types, examples} of the site's data (:class:`tffre.tasks.sites.SiteDataError` if bad)."""
-        from tffre.text.relation_tokenizer import RETokenizer
-        _, splits, labels = self._examples(job, site)
-        return {"labels": labels,
-                "entity_types": RETokenizer.entity_types_of(splits["train"]),
-                "examples": int(len(splits["train"]))}
-
-    def encoder_dir(self, site):
-        """The encoder folder of a side's configuration (default the packaged MiniLM)."""
-        from tffre.text.relation_tokenizer import default_encoder_dir
-        return site_path(site, "encoder", required=False) or default_encoder_dir()
-
-    def tokenizer(self, job, encoder_dir):
-        from tffre.text.relation_tokenizer import RETokenizer
-        o = job.options
-        return RETokenizer.from_pretrained(
-            encoder_dir, max_length=o.get("max_len") or DEFAULT_MAX_LEN,
-            blind_entities=bool(o.get("blind_entities")), entity_types=job.entity_types)
-
-    def _config(self, job, encoder_dir):
-        """(tokenizer, the job's :class:`tffre.models.relation_model.REModelConfig`) at a side."""
-        from tffre.models.relation_model import config_for
-        from tffre.tasks import EncoderOptions
-        tokenizer = self.tokenizer(job, encoder_dir)
-        o = job.options
-        known = {k: o[k] for k in EncoderOptions.names() if k in o and k != "encoder"}
-        partial = EncoderOptions.resolve(known).partial()
-        return tokenizer, config_for(tokenizer, encoder_dir, len(job.labels),
-                                     representation=o.get("representation", "entity_sum"),
-                                     num_layers=o.get("encoder_layers"),
-                                     freeze_embeddings=bool(o.get("freeze_embedding")),
-                                     partial=partial)
-
-    def _prefix(self, job, encoder_dir, config, folder=None):
-        """The frozen prefix of a split ``config`` and its activation store, built once per
-        (job, encoder folder) in this process."""
-        from tffre.models.partial import frozen_prefix
-        from tffre.models.relation_model import build_re_prefix, load_pretrained_encoder
-        key = (job.key(), encoder_dir, folder)
-        if key not in self._prefixes:
-            self._prefixes.clear()   # one job at a time: a new job frees the last prefix
-            self._prefixes[key] = frozen_prefix(lambda: build_re_prefix(config),
-                                                lambda m: load_pretrained_encoder(m, encoder_dir),
-                                                job.seed, folder)
-        return self._prefixes[key]
-
-    def model(self, job, site):
-        """The job's :class:`tffre.tasks.sites.SiteModel` built from this side's encoder folder."""
-        import tensorflow as tf
-        from tffre.models.partial import exporter
-        from tffre.models.relation_model import build_re_model, has_prefix, load_pretrained_encoder
-        encoder_dir = self.encoder_dir(site)
-        tokenizer, config = self._config(job, encoder_dir)
-        x = tokenizer.encode([])
-        x_spec = tf.TensorSpec((None,) + x.shape[1:], tf.int32)
-        export, identity = None, ""
-        if has_prefix(config):
-            prefix, store = self._prefix(job, encoder_dir, config,
-                                         site_path(site, "prefix-cache", required=False))
-            identity = store.identity
-            x_spec = collections.OrderedDict(   # as FederatedData orders a dict: by key
-                hidden=tf.TensorSpec((None,) + tuple(prefix.output_shape[1:]), tf.float32),
-                inputs=x_spec)
-            export = exporter(lambda: build_re_model(config.full()), prefix)
-        return SiteModel(
-            model_fn=lambda: build_re_model(config),
-            loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            input_spec=(x_spec, tf.TensorSpec((None,), tf.int32)),
-            load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
-            encoder=tokenizer, negative_label=0, export=export, identity=identity)
-
-    def site_data(self, job, site):
-        """The site's tokenized :class:`tffre.tasks.sites.SiteData` (labels indexed by ``job.labels``)."""
-        path, splits, labels = self._examples(job, site)
-        if list(labels) != list(job.labels):
-            raise SiteDataError(f"{path}: labels {labels} differ from the run's "
-                                f"{list(job.labels)}")
-        encoder_dir = self.encoder_dir(site)
-        tokenizer, config = self._config(job, encoder_dir)
-        arrays = {}
-        for name, frame in splits.items():
-            try:
-                x = tokenizer.encode(frame)
-            except ValueError as err:   # names the example and the field
-                raise SiteDataError(f"{path}: {name} split: {err}") from None
-            arrays[name] = (x, self._label_ids(job, frame))
-        from tffre.models.relation_model import has_prefix
-        if has_prefix(config):   # this site's activations of the frozen prefix, once
-            from tffre.models.partial import cache_clients
-            prefix, store = self._prefix(job, encoder_dir, config,
-                                         site_path(site, "prefix-cache", required=False))
-            arrays = cache_clients({site.get("site", "site"): arrays}, prefix, store)
-            arrays = next(iter(arrays.values()))
-        return SiteData(train=arrays.pop("train"), held_out=arrays)
-
-    def check_site(self, site, dataset=None):
-        """A site's data before it starts (:func:`tffre.tasks.sites.check_site_data`): one line on what it holds,
-        or :class:`tffre.tasks.sites.SiteDataError` when it has nothing to train on.
-
-        With ``dataset`` (the format, e.g. "gad") the data is checked as ``python -m tffre
-        data check --dataset DATASET --data PATH`` checks it (every problem counted, the
-        first named); without, :func:`tffre.tasks.sites.check_any_site`."""
-        if dataset:
-            return self._check_as(dataset, site_path(site, "data"))
-        return check_any_site(site)
-
-    @staticmethod
-    def _check_as(dataset, path):
-        """``python -m tffre data check``'s check of ``path`` as ``dataset``: a summary line,
-        or :class:`tffre.tasks.sites.SiteDataError` with the first problem and the count."""
-        from tffre.data.check import check_dataset
-        return check_report_line(check_dataset("relations", dataset, path), dataset, path)
-
-    @staticmethod
-    def _label_ids(job, frame):
-        index = {label: i for i, label in enumerate(job.labels)}
-        return frame["label"].astype(str).map(index).to_numpy(np.int32)
-
-    def server_data(self, job, side):
-        """D_v at the server: (x, y) of the ``server-data`` file or folder of ``side`` (its
-        train split, or all of it, as ``python -m tffre run --server-data`` reads it),
-        tokenized as the sites tokenize their data; labels indexed by ``job.labels``."""
-        path = site_path(side, "server-data")
-        try:
-            frame = read_server_data(job.dataset, path, list(job.labels))
-        except ValueError as err:   # REFormatError: "file line N: field: message"
-            raise SiteDataError(f"server-data: {err}" if path not in str(err) else str(err)) \
-                from None
-        if not len(frame):
-            raise SiteDataError(f"{path}: server-data has no training examples")
-        encoder_dir = self.encoder_dir(side)
-        tokenizer, config = self._config(job, encoder_dir)
-        try:
-            x = tokenizer.encode(frame)
-        except ValueError as err:   # names the example and the field
-            raise SiteDataError(f"{path}: server-data: {err}") from None
-        from tffre.models.relation_model import has_prefix
-        if has_prefix(config):   # the sites predict on D_v through the same frozen prefix
-            from tffre.models.partial import activations, with_hidden
-            prefix, store = self._prefix(job, encoder_dir, config)
-            x = with_hidden(x, store.get(x, lambda x: activations(prefix, x)))
-        return x, self._label_ids(job, frame)
+    def simulate(self, cfg, loaded, resources, built):
+        """The clients of :meth:`partition`, the label mix (``partition.csv``/``.png``) and
+        the summary's fields (labels, encoder, tokenizer counts, D_v)."""
+        from tffre.data import FederatedData
+        from tffre.data.partition import format_label_mix, label_mix
+        from tffre.metrics import trivial_baselines
+        o, labels, tokenizer = cfg.options, list(loaded.labels), built.encoder
+        arrays = {name: (built.encode(df), loaded.label_ids(name))
+                  for name, df in loaded.splits.items()}
+        parts = self.partition(loaded, o, cfg.run.clients, cfg.run.seed)
+        clients = {cid: {split: (arrays[split][0][idx], arrays[split][1][idx])
+                         for split, idx in rows.items()} for cid, rows in parts.items()}
+        skew = "IID" if o.partition == "iid" else f"label Dirichlet alpha={o.alpha}"
+        source = "synthetic sample" if o.data == SAMPLE else o.data
+        data = FederatedData(clients, num_classes=len(labels),
+                             name=f"{cfg.dataset} ({source}), {cfg.run.clients} clients, "
+                                  f"{skew}")
+        y_train, y_test = arrays["train"][1], arrays["test"][1]
+        mix = label_mix(y_train, [rows["train"] for rows in parts.values()],
+                        label_names=list(range(len(labels))))
+        mix.columns = [labels[c] if isinstance(c, (int, np.integer)) else c for c in mix.columns]
+        server = loaded.server
+        info = {"labels": labels, "negative_label": labels[0], "encoder": resources.value,
+                "representation": o.representation, "max_len": tokenizer.max_length,
+                "tokenizer": dict(tokenizer.stats),
+                "train_examples": int(len(y_train)), "test_examples": int(len(y_test)),
+                "dev_split": "dev" if "dev" in arrays else None,
+                "server_examples": 0 if server is None else int(len(server.records)),
+                "server_data": None if server is None else server.source,
+                "data_notes": loaded.notes,
+                **trivial_baselines(y_train, y_test, len(labels), negative_label=0)}
+        print(f"\n{data.name}: {info['train_examples']} train / {info['test_examples']} test "
+              f"examples, {len(labels)} labels; tokenizer {tokenizer.stats}")
+        print(format_label_mix(mix))
+        return Simulated(data, info, label_mix_writer(mix, data.name))
 
 
-#: What ``python -m tffre deploy`` runs at each side (:mod:`tffre.tasks.sites`).
-SITES = RelationSites()
+#: The task's one declaration: ``prepare``, ``check``, ``check_data`` and the deployment's
+#: sites are derived from it (:mod:`tffre.tasks.recipe`).
+RECIPE = RelationRecipe()

@@ -10,7 +10,8 @@ import dataclasses
 import numpy as np
 
 from deploy_fakes import TinyTask
-from tffre.tasks.relations import RelationSites
+from tffre.tasks.recipe import RecipeSites
+from tffre.tasks.relations import RelationRecipe
 from tffre.tasks.sites import SiteDataError, site_path
 
 
@@ -71,14 +72,20 @@ class DropoutTask(NpzTask):
 DROPOUT = DropoutTask()
 
 
-class RelationsWithoutDropout(RelationSites):
-    """The relation task with the classifier's dropout off: a deployed round equals the local
-    executor's only for a deterministic model (the two draw dropout masks apart:
+class RelationsWithoutDropoutRecipe(RelationRecipe):
+    """The relation recipe with the classifier's dropout off."""
+
+    def config(self, spec, tokenizer, encoder_dir):
+        return dataclasses.replace(super().config(spec, tokenizer, encoder_dir), dropout=0.0)
+
+
+class RelationsWithoutDropout(RecipeSites):
+    """The relation task's sites with the classifier's dropout off: a deployed round equals
+    the local executor's only for a deterministic model (the two draw dropout masks apart:
     :mod:`tffre.federation.seeding`). Sites load it as ``deploy_tiny_task:RELATIONS``."""
 
-    def _config(self, job, encoder_dir):
-        tokenizer, config = super()._config(job, encoder_dir)
-        return tokenizer, dataclasses.replace(config, dropout=0.0)
+    def __init__(self):
+        super().__init__(RelationsWithoutDropoutRecipe())
 
 
 RELATIONS = RelationsWithoutDropout()

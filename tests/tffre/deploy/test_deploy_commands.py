@@ -13,7 +13,8 @@ from tffre.deploy.certs import make_certificates
 from tffre.deploy.project import write_app
 from tffre.deploy.flower_config import DeploySettings, resolve_run, split_run_config
 from tffre.deploy.tasks import DeployJob
-from tffre.tasks.relations import RelationSites
+from tffre.tasks.recipe import RecipeSites
+from tffre.tasks.relations import RECIPE as RELATIONS
 from tffre.tasks.sites import SiteDataError
 
 
@@ -84,11 +85,11 @@ def test_a_malformed_site_file_is_named_with_its_line_and_field(tmp_path):
     job = DeployJob(task="relations", dataset="gad", algorithm="FedAvgT", hparams={},
                     options={}, batch_size=8, seed=0)
     with pytest.raises(SiteDataError) as err:
-        RelationSites().survey(job, {"site": "a", "data": str(folder)})
+        RecipeSites(RELATIONS).survey(job, {"site": "a", "data": str(folder)})
     message = str(err.value)
     assert "\n" not in message and "train.tsv line 2" in message and "label" in message
     with pytest.raises(SiteDataError, match="data is required"):
-        RelationSites().survey(job, {"site": "a"})
+        RecipeSites(RELATIONS).survey(job, {"site": "a"})
 
 
 def test_commands_answer_in_one_line(tmp_path, capsys):
@@ -128,7 +129,7 @@ def test_the_servers_labelled_set_is_tokenized_as_a_sites_data(tmp_path):
                                       "@GENE$ expression rises in @DISEASE$.\t1\n")
     job = DeployJob(task="relations", dataset="gad", algorithm="FedED", hparams={},
                     options={"max_len": 24}, batch_size=2, seed=0, labels=("0", "1"))
-    task = RelationSites()
+    task = RecipeSites(RELATIONS)
     x, y = task.server_data(job, {"server-data": str(folder)})
     site = task.site_data(job, {"site": "a", "data": str(folder)})
     np.testing.assert_array_equal(x, site.train[0])
@@ -179,10 +180,10 @@ def test_a_sites_data_check_says_what_it_holds():
     from tffre.tasks.sites import check_site_data
     gad = resources.path("re_sample", "gad")
     site = {"site": "a", "data": gad}
-    said = check_site_data(RelationSites(), site)
+    said = check_site_data(RecipeSites(RELATIONS), site)
     assert said.endswith("train.tsv, dev.tsv, test.tsv (their format is checked when a run "
                          "names the dataset)")
-    assert check_site_data(RelationSites(), site, "gad") == \
+    assert check_site_data(RecipeSites(RELATIONS), site, "gad") == \
         f"{gad}: gad, train 400, dev 60, test 100 examples"
     # A task without a check of its own is asked for its survey.
     from deploy_fakes import TinyTask

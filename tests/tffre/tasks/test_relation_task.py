@@ -114,7 +114,7 @@ def test_pretrained_weights_enter_after_initialize_not_in_model_fn(tmp_path, enc
     cfg = config_lib.resolve({"dataset": "jsonl", "data": data_dir, "encoder": encoder,
                               "max_len": 24, "clients": 4, "clients_per_round": 2,
                               "out": str(tmp_path / "o")})
-    job = relation.prepare(cfg)
+    job = relation.TASK.prepare(cfg)
     from transformers import TFAutoModel
     reference = TFAutoModel.from_pretrained(encoder)
     want = {v.name.split("/", 1)[1]: v.numpy() for v in reference.weights}
@@ -153,7 +153,7 @@ def one_round_per_executor(name, tmp_path, data_dir, **options):
     cfg = config_lib.resolve({"dataset": "jsonl", "data": data_dir, "encoder": str(folder),
                               "max_len": 24, "clients": 3, "clients_per_round": 2,
                               "out": str(tmp_path / "o"), **options})
-    job = relation.prepare(cfg)
+    job = relation.TASK.prepare(cfg)
     config = config_for(job.encoder, str(folder), len(job.label_names), dropout=0.0,
                         partial=cfg.options.partial())
     datasets = [job.data.client_dataset(c, batch_size=4) for c in job.data.client_ids[:2]]
@@ -408,12 +408,12 @@ def test_a_threshold_on_a_set_of_three_labels_is_refused(tmp_path, encoder, data
 def test_a_threshold_is_refused_in_a_deployment():
     """The sites send a confusion matrix at the argmax: the agreement refuses a job with a
     threshold in one line, before any site is read."""
-    from tffre.tasks.relations import RelationSites
+    from tffre.tasks.relations import TASK
     from tffre.tasks.sites import DeployJob
     log = []
     for threshold in ("dev", 0.3):
         head = DeployJob(task="relations", dataset="gad", algorithm="FedAvgT", hparams={},
                          options={"threshold": threshold}, batch_size=8, seed=0)
         with pytest.raises(ValueError, match="threshold: a deployment of sentence RE scores"):
-            RelationSites().agree(head, [], log.append)
+            TASK.sites().agree(head, [], log.append)
     assert log == [log[0]] * 2 and log[0].startswith("error: threshold")

@@ -123,7 +123,7 @@ def test_the_guides_task_deploys_to_the_local_executors_weights(tabular, tmp_pat
         loss=tf.keras.losses.SparseCategoricalCrossentropy(),
         input_spec=(tf.TensorSpec((None, FEATURES), tf.float32),
                     tf.TensorSpec((None,), tf.int32)),
-        executor="local", **job.hparams)
+        executor="local", **job.hparams.asdict())
     state = process.initialize()
     data = FederatedData({s: {"train": arrays[s]} for s in SITES}, num_classes=2)
     for rnd in range(1, ROUNDS + 1):

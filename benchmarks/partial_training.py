@@ -76,7 +76,7 @@ def start(name, dataset, data, out):
     try:
         tf.keras.utils.set_random_seed(0)
         (hp,) = cfg.hparams.values()
-        process = builder.build_algorithm("FedAvgT", job.model_fn, loss=job.loss,
+        process = builder.build_algorithm("FedAvgT", job.model.model_fn, loss=job.model.loss,
                                           input_spec=job.data.element_spec(),
                                           context=TaskContext.of(
                                               num_clients=len(job.data.client_ids),
@@ -86,7 +86,7 @@ def start(name, dataset, data, out):
                                           **hp.asdict())
         tf.keras.utils.set_random_seed(0)
         state = process.set_model_weights(process.initialize(), pretrained_weights(
-            process.model_fn, job.load_pretrained))
+            process.model_fn, job.model.load_pretrained))
         ids = job.data.client_ids
         datasets = [job.data.client_dataset(c, batch_size=16, seed=data_seed(0, 1))
                     for c in ids]

@@ -438,7 +438,8 @@ def _batch_free_spec(array):
     return tf.TensorSpec((None,) + array.shape[1:], tf.as_dtype(array.dtype))
 
 
-#: Evaluation kinds: {name: evaluator class}; a Job names one (``Job.evaluation``).
+#: Evaluation kinds: {name: evaluator class}; a task's model names one
+#: (:attr:`tffre.runner.TaskModel.evaluation`).
 EVALUATORS = {"classification": GlobalModelEvaluator, "binary": BinaryThresholdEvaluator,
               "docre": DocREEvaluator}
 

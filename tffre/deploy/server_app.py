@@ -64,12 +64,15 @@ JOB_FILE = "deploy.json"
 
 def job_head(cfg, settings, task):
     """The job before the sites' facts (labels, entity types, number of sites)."""
-    name = cfg.algorithms[0]
+    name, job_task = cfg.algorithms[0], settings.deploy_task or cfg.task.name
     local = getattr(task, "LOCAL_OPTIONS", ())
-    return DeployJob(task=settings.deploy_task or cfg.task.name, dataset=cfg.dataset,
-                     algorithm=name, model=cfg.model,
-                     hparams=public_hparams(cfg.hparams[name]),
-                     options={k: v for k, v in cfg.options.asdict().items() if k not in local},
+    if job_task == cfg.task.name:   # typed: the run's options, the local paths unset
+        options = dataclasses.replace(cfg.options, **{
+            f.name: f.default for f in dataclasses.fields(cfg.options) if f.name in local})
+    else:   # a task of your own reads them as {name: value}
+        options = {k: v for k, v in cfg.options.asdict().items() if k not in local}
+    return DeployJob(task=job_task, dataset=cfg.dataset, algorithm=name, model=cfg.model,
+                     hparams=public_hparams(cfg.hparams[name]), options=options,
                      batch_size=cfg.run.batch_size, seed=cfg.run.seed)
 
 
@@ -92,18 +95,31 @@ def server_side(cfg, task):
 
 
 def _check_resume(out, head):
-    """The saved job of a run to resume; one line naming the first setting that changed."""
+    """The saved job of a run to resume; one line naming the first setting that changed
+    (the options compared typed, as the head holds them: a run saved before they were typed
+    resumes too)."""
     path = os.path.join(out, JOB_FILE)
     if not os.path.isfile(path):
         raise ValueError(f"resume: {path} is missing, so the run cannot be checked")
     raw = read_json_object(path)
     # The job as the run config gave it (before the sites' facts, D_v and DP's calibration).
-    saved = DeployJob.from_json(raw.get("head", raw["job"]))
+    saved = _typed(DeployJob.from_json(raw.get("head", raw["job"])), head)
     for key in ("task", "dataset", "algorithm", "hparams", "options", "batch_size", "seed"):
         if getattr(saved, key) != getattr(head, key):
             raise ValueError(f"resume: {key} differs from the saved run's "
                              f"({getattr(saved, key)!r} -> {getattr(head, key)!r})")
-    return DeployJob.from_json(raw["job"])
+    return _typed(DeployJob.from_json(raw["job"]), head)
+
+
+def _typed(job, head):
+    """``job`` (read from a file) with its options of the head's type, as the server holds
+    them."""
+    if isinstance(head.options, dict) or not isinstance(job.options, dict):
+        return job
+    kind = type(head.options)
+    names = set(kind.names())
+    return dataclasses.replace(job, options=kind.resolve(
+        {k: v for k, v in job.options.items() if k in names}))
 
 
 def server_set(task, job, cfg, log=log_line):

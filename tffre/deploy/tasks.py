@@ -19,8 +19,8 @@ builds the same round from placeholder zeros of that shape
 as a constant (sent once: :func:`tffre.federation.split_round.constant_extras`).
 D_v's labels never leave the server.
 
-What each side loads is the task's: its module's ``SITES``
-(:mod:`tffre.tasks.sites`), found from the job's ``task`` or dataset by
+What each side loads is the task's: the sites its ``RECIPE`` derives
+(:class:`tffre.tasks.recipe.RecipeSites`), found from the job's ``task`` or dataset by
 :func:`load_task`. A site's data and encoder folder come from its own node
 configuration (``flower-supernode --node-config 'data="/site/gad"
 encoder="/site/minilm"'``), never from the server.
@@ -82,7 +82,7 @@ def task_context(job, server_data=None):
 
 def load_task(name=None, dataset=None):
     """The deployment side of a task (a :class:`tffre.tasks.sites.Sites`): ``name`` a task's
-    name ("relations", "imcs", ...: its module's ``SITES``), "module:attribute" for one of
+    name ("relations", "imcs", ...: the sites of its ``RECIPE``), "module:attribute" for one of
     your own, or None for ``dataset``'s task."""
     from tffre import tasks
     if not name:

@@ -40,7 +40,7 @@ def run(cfg):
                                               partition=getattr(cfg.options, "partition", None))
 
     # One bundle writer for simulation and deployment (tffre.runner.rounds.bundle_saver).
-    save_model = bundle_saver(job.label_names, job.encoder, {
+    save_model = bundle_saver(job.label_names, job.model.encoder, {
         "dataset": cfg.dataset, "model": cfg.model, "task": getattr(cfg.options, "task", None),
         "seed": settings.seed})
 
@@ -51,13 +51,13 @@ def run(cfg):
         summary = runner.run_experiment(
             job, cfg.hparams, settings,
             # A job without an input encoder has no bundle to save.
-            save_model=save_model if job.encoder is not None else None,
+            save_model=save_model if job.model.encoder is not None else None,
             reference={n: reference[n] for n in names if n in reference}, config=cfg.values,
             inputs=inputs)
     summary.update(job.info, config=cfg.values, paper_table=table,
                    wall_seconds=round(time.perf_counter() - start, 1),
-                   f1_kind="macro" if job.macro_f1 else "docre" if job.evaluation == "docre"
-                   else "relation")
+                   f1_kind="macro" if job.model.macro_f1 else "docre"
+                   if job.model.evaluation == "docre" else "relation")
     write_json(os.path.join(settings.out, "summary.json"), summary)
     print(format_report(summary, reference, table))
     return summary

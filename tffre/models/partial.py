@@ -296,7 +296,8 @@ def graft(full, trained, prefix_encoder, top_name="encoder_top"):
 def exporter(full_model_fn, prefix):
     """``export(trained, wrap=None)``: the plain model of ``full_model_fn`` (as the algorithm
     wraps a task model: ``wrap``, e.g. FedCB's frozen head) with :func:`graft`'s weights from
-    a trained split model and the prefix model ``prefix`` (:attr:`tffre.runner.Job.export`)."""
+    a trained split model and the prefix model ``prefix``
+    (:attr:`tffre.runner.TaskModel.export`)."""
     def export(trained, wrap=None):
         full = (wrap or (lambda fn: fn))(full_model_fn)()
         return graft(full, trained, prefix.get_layer("encoder"))

@@ -60,14 +60,15 @@ def run_centralised(job, name, hparams, settings, *, log, bar, save_model=None,
     spec = registry.get_spec(name)
     local = registry.CLIENT_OPTIMIZERS[registry.client_optimizer_of(spec, hparams)]
     tf.keras.utils.set_random_seed(seed)
-    evaluator = make_evaluator(job.evaluation, job.model_fn, data, job.loss,
-                               negative_label=job.negative_label, macro_f1=job.macro_f1,
-                               train_loss=not settings.no_train_loss, **job.evaluation_options)
+    task = job.model
+    evaluator = make_evaluator(task.evaluation, task.model_fn, data, task.loss,
+                               negative_label=task.negative_label, macro_f1=task.macro_f1,
+                               train_loss=not settings.no_train_loss, **task.evaluation_options)
     model = evaluator.model
-    if job.load_pretrained is not None:
-        job.load_pretrained(model)
+    if job.model.load_pretrained is not None:
+        job.model.load_pretrained(model)
     optimizer = local.make(hparams)
-    loss = job.loss
+    loss = job.model.loss
 
     @tf.function
     @tf.autograph.experimental.do_not_convert   # no Python control flow; spares a warning
@@ -94,10 +95,10 @@ def run_centralised(job, name, hparams, settings, *, log, bar, save_model=None,
         bar.set_postfix(postfix(row))
         log.write(row)
         bar.update(1)
-    if job.negative_label is not None:
+    if job.model.negative_label is not None:
         write_per_class(evaluator, data, log.out_dir, label, job.label_names)
     if save_model is not None:
         decision = evaluator.decision()
-        save_model(os.path.join(log.out_dir, "models", label), job.saved_model(model),
+        save_model(os.path.join(log.out_dir, "models", label), job.model.saved_model(model),
                    label, epochs, {} if decision is None else {"decision": decision})
     return epochs

@@ -58,7 +58,7 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
     summary and plot to ``settings.out``.
 
     Args:
-      job: a :class:`tffre.runner.Job` (data, model, loss, evaluation).
+      job: a :class:`tffre.runner.Job` (data and its TaskModel: model, loss, evaluation).
       hparams: {algorithm name: its resolved hyperparameters}
         (:func:`tffre.registry.resolve_hparams`), run in this order.
       settings: the :class:`tffre.runner.RunSettings` (rounds, clients per round, batch
@@ -80,8 +80,8 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
       The summary dict that is also written to summary.json.
     """
     data, out_dir = job.data, settings.out
-    if job.evaluation not in EVALUATORS:
-        raise ValueError(f"unknown evaluation kind {job.evaluation!r}; valid: "
+    if job.model.evaluation not in EVALUATORS:
+        raise ValueError(f"unknown evaluation kind {job.model.evaluation!r}; valid: "
                          f"{', '.join(EVALUATORS)}")
     names = list(hparams)
     sample_clients(data.client_ids, settings.clients_per_round, settings.seed, 1)
@@ -138,7 +138,7 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
                       for name in names]
         if config is not None:
             write_json(os.path.join(out_dir, "config.json"), config)
-        columns = metric_columns(EVALUATORS[job.evaluation].columns,
+        columns = metric_columns(EVALUATORS[job.model.evaluation].columns,
                                  private=any(p is not None for p in private.values()))
         # Rows kept on resume: up to each algorithm's checkpoint, and a finished centralised run.
         record_run(record, columns, algorithms, hparams,
@@ -178,11 +178,11 @@ class SimulatedRounds(ClientRounds):
         # Built after the processes: Keras invalidates eager models when TFF later traces
         # model_fn in a graph.
         job = self.job
-        self.evaluator = make_evaluator(job.evaluation, self.process.model_fn, job.data,
-                                        job.loss, negative_label=job.negative_label,
-                                        macro_f1=job.macro_f1,
+        self.evaluator = make_evaluator(job.model.evaluation, self.process.model_fn, job.data,
+                                        job.model.loss, negative_label=job.model.negative_label,
+                                        macro_f1=job.model.macro_f1,
                                         train_loss=not self.settings.no_train_loss,
-                                        **job.evaluation_options)
+                                        **job.model.evaluation_options)
 
     def train(self, state, rnd):
         data, settings = self.job.data, self.settings
@@ -217,12 +217,12 @@ class SimulatedRounds(ClientRounds):
         if self.evaluated != self.settings.num_rounds:
             # A finished run resumed: no evaluation here tuned a threshold for this model.
             self.evaluator.settle()
-        if job.negative_label is not None:
+        if job.model.negative_label is not None:
             write_per_class(self.evaluator, job.data, self.settings.out, self.name,
                             job.label_names)
 
     def saved_model(self, state):
-        return self.job.saved_model(self.evaluator.model, self.process.wrap_model_fn)
+        return self.job.model.saved_model(self.evaluator.model, self.process.wrap_model_fn)
 
     def decision(self):
         return self.evaluator.decision()

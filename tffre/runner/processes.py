@@ -59,7 +59,8 @@ def start(name, hparams, job, context, settings):
     gives the same run with or without reuse.
     """
     spec = registry.get_spec(name)   # the row, looked up once
-    recipe = builder.ModelRecipe(job.model_fn, job.loss, job.data.element_spec(), job.metrics)
+    recipe = builder.ModelRecipe(job.model.model_fn, job.model.loss, job.data.element_spec(),
+                                 job.metrics)
     how = builder.Execution(**settings.execution())
 
     def build():
@@ -68,7 +69,7 @@ def start(name, hparams, job, context, settings):
     tf.keras.utils.set_random_seed(settings.seed)
     kept = _CACHE is not None and context.server_data is None
     if kept:
-        probe = job.model_fn()
+        probe = job.model.model_fn()
         kept = not draws_at_random(probe)
         if not kept:   # built as a run without reuse builds it
             tf.keras.utils.set_random_seed(settings.seed)
@@ -76,7 +77,7 @@ def start(name, hparams, job, context, settings):
         process = build()
     else:
         key = (spec.name, repr(hparams), repr(settings.execution()), repr(recipe.input_spec),
-               repr(job.loss.get_config()),
+               repr(job.model.loss.get_config()),
                repr([m().name for m in job.metrics or ()]), repr(context),
                _architecture(probe))
         process = _CACHE.get(key)
@@ -85,7 +86,7 @@ def start(name, hparams, job, context, settings):
         process.client_states = {}
         process.served = set()
     tf.keras.utils.set_random_seed(settings.seed)
-    weights = pretrained_weights(process.model_fn, job.load_pretrained)
+    weights = pretrained_weights(process.model_fn, job.model.load_pretrained)
     return process, process.set_model_weights(process.initialize(), weights)
 
 

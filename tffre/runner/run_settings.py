@@ -3,8 +3,9 @@
 :class:`RunSettings` are the run's own options (rounds, clients, seed, output,
 executor): their declarations give the command line's flags and config keys
 (:mod:`tffre.config`) and the one typed object the runner reads. A
-:class:`Job` is what a task prepares (:mod:`tffre.tasks`): the federated data,
-the model and what the runner needs to evaluate and save it.
+:class:`Job` is what a task prepares (:mod:`tffre.tasks`): the federated data and its
+:class:`TaskModel` (the model and what the runner needs to evaluate and save it, the same
+type each side of a deployment gets).
 
 Nothing here imports TensorFlow.
 """
@@ -85,57 +86,77 @@ class RunSettings(Params):
 
 
 @dataclasses.dataclass
+class TaskModel:
+    """The model a task gives a side: the simulation's (:attr:`Job.model`) and each side's of
+    a deployment (:class:`tffre.tasks.sites.SiteModel` is this class), built by the task's
+    recipe the same way for both (:mod:`tffre.tasks.recipe`).
+
+    Attributes:
+      model_fn: no-arg callable returning a fresh, uncompiled Keras model.
+      loss: the Keras loss.
+      input_spec: (x, y) ``tf.TensorSpec``s of a deployment's round (the simulation reads
+        its data's, :meth:`tffre.data.FederatedData.element_spec`), or None.
+      load_pretrained: optional callable(keras_model) putting pretrained weights (word
+        vectors, an encoder) into a model of ``model_fn``; the runner loads them into the
+        server state after ``initialize``, never through ``model_fn`` (TFF issue #2313).
+      encoder: turns new inputs into model inputs and has ``save(folder)``; None: no bundle
+        is saved (document RE).
+      negative_label: index of the "no relation" class: the run reports relation F1.
+      macro_f1: report macro-F1 over the classes (FedCB's tables).
+      export: optional callable(trained keras model, wrap) returning the model a bundle saves
+        when it differs from the one trained (a split encoder: the full model, the frozen
+        prefix's weights grafted in; ``wrap`` is the algorithm's
+        :attr:`tffre.process.MeasuredLearningProcess.wrap_model_fn`, or None).
+      identity: what must agree between the sides beyond the round's types (a frozen
+        prefix's weights fingerprint: each side builds the prefix from its own encoder
+        folder and the seed).
+      evaluation: the evaluation kind, a key of :data:`tffre.evaluation.EVALUATORS`
+        ("docre": document-level RE's P/R/F1 counts).
+      evaluation_options: keyword arguments of that kind's evaluator (document RE:
+        ``threshold``, a number or, in the simulation, "dev").
+    """
+    model_fn: Callable[[], Any]
+    loss: Any
+    input_spec: Any = None
+    load_pretrained: Optional[Callable[[Any], None]] = None
+    encoder: Any = None
+    negative_label: Optional[int] = None
+    macro_f1: bool = False
+    export: Optional[Callable[[Any, Any], Any]] = None
+    identity: str = ""
+    evaluation: str = "classification"
+    evaluation_options: dict = dataclasses.field(default_factory=dict)
+
+    def saved_model(self, model, wrap=None):
+        """The Keras model a bundle of the trained ``model`` saves (:attr:`export`)."""
+        return model if self.export is None else self.export(model, wrap)
+
+
+@dataclasses.dataclass
 class Job:
     """What a task prepares for the runner (:mod:`tffre.tasks`).
 
     Attributes:
       data: a :class:`tffre.data.FederatedData`; a "dev" split, when every client has one,
         is evaluated too.
-      model_fn: no-arg callable returning a fresh, uncompiled Keras model.
-      loss: the Keras loss.
+      model: the :class:`TaskModel` (model, loss, pretrained weights, evaluation, what a
+        bundle saves), as each side of a deployment gets it.
       title: the plots' title.
       label_names: the class names (per-class tables, bundles).
-      encoder: turns new inputs into model inputs and has ``save(folder)``; None: no
-        bundle is saved (document RE).
       info: extra summary fields.
       write_extras: optional callable(out_dir), e.g. writing the partition files.
-      load_pretrained: optional callable(keras_model) putting pretrained weights (word
-        vectors, an encoder) into a model of ``model_fn``; the runner loads them into the
-        server state after ``initialize``, never through ``model_fn`` (TFF issue #2313).
-      negative_label: index of the "no relation" class: the run reports relation F1.
       server_data: the server's labelled set D_v as (x, y) arrays (FedED), held out of the
         clients' data.
       concepts, prompts: FedCB's class concepts (one per label) and prompt set.
-      macro_f1: report macro-F1 over the classes (FedCB's image tables).
-      evaluation: the evaluation kind, a key of :data:`tffre.evaluation.EVALUATORS`.
-      evaluation_options: keyword arguments of that kind's evaluator (document RE:
-        ``threshold``, a number or "dev").
       metrics: optional Keras metric constructors for the training metrics.
-      export: optional callable(trained keras model, wrap) returning the model a bundle saves
-        when it differs from the one trained (a split encoder: the full model, the frozen
-        prefix's weights grafted in; ``wrap`` is the algorithm's
-        :attr:`tffre.process.MeasuredLearningProcess.wrap_model_fn`, or None).
     """
     data: Any
-    model_fn: Callable[[], Any]
-    loss: Any
+    model: TaskModel
     title: str = ""
     label_names: Optional[list] = None
-    encoder: Any = None
     info: dict = dataclasses.field(default_factory=dict)
     write_extras: Optional[Callable[[str], None]] = None
-    load_pretrained: Optional[Callable[[Any], None]] = None
-    negative_label: Optional[int] = None
     server_data: Any = None
     concepts: Optional[tuple] = None
     prompts: str = "text"
-    macro_f1: bool = False
-    evaluation: str = "classification"
-    #: The evaluator's own options (document RE's ``threshold``).
-    evaluation_options: dict = dataclasses.field(default_factory=dict)
     metrics: Optional[list] = None
-    export: Optional[Callable[[Any, Any], Any]] = None
-
-    def saved_model(self, model, wrap=None):
-        """The Keras model a bundle of the trained ``model`` saves (:attr:`export`)."""
-        return model if self.export is None else self.export(model, wrap)

@@ -1,18 +1,16 @@
 """The task registry: each task declares, in its own module, its datasets, models, options,
 defaults and preparation.
 
-A task is one module of this package with a :class:`Task` named ``TASK`` and
-a ``prepare(cfg) -> tffre.runner.Job`` (and optionally ``check(cfg)``, checks
-that need no TensorFlow; ``check_data``, what ``python -m tffre data check``
-reports; and ``SITES``, a :class:`tffre.tasks.sites.Sites`, what ``python -m
-tffre deploy`` runs at each side), or a ``RECIPE`` (:class:`tffre.tasks.recipe.Recipe`), the
-one declaration from which all of these are derived. Its options are a :class:`tffre.hparams.Params`
-dataclass: the command line's flags and config keys come from those
-declarations (:mod:`tffre.config`), which therefore holds no dataset lists.
-Adding a task is one module and one entry of :data:`MODULES`.
+A task is one module of this package with a :class:`Task` named ``TASK`` and a
+``RECIPE`` (:class:`tffre.tasks.recipe.Recipe`), the one declaration from which the
+simulation's ``prepare``, the checks, ``python -m tffre data check`` and every deployment
+site are derived. Its options are a :class:`tffre.hparams.Params` dataclass: the command
+line's flags and config keys come from those declarations (:mod:`tffre.config`), which
+therefore holds no dataset lists. Adding a task is one module and one entry of
+:data:`MODULES`.
 
 Importing this package or a task module does not import TensorFlow: the
-heavy imports are inside ``prepare``.
+heavy imports are inside the recipe's methods.
 """
 
 import dataclasses
@@ -75,59 +73,48 @@ class Task:
         return {**self.defaults, **self.dataset_defaults.get(dataset, {})}
 
     def module(self):
-        """The task's module (``prepare``, ``check``)."""
+        """The task's module (its ``TASK`` and ``RECIPE``)."""
         return importlib.import_module(f"tffre.tasks.{self.name}")
 
     def recipe(self):
-        """The module's ``RECIPE`` (a :class:`tffre.tasks.recipe.Recipe`), or None for a task
-        written as ``prepare`` and ``SITES``."""
-        return getattr(self.module(), "RECIPE", None)
+        """The module's ``RECIPE``, the task's one declaration (a
+        :class:`tffre.tasks.recipe.Recipe`)."""
+        recipe = getattr(self.module(), "RECIPE", None)
+        if recipe is None:
+            raise ValueError(f"tffre.tasks.{self.name} declares no RECIPE (a "
+                             f"tffre.tasks.recipe.Recipe): see docs/adding-a-task.md")
+        return recipe
 
     def prepare(self, cfg):
-        """Loads and splits the data and builds the model: the :class:`tffre.runner.Job`."""
-        recipe = self.recipe()
-        if recipe is not None:
-            from tffre.tasks.recipe import prepare
-            return prepare(recipe, cfg, data_path(cfg.dataset,
-                                                  getattr(cfg.options, "data", None)))
-        return self.module().prepare(cfg)
+        """Loads and splits the data and builds the model: the :class:`tffre.runner.Job`
+        (:func:`tffre.tasks.recipe.prepare`)."""
+        from tffre.tasks.recipe import prepare
+        return prepare(self.recipe(), cfg, data_path(cfg.dataset,
+                                                     getattr(cfg.options, "data", None)))
 
     def check(self, cfg):
         """The task's checks that need no data (a ValueError with a one-line message)."""
-        check = getattr(self.recipe() or self.module(), "check", None)
-        if check is not None:
-            check(cfg)
+        self.recipe().check(cfg)
 
     def sites(self):
-        """What ``python -m tffre deploy`` runs at each side (its module's ``SITES``, a
-        :class:`tffre.tasks.sites.Sites`, or the sites its ``RECIPE`` derives:
-        :class:`tffre.tasks.recipe.RecipeSites`); ValueError when the task does not deploy."""
-        recipe = self.recipe()
-        if recipe is not None:
-            from tffre.tasks.recipe import sites_of
-            return sites_of(recipe)
-        sites = getattr(self.module(), "SITES", None)
-        if sites is None:
-            raise ValueError(f"the {self.name} task ({', '.join(self.datasets)}) does not "
-                             f"deploy across sites")
-        return sites
+        """What ``python -m tffre deploy`` runs at each side: the sites the ``RECIPE``
+        derives (:class:`tffre.tasks.recipe.RecipeSites`)."""
+        from tffre.tasks.recipe import sites_of
+        return sites_of(self.recipe())
 
     @property
     def checks_data(self):
-        """True when the task offers ``data check`` (its module defines ``check_data``, or
-        its recipe overrides :meth:`tffre.tasks.recipe.Recipe.check_data`)."""
-        recipe = self.recipe()
-        if recipe is not None:
-            from tffre.tasks.recipe import Recipe
-            return type(recipe).check_data is not Recipe.check_data
-        return hasattr(self.module(), "check_data")
+        """True when the task offers ``data check`` (its recipe overrides
+        :meth:`tffre.tasks.recipe.Recipe.check_data`)."""
+        from tffre.tasks.recipe import Recipe
+        return type(self.recipe()).check_data is not Recipe.check_data
 
     def check_data(self, dataset, options, *, tokenizer=None, max_len=None, seed=0):
         """What ``python -m tffre data check`` reports on the data a run of ``dataset`` with
         ``options`` (the task's ``Options``) would load: a
-        :class:`tffre.data.check.CheckReport` (the task module's ``check_data``)."""
-        return (self.recipe() or self.module()).check_data(
-            dataset, options, tokenizer=tokenizer, max_len=max_len, seed=seed)
+        :class:`tffre.data.check.CheckReport` (:meth:`tffre.tasks.recipe.Recipe.check_data`)."""
+        return self.recipe().check_data(dataset, options, tokenizer=tokenizer,
+                                        max_len=max_len, seed=seed)
 
 
 @dataclasses.dataclass(frozen=True)

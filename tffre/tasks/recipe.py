@@ -80,7 +80,7 @@ import collections
 import dataclasses
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from tffre.tasks.sites import SiteData, SiteDataError, SiteModel, Sites, check_report_line, \
+from tffre.tasks.sites import SiteData, SiteDataError, Sites, check_report_line, \
     site_path
 
 
@@ -372,18 +372,28 @@ def prepare(recipe, cfg, path):
             server_data = (with_hidden(x, store.get(x, lambda x: activations(prefix, x))),
                            server_data[1])
         export = exporter(built.prefix.full_model_fn, prefix)
-    evaluation = recipe.evaluation(o, tuple(loaded.labels))
-    return Job(data=data, model_fn=built.model_fn, loss=built.loss,
+    return Job(data=data, model=task_model(recipe, built, o, loaded.labels, export=export),
                title=f"{data.name}, {built.description}", label_names=list(loaded.labels),
-               encoder=built.encoder, info=info,
-               load_pretrained=built.load_pretrained, write_extras=simulated.write_extras,
+               info=info, write_extras=simulated.write_extras,
                # FedCB's class concepts, for a task that declares them (--concept-file).
                concepts=concepts_for(loaded.labels, o.concept_file)
                if "concept_file" in o.names() else None,
-               prompts=recipe.PROMPTS, evaluation=evaluation.kind,
-               evaluation_options=dict(evaluation.options),
-               negative_label=evaluation.negative_label, macro_f1=evaluation.macro_f1,
-               server_data=server_data, export=export)
+               prompts=recipe.PROMPTS, server_data=server_data)
+
+
+def task_model(recipe, built, options, labels, *, input_spec=None, export=None, identity=""):
+    """The :class:`tffre.runner.run_settings.TaskModel` of ``built`` (a :class:`Built`), the
+    simulation's and each deployed side's alike: its model, loss, pretrained weights, the
+    bundle's encoder and the recipe's :meth:`Recipe.evaluation` for ``options`` and
+    ``labels``; ``input_spec``, ``export`` and ``identity`` as the caller has them (a
+    deployment's round spec, a split encoder's exporter and fingerprint)."""
+    from tffre.runner.run_settings import TaskModel
+    evaluation = recipe.evaluation(options, tuple(labels))
+    return TaskModel(model_fn=built.model_fn, loss=built.loss, input_spec=input_spec,
+                     load_pretrained=built.load_pretrained, encoder=built.encoder,
+                     negative_label=evaluation.negative_label, macro_f1=evaluation.macro_f1,
+                     export=export, identity=identity, evaluation=evaluation.kind,
+                     evaluation_options=dict(evaluation.options))
 
 
 def encode_and_partition(recipe, cfg, loaded, resources, built):
@@ -448,8 +458,11 @@ class RecipeSites(Sites):
         self._built_for = {}   # (job, resources) -> Built, the last one
 
     def options(self, job):
-        """The task's typed ``Options`` of ``job`` (its dict parsed once per job; the local
+        """The task's typed ``Options`` of ``job``: the server's job holds them typed; a
+        site's, from the message, holds their mapping, parsed here once per job (the local
         paths, which the job never holds, unset)."""
+        if isinstance(job.options, self.recipe.TASK.Options):
+            return job.options
         key = job.key()
         if key not in self._options:
             names = set(self.recipe.TASK.Options.names())
@@ -544,7 +557,8 @@ class RecipeSites(Sites):
         """The recipe's :class:`Built` model of ``job`` on ``side``, built once for both
         :meth:`model` and :meth:`site_data` (the last job and side's)."""
         resources = self._side(job, side)
-        key = (job.key(), id(resources))
+        key = (job.key(), tuple(sorted((k, str(v)) for k, v in side.items()
+                                       if k != "state-dir")))
         if key not in self._built_for:
             united = {k: list(job.entity_types) if k == "entity_types" else job.facts.get(k)
                       for k in self.UNITED}
@@ -586,15 +600,10 @@ class RecipeSites(Sites):
             else:   # as FederatedData orders a dict: by key
                 x_spec = collections.OrderedDict([(HIDDEN, hidden), ("inputs", x_spec)])
             export = exporter(built.prefix.full_model_fn, prefix)
-        evaluation = self.recipe.evaluation(self.options(job), tuple(job.labels))
-        return SiteModel(model_fn=built.model_fn, loss=built.loss,
-                         input_spec=(x_spec, tf.TensorSpec((None,), tf.int32)
-                                     if built.y_spec is None else built.y_spec),
-                         load_pretrained=built.load_pretrained, encoder=built.encoder,
-                         negative_label=evaluation.negative_label,
-                         macro_f1=evaluation.macro_f1, export=export, identity=identity,
-                         evaluation=evaluation.kind,
-                         evaluation_options=dict(evaluation.options))
+        return task_model(self.recipe, built, self.options(job), job.labels,
+                          input_spec=(x_spec, tf.TensorSpec((None,), tf.int32)
+                                      if built.y_spec is None else built.y_spec),
+                          export=export, identity=identity)
 
     def site_data(self, job, site):
         """The site's :class:`tffre.tasks.sites.SiteData`: its splits encoded by the recipe's

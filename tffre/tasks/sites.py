@@ -1,11 +1,10 @@
-"""What a task gives a deployment: a site's data, the model on each side, the agreed facts.
+"""What a deployment asks of a task: a site's data, the model on each side, the agreed facts.
 
-A task that deploys declares a :class:`Sites` object named ``SITES`` in its own module
-(``tffre/tasks/<task>.py``), beside ``TASK`` and ``prepare``; ``python -m tffre deploy``
-finds it from the run's ``--dataset`` (:meth:`tffre.tasks.Task.sites`), as ``run`` finds
-``prepare``. Its methods, each given the run's :class:`tffre.deploy.tasks.DeployJob` and
-a side's own configuration (``site``: a node configuration, a dict of ``data``,
-``encoder`` and the task's other keys; never sent by the server):
+Every built-in task derives this from its one recipe (:class:`tffre.tasks.recipe.RecipeSites`
+of its ``RECIPE``; :meth:`tffre.tasks.Task.sites`), so no task writes it by hand. The
+interface, a :class:`Sites` object, is what the deployment calls; its methods, each given the
+run's :class:`DeployJob` and a side's own configuration (``site``: a node configuration, a
+dict of ``data``, ``encoder`` and the task's other keys; never sent by the server):
 
 * :meth:`Sites.survey`: what a site tells the server before training: its ``labels``,
   ``examples`` (the training count) and any fact the sides must agree on (entity types,
@@ -28,6 +27,8 @@ import json
 import os
 from typing import Optional, Tuple
 
+from tffre.runner.run_settings import TaskModel
+
 
 @dataclasses.dataclass(frozen=True)
 class DeployJob:
@@ -37,8 +38,11 @@ class DeployJob:
 
     Typed: ``hparams`` is the algorithm's ``Hparams`` object (a mapping given is parsed
     once, when the job is made: :func:`tffre.registry.resolve_hparams`), from the server's
-    command line to the site's round; JSON exists only in :meth:`to_json` and
-    :meth:`from_json`, the message."""
+    command line to the site's round. ``options`` is the task's ``Options`` at the server (the
+    options naming a side's own files unset); a site gets them as the message's mapping and
+    its task parses them once per job (:meth:`tffre.tasks.recipe.RecipeSites.options`: this
+    module, below the task registry, cannot name the task's ``Options``). JSON exists only
+    in :meth:`to_json` and :meth:`from_json`, the message."""
     task: str
     dataset: str
     algorithm: str
@@ -85,29 +89,9 @@ class SiteDataError(ValueError):
     """A site's data cannot be used; the message is one line naming file, record and field."""
 
 
-@dataclasses.dataclass
-class SiteModel:
-    """What a task gives a side for the job's model."""
-    model_fn: object
-    loss: object
-    input_spec: object
-    load_pretrained: object = None   # callable(keras_model), server side
-    encoder: object = None           # what a bundle saves (a tokenizer), server side
-    negative_label: Optional[int] = None
-    #: Report macro-F1 over all classes (FedCB's tables) instead of the relation F1.
-    macro_f1: bool = False
-    #: A split encoder (``--trainable-layers``, ``--lora-rank``): callable(trained model,
-    #: wrap) -> the full model a bundle saves (:attr:`tffre.runner.Job.export`), server side.
-    export: object = None
-    #: What must agree between the sides beyond the round's types (a frozen prefix's weights
-    #: fingerprint: each side builds the prefix from its own encoder folder and the seed).
-    identity: str = ""
-    #: How a site evaluates the model and the server scores the sums: a kind of
-    #: :data:`tffre.evaluation.EVALUATORS` ("docre": document-level RE's P/R/F1 counts).
-    evaluation: str = "classification"
-    #: That evaluator's options, as the simulation's (:attr:`tffre.runner.Job.evaluation_options`;
-    #: document RE's numeric ``threshold``).
-    evaluation_options: dict = dataclasses.field(default_factory=dict)
+#: What a task gives a side for the job's model: the simulation's own type
+#: (:class:`tffre.runner.run_settings.TaskModel`), so the two halves share one.
+SiteModel = TaskModel
 
 
 @dataclasses.dataclass

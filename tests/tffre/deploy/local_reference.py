@@ -79,10 +79,10 @@ def simulated_reference(dataset, folders, name, settings, rounds, out):
                           concepts=None if job.concepts is None else tuple(job.concepts),
                           prompts=job.prompts)
     state, initial, _ = local_rounds(
-        name, job.model_fn, job.loss, job.data.element_spec(), context,
+        name, job.model.model_fn, job.model.loss, job.data.element_spec(), context,
         cfg.hparams[name].asdict(), arrays, num_classes=job.data.num_classes,
         batch_size=run.batch_size, seed=run.seed, rounds=rounds,
-        load_pretrained=job.load_pretrained)
+        load_pretrained=job.model.load_pretrained)
     return state, initial, arrays
 
 

@@ -131,7 +131,7 @@ def test_deployed_documents_equal_the_local_executor_and_the_pooled_f1(tmp_path,
     tf.keras.utils.set_random_seed(job.seed)
     process = builder.build_algorithm("FedAvgT", model.model_fn, loss=model.loss,
                                       input_spec=model.input_spec, executor="local",
-                                      context=task_context(job), **job.hparams)
+                                      context=task_context(job), **job.hparams.asdict())
     tf.keras.utils.set_random_seed(job.seed)
     state = process.set_model_weights(process.initialize(), pretrained_weights(
         process.model_fn, model.load_pretrained))

@@ -156,7 +156,7 @@ def test_docred_scores_dev_as_test_with_the_training_facts(tmp_path, encoder):
                               "clients": 2, "clients_per_round": 2, "partition": "iid",
                               "max_len": 48, "out": str(tmp_path / "o")})
     job = tasks.task_of("docred").prepare(cfg)
-    assert job.evaluation == "docre" and job.encoder.relation_types == ["P127", "P17", "P361"]
+    assert job.model.evaluation == "docre" and job.model.encoder.relation_types == ["P127", "P17", "P361"]
     assert job.info["pair_types"] is None and job.info["labels"] == ["P127", "P17", "P361"]
     assert job.info["splits"]["test"]["documents"] == 2
     assert job.info["splits"]["dev"]["documents"] == 2 and sum(

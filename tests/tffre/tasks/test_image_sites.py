@@ -119,7 +119,7 @@ def reference(root, name, folders, concepts):
     context = TaskContext(num_clients=2, clients_per_round=2, concepts=tuple(sim.concepts),
                           prompts=sim.prompts)
     tf.keras.utils.set_random_seed(cfg.run.seed)
-    process = builder.build_algorithm(name, sim.model_fn, loss=sim.loss,
+    process = builder.build_algorithm(name, sim.model.model_fn, loss=sim.model.loss,
                                       input_spec=data.element_spec(), executor="local",
                                       context=context, hparams=cfg.hparams[name])
     tf.keras.utils.set_random_seed(cfg.run.seed)

@@ -118,11 +118,11 @@ def test_pretrained_weights_enter_after_initialize_not_in_model_fn(tmp_path, enc
     from transformers import TFAutoModel
     reference = TFAutoModel.from_pretrained(encoder)
     want = {v.name.split("/", 1)[1]: v.numpy() for v in reference.weights}
-    fresh = job.model_fn()
+    fresh = job.model.model_fn()
     name = "bert/encoder/layer_._0/attention/self/query/kernel:0"
     var = next(v for v in fresh.get_layer("encoder").weights if v.name.endswith(name))
     assert not np.allclose(var.numpy(), want[name])     # model_fn holds no pretrained values
-    weights = runner.pretrained_weights(job.model_fn, job.load_pretrained)
+    weights = runner.pretrained_weights(job.model.model_fn, job.model.load_pretrained)
     index = [v.name for v in fresh.trainable_weights].index(var.name)
     np.testing.assert_array_equal(weights.trainable[index], want[name])
 
@@ -154,13 +154,13 @@ def one_round_per_executor(name, tmp_path, data_dir, **options):
                               "max_len": 24, "clients": 3, "clients_per_round": 2,
                               "out": str(tmp_path / "o"), **options})
     job = relation.TASK.prepare(cfg)
-    config = config_for(job.encoder, str(folder), len(job.label_names), dropout=0.0,
+    config = config_for(job.model.encoder, str(folder), len(job.label_names), dropout=0.0,
                         partial=cfg.options.partial())
     datasets = [job.data.client_dataset(c, batch_size=4) for c in job.data.client_ids[:2]]
     states = {}
     for executor in ("tff", "local"):
         tf.keras.utils.set_random_seed(0)
-        process = build_algorithm(name, lambda: build_re_model(config), loss=job.loss,
+        process = build_algorithm(name, lambda: build_re_model(config), loss=job.model.loss,
                                   input_spec=job.data.element_spec(), executor=executor,
                                   learning_rate=0.05, num_epochs=1, num_iters=3)
         state = process.initialize()

@@ -37,3 +37,20 @@ def test_the_sites_never_get_the_servers_own_hyperparameters():
     public = public_hparams(typed)
     assert public.dp_seed is None and typed.dp_seed == 1234
     assert dataclasses.replace(public, dp_seed=1234) == typed
+
+
+def test_a_jobs_options_are_typed_at_the_server_and_parsed_once_at_a_site():
+    """The server's job holds the task's Options; the message holds their mapping, which a
+    site's task parses into the same Options, once per job; a deployment task of your own
+    gets the mapping."""
+    from tffre.tasks import synthetic
+    from tffre.tasks.recipe import RecipeSites
+    typed = synthetic.Options(alpha=0.5, beta=0.7, iid=False)
+    job = dataclasses.replace(_job(), options=typed)
+    assert json.loads(job.to_json())["options"] == {"alpha": 0.5, "beta": 0.7, "iid": False}
+    wire = DeployJob.from_json(job.to_json())
+    assert wire.options == {"alpha": 0.5, "beta": 0.7, "iid": False}
+    assert wire.key() == job.key()   # both sides name the same round
+    sites = RecipeSites(synthetic.RECIPE)
+    assert sites.options(wire) == typed and sites.options(job) is typed
+    assert sites.options(wire) is sites.options(wire)   # parsed once

@@ -63,7 +63,7 @@ def local_reference(tmp_path):
     arrays = {"a": job.data.clients[clients[0]]["train"],
               "b": job.data.clients[clients[2]]["train"]}
     tf.keras.utils.set_random_seed(cfg.run.seed)
-    process = builder.build_algorithm(NAME, job.model_fn, loss=job.loss,
+    process = builder.build_algorithm(NAME, job.model.model_fn, loss=job.model.loss,
                                       input_spec=job.data.element_spec(), executor="local",
                                       context=TaskContext(num_clients=2, clients_per_round=2),
                                       **cfg.hparams[NAME].asdict())
@@ -83,7 +83,7 @@ def test_two_sites_equal_the_local_executor_on_the_simulations_clients(deployed,
     want, initial = local_reference(tmp_path)
     assert_trained_as_local(out, NAME, want, initial, ROUNDS)
     job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
-    assert job.options == {"alpha": 0.5, "beta": 0.7, "iid": False}
+    assert job.options == {"alpha": 0.5, "beta": 0.7, "iid": False}   # as saved: JSON
     assert job.facts["clients"] == 3 and job.labels == tuple(str(k) for k in range(10))
     assert list(pd.read_csv(out / "metrics.csv")["clients"]) == ["a b"] * ROUNDS
 

@@ -63,10 +63,10 @@ def simulated(tmp_path):
     assert job.data.client_ids == ["A", "B", "C"]
     arrays = {s: job.data.clients[v]["train"] for s, v in NODES.items()}
     state, initial, _ = local_rounds(
-        NAME, job.model_fn, job.loss, job.data.element_spec(),
+        NAME, job.model.model_fn, job.model.loss, job.data.element_spec(),
         TaskContext(num_clients=2, clients_per_round=2), cfg.hparams[NAME].asdict(), arrays,
         num_classes=job.data.num_classes, batch_size=cfg.run.batch_size, seed=cfg.run.seed,
-        rounds=ROUNDS, load_pretrained=job.load_pretrained)
+        rounds=ROUNDS, load_pretrained=job.model.load_pretrained)
     return state, initial, arrays, job
 
 
@@ -78,7 +78,10 @@ def test_two_sites_equal_the_local_executor_on_the_simulations_clients(deployed,
     job = DeployJob.from_json(json.loads((out / "deploy.json").read_text())["job"])
     assert job.labels == tuple(sim.label_names) == ("cardiac", "respiratory")
     assert set(job.facts) == {"vocabulary", "dictionary", "prompts"}
-    assert "w2v" not in job.options and "data" not in job.options
+    # The sites' own paths never in it (the local options unset).
+    assert job.options["w2v"] is None and job.options["data"] is None
+    saved = (out / "deploy.json").read_text()
+    assert NOTES not in saved and VECTORS not in saved
     assert list(pd.read_csv(out / "metrics.csv")["clients"]) == ["a b"] * ROUNDS
     assert (out / "models" / NAME / "vocab.txt").is_file()
 

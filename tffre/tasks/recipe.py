@@ -65,7 +65,9 @@ a dict of options):
   task's embedded sample of the job's dataset, as ``--data sample`` does.
 * :meth:`Recipe.resources` ``(options, side) -> Resources``: the public files a side uses
   (word vectors, a dictionary, an encoder folder; ``side`` holds its own paths, dashed as in
-  a node configuration) and their fingerprints (:attr:`Resources.facts`).
+  a node configuration) and their fingerprints (:attr:`Resources.facts`);
+  :meth:`Recipe.model_resources` ``(model, options, side)`` (optional): those of one
+  ``--model`` where a task's models read different files (text's LSTM and encoder).
 * :meth:`Recipe.build` ``(ModelSpec) -> Built``: the model and loss from the typed options,
   the labels and the resources, with the encoding of a split's records into model inputs.
 * :meth:`Recipe.partition` ``(Loaded, options, clients, seed) -> {client: {split: rows}}``:
@@ -255,10 +257,16 @@ class Recipe:
         name: path}, the server's run config or a site's node configuration)."""
         return Resources(None)
 
+    def model_resources(self, model, options, side):
+        """The side's :class:`Resources` for the ``--model`` ``model``: a task of several
+        models whose public files differ (text's LSTM reads word vectors, its encoder a
+        folder) overrides it; default :meth:`resources`."""
+        return self.resources(options, side)
+
     def run_resources(self, cfg, loaded):
-        """The simulation's :class:`Resources`: :meth:`resources` of its side; a task whose
-        resources may read the loaded data (an experiment's option) overrides it."""
-        return self.resources(cfg.options, side_of(self, cfg.options))
+        """The simulation's :class:`Resources`: :meth:`model_resources` of its side; a task
+        whose resources may read the loaded data (an experiment's option) overrides it."""
+        return self.model_resources(cfg.model, cfg.options, side_of(self, cfg.options))
 
     def refusal(self, options):
         """Why a deployment cannot honour ``options`` (one line), or None."""
@@ -495,7 +503,8 @@ class RecipeSites(Sites):
         key = (job.key(), local)
         if key not in self._resources:
             try:
-                self._resources = {key: self.recipe.resources(options, side)}
+                self._resources = {key: self.recipe.model_resources(
+                    job.model or self.recipe.TASK.models[0], options, side)}
             except (OSError, ValueError) as err:
                 raise SiteDataError(" ".join(str(err).split())) from None
         resources = self._resources[key]

@@ -232,21 +232,6 @@ def check_encoder(cfg):
     # 2 on an encoder cut to 1 layer with --encoder-layers included), not an error.
 
 
-def with_cached_prefix(data, config, build_prefix, load_pretrained, cfg):
-    """(``data`` with every client's inputs and their frozen-prefix activations, the prefix
-    model, a description): the prefix is built from the run's seed with the checkpoint's
-    weights, and each client's activations are computed once (or read from
-    ``--prefix-cache``), see :mod:`tffre.models.partial`. Prints what trains."""
-    import dataclasses as dc
-    from tffre.models.partial import cache_clients, encoder_depth, frozen_prefix
-    prefix, store = frozen_prefix(build_prefix, load_pretrained, cfg.run.seed,
-                                  cfg.options.prefix_cache)
-    data = dc.replace(data, clients=cache_clients(data.clients, prefix, store))
-    described = config.partial.describe(encoder_depth(config))
-    print(f"trains the {described}")
-    return data, prefix, store, described
-
-
 def data_path(dataset, data):
     """The file or folder ``data`` (``--data``, a site's ``data``) names for ``dataset``: the
     task's embedded sample of the dataset for "sample" (:attr:`Task.samples`)."""

@@ -77,7 +77,7 @@ from tffre.tasks import (SAMPLE, DataOption, EncoderOptions, Task, check_encoder
                          require_data)
 from tffre.tasks.recipe import Built, Evaluation, FrozenPrefix, Loaded, Recipe, Resources, \
     Simulated
-from tffre.tasks.sites import check_any_site, check_report_line, site_path
+from tffre.tasks.sites import site_path
 
 DEFAULT_MAX_LEN = 1024   # ATLOP's and the FedLCC authors' document length (two 512 windows)
 # A relation type's pairs and the candidate pairs: DocRED scores every ordered entity pair.
@@ -263,16 +263,6 @@ class DocumentRecipe(Recipe):
         return check_dataset("documents", dataset, path, tokenizer=tokenizer,
                              max_len=max_len or options.max_len or DEFAULT_MAX_LEN, seed=seed,
                              eog_variant=options.eog_variant, dev_as_test=dataset == "docred")
-
-    def check_site(self, site, dataset=None):
-        """A site's data before it starts: with ``dataset`` (the format, e.g. "cdr") checked
-        as ``python -m tffre data check --dataset DATASET --data PATH`` checks it (every
-        problem counted, the first named); without, :func:`tffre.tasks.sites.check_any_site`.
-        One line, or :class:`tffre.tasks.sites.SiteDataError`."""
-        if not dataset:
-            return check_any_site(site)
-        path = site_path(site, "data")
-        return check_report_line(self.check_data(dataset, Options(data=path)), dataset, path)
 
     def resources(self, options, side):
         """The side's encoder folder (its ``encoder``; default the packaged MiniLM)."""

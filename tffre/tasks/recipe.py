@@ -82,8 +82,8 @@ import collections
 import dataclasses
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from tffre.tasks.sites import SiteData, SiteDataError, Sites, check_report_line, \
-    site_path
+from tffre.tasks.sites import SiteData, SiteDataError, Sites, check_any_site, \
+    check_report_line, site_path
 
 
 @dataclasses.dataclass
@@ -369,7 +369,6 @@ def prepare(recipe, cfg, path):
         # A frozen prefix: each client's activations once; the federated model is the top.
         from tffre.models.partial import (activations, cache_clients, encoder_depth,
                                           exporter, frozen_prefix, with_hidden)
-        # As tffre.tasks.with_cached_prefix (not imported: the registry imports this module).
         prefix, store = frozen_prefix(built.prefix.build, built.load_pretrained, cfg.run.seed,
                                       getattr(o, "prefix_cache", None))
         data = dataclasses.replace(data, clients=cache_clients(data.clients, prefix, store))
@@ -660,12 +659,16 @@ class RecipeSites(Sites):
         return x, labels.ids(records)
 
     def check_site(self, site, dataset=None):
-        """``python -m tffre data check``'s report of the site's ``data`` as one line (the
-        recipe's own ``check_site(site, dataset)`` when it has one: data that is not a
-        path)."""
+        """``python -m tffre data check``'s report of the site's ``data`` as one line, as
+        ``python -m tffre data check --dataset DATASET --data PATH`` checks it (every problem
+        counted, the first named); a task of several formats given none: what any format
+        needs (:func:`tffre.tasks.sites.check_any_site`); the recipe's own ``check_site(site,
+        dataset)`` when it has one (data that is not a path)."""
         own = getattr(self.recipe, "check_site", None)
         if own is not None:
             return own(site, dataset)
+        if not dataset and len(self.recipe.TASK.datasets) > 1:
+            return check_any_site(site)
         dataset = dataset or self.recipe.TASK.datasets[0]
         path = site_path(site, "data")
         options = self.recipe.TASK.Options.resolve({"data": path})

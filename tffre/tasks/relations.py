@@ -31,7 +31,7 @@ from tffre.tasks import (SAMPLE, ConceptOption, DataOption, EncoderOptions, Task
                          data_path, label_mix_writer, require_data)
 from tffre.tasks.recipe import (Built, Evaluation, FrozenPrefix, Loaded, Recipe, Resources,
                                 ServerSet, Simulated)
-from tffre.tasks.sites import check_any_site, check_report_line, site_path
+from tffre.tasks.sites import site_path
 
 DATASETS = ("i2b2", "gad", "euadr", "chemprot", "pgr", "jsonl")
 SAMPLE_DIRS = {"i2b2": resources.path("re_sample", "i2b2"), "gad": resources.path("re_sample", "gad")}
@@ -216,17 +216,6 @@ class RelationRecipe(Recipe):
                              max_len=max_len or options.max_len or DEFAULT_MAX_LEN, seed=seed,
                              dev_fraction=options.dev_fraction or None,
                              **loader_options(dataset, options))
-
-    def check_site(self, site, dataset=None):
-        """A site's data before it starts: with ``dataset`` (the format, e.g. "gad") checked
-        as ``python -m tffre data check --dataset DATASET --data PATH`` checks it (every
-        problem counted, the first named); without, :func:`tffre.tasks.sites.check_any_site`.
-        One line, or :class:`tffre.tasks.sites.SiteDataError`."""
-        if not dataset:
-            return check_any_site(site)
-        from tffre.data.check import check_dataset
-        path = site_path(site, "data")
-        return check_report_line(check_dataset("relations", dataset, path), dataset, path)
 
     def run_resources(self, cfg, loaded):
         """The simulation's encoder folder: ``--encoder`` as given, or the packaged MiniLM."""

@@ -389,8 +389,12 @@ def differences(saved, cfg, skip=lambda name: name in OPERATIONAL):
     hyperparameters are compared only where the other settings agree."""
     # Compared as config.json holds them: a tuple option (--lora-targets) was saved as a list.
     now = json_safe(cfg.values)
+    # A task option the saved run predates (the text task's --lora-targets, added with its
+    # encoder model) ran as its default: absent from config.json, it is compared as that.
+    absent = json_safe({f.name: f.default for f in dataclasses.fields(cfg.options)
+                        if f.name not in saved and f.default is not dataclasses.MISSING})
     changed = [f"--{k.replace('_', '-')} {saved.get(k)!r} -> {now[k]!r}" for k in now
-               if k != "hparams" and not skip(k) and saved.get(k) != now[k]]
+               if k != "hparams" and not skip(k) and saved.get(k, absent.get(k)) != now[k]]
     if not changed:   # the hyperparameters only matter where the algorithms are the same
         old = saved.get("hparams") or {}
         changed = [f"{name} {k} {old.get(name, {}).get(k)!r} -> {v!r}"

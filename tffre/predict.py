@@ -34,6 +34,9 @@ import sys
 
 from tffre import bundle as bundle_lib
 
+#: The bundle encoders that read raw texts: jieba's ids ("text"), an encoder's word pieces.
+TEXT_KINDS = ("text", "wordpieces")
+
 
 class InputError(ValueError):
     """Bad command-line input; the message is one line."""
@@ -282,11 +285,11 @@ def main(argv=None, prog=None):
             if kind == "image":
                 raise InputError(f"{args.model} is an image model: use --input with JSON "
                                  'lines holding "path" (an image file)')
-            if kind != "text":
+            if kind not in TEXT_KINDS:
                 raise InputError(f"{args.model} takes numeric features, not texts: use --input "
                                  'with JSON lines holding "x"')
             records = list(enumerate(args.text, 1))
-        elif kind == "text":
+        elif kind in TEXT_KINDS:
             records = read_jsonl(args.input, "text")
         elif kind == "image":
             records = read_image_jsonl(args.input)

@@ -13,6 +13,10 @@ pieces (markers excluded), D' = 2H. ``representation="cls_entities"`` (FedED
 3.2, Eq. 1): h = h_[CLS] ⊕ h_e1 ⊕ h_e2, D' = 3H, with h_[CLS] the last hidden
 state at [CLS] (not BERT's pooler) and h_e the same sum ("summing the final
 hidden layers corresponding to the word pieces in each entity mention").
+``representation="mean"`` (a plain text, ``--dataset text --model encoder``): h is the mean
+of the last hidden states over the attention mask (the sentence embedding all-MiniLM-L6-v2
+was trained for), D' = H, on the packed ``[batch, 2, max_length]`` (ids, attention mask) of
+:class:`tffre.text.text_tokenizer.TextTokenizer`.
 Then dropout and one ``Dense(num_labels, name="classifier")`` whose kernel
 columns are the class vectors (FedCMC's Θ^L transposed). The logits are not
 softmaxed: train with
@@ -63,7 +67,18 @@ tf.get_logger().addFilter(_drop_unused_assert_report)
 __all__ = ["EncoderFolderError", "EntityPooling", "REModelConfig", "REPRESENTATIONS",
            "RETokenizer", "as_config", "build_encoder", "build_re_model", "check_encoder_folder",
            "build_re_prefix", "config_from_dict", "default_encoder_dir", "from_pretrained",
-           "hf_encoder_config", "has_prefix", "load_pretrained_encoder"]
+           "hf_encoder_config", "has_prefix", "input_rows", "load_pretrained_encoder"]
+
+#: A plain text's representation (one text, no entities): its input has 2 rows, not 4.
+MEAN = "mean"
+ALL_REPRESENTATIONS = REPRESENTATIONS + (MEAN,)
+
+
+def input_rows(representation):
+    """The packed input's rows: 2 (ids, attention mask) for a plain text's ``"mean"``, else 4
+    (with the entity masks)."""
+    return 2 if representation == MEAN else 4
+
 
 @dataclasses.dataclass
 class REModelConfig:
@@ -73,7 +88,8 @@ class REModelConfig:
       encoder_dir: the Hugging Face encoder folder (its ``config.json`` shapes the encoder).
       num_labels: relation classes.
       max_length: word pieces per example (the packed input's last dimension).
-      representation: "entity_sum" (FedCMC, 2H features) or "cls_entities" (FedED, 3H).
+      representation: "entity_sum" (FedCMC, 2H features), "cls_entities" (FedED, 3H) or
+        "mean" (a plain text's mean over its word pieces, H; input ``[b, 2, max_length]``).
       vocab_size: the token-embedding rows, i.e. the tokenizer's size with the added
         markers (``RETokenizer.vocab_size``); None keeps the encoder config's size.
       dropout: dropout on the features before the classifier.
@@ -111,8 +127,8 @@ class REModelConfig:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
             setattr(self, name, int(value))
-        if self.representation not in REPRESENTATIONS:
-            raise ValueError(f"representation must be one of {', '.join(REPRESENTATIONS)}, "
+        if self.representation not in ALL_REPRESENTATIONS:
+            raise ValueError(f"representation must be one of {', '.join(ALL_REPRESENTATIONS)}, "
                              f"got {self.representation!r}")
         if not 0.0 <= float(self.dropout) < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
@@ -164,18 +180,23 @@ class EntityPooling(tf.keras.layers.Layer):
 
     Called on ``[hidden [b, T, H], packed [b, 4, T]]``: "entity_sum" gives
     (Σ_e1 h) ⊕ (Σ_e2 h), "cls_entities" gives h_0 ⊕ (Σ_e1 h) ⊕ (Σ_e2 h).
-    An entity with an all-zero mask (cut by truncation) contributes zeros.
+    An entity with an all-zero mask (cut by truncation) contributes zeros. "mean" (a plain
+    text's ``[b, 2, T]``) gives the mean of h over the attention mask (row 1).
     """
 
     def __init__(self, representation="entity_sum", **kwargs):
         super().__init__(**kwargs)
-        if representation not in REPRESENTATIONS:
-            raise ValueError(f"representation must be one of {', '.join(REPRESENTATIONS)}, "
+        if representation not in ALL_REPRESENTATIONS:
+            raise ValueError(f"representation must be one of {', '.join(ALL_REPRESENTATIONS)}, "
                              f"got {representation!r}")
         self.representation = representation
 
     def call(self, inputs):
         hidden, packed = inputs
+        if self.representation == MEAN:
+            mask = tf.cast(packed[:, 1:2], hidden.dtype)             # [b, 1, T]
+            total = tf.matmul(mask, hidden)[:, 0]                    # [b, H]
+            return total / tf.maximum(tf.reduce_sum(mask, axis=-1), 1.0)
         masks = tf.cast(packed[:, 2:4], hidden.dtype)          # [b, 2, T]
         entities = tf.matmul(masks, hidden)                      # [b, 2, H]: masked sums
         parts = [entities[:, 0], entities[:, 1]]
@@ -234,7 +255,8 @@ def build_re_model(config):
       config: an :class:`REModelConfig` (or its dict).
 
     Returns a functional ``tf.keras.Model`` with one int32 input "inputs"
-    ``[batch, 4, max_length]`` and the output dict ``{"features", "logits"}``.
+    ``[batch, 4, max_length]`` (``[batch, 2, max_length]`` for "mean") and the output dict
+    ``{"features", "logits"}``.
     Its layers: "encoder" (the ``TFAutoModel`` of the encoder's config, token
     embeddings sized ``vocab_size``; BERT's pooler, unused here, is frozen so
     it gets no missing gradients; with ``freeze_embeddings`` its embedding layer is
@@ -243,7 +265,8 @@ def build_re_model(config):
     config = _as_config(config)
     hf_config = hf_encoder_config(config.encoder_dir, config.max_length, config.vocab_size,
                                   config.num_layers)
-    inputs = tf.keras.Input((4, config.max_length), dtype=tf.int32, name="inputs")
+    inputs = tf.keras.Input((input_rows(config.representation), config.max_length),
+                            dtype=tf.int32, name="inputs")
     if has_prefix(config):
         # The top on the cached prefix activations: inputs {"hidden", "inputs"}.
         cached = tf.keras.Input((config.max_length, hf_config.hidden_size), dtype=tf.float32,
@@ -274,7 +297,8 @@ def build_re_prefix(config):
     hf_config.num_hidden_layers = first
     encoder = build_encoder(hf_config, freeze_embeddings=True)
     encoder.trainable = False
-    inputs = tf.keras.Input((4, config.max_length), dtype=tf.int32, name="inputs")
+    inputs = tf.keras.Input((input_rows(config.representation), config.max_length),
+                            dtype=tf.int32, name="inputs")
     hidden = encoder(input_ids=inputs[:, 0], attention_mask=inputs[:, 1]).last_hidden_state
     return tf.keras.Model(inputs, hidden, name="re_prefix")
 
@@ -392,7 +416,8 @@ def config_for(tokenizer, encoder_dir, num_labels, *, representation="entity_sum
     return REModelConfig(encoder_dir=encoder_dir, num_labels=num_labels,
                          max_length=tokenizer.max_length, representation=representation,
                          vocab_size=max(tokenizer.vocab_size, base_vocab), dropout=dropout,
-                         blind_entities=tokenizer.blind_entities, num_layers=num_layers,
+                         blind_entities=getattr(tokenizer, "blind_entities", False),
+                         num_layers=num_layers,
                          freeze_embeddings=freeze_embeddings, partial=partial)
 
 

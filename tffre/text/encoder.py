@@ -172,3 +172,5 @@ ENCODERS = {TextEncoder.kind: TextEncoder, FeatureEncoder.kind: FeatureEncoder,
 ENCODERS["relation"] = __import__("tffre.text.relation_tokenizer", fromlist=["RETokenizer"]).RETokenizer
 ENCODERS["documents"] = __import__("tffre.text.document_features",
                                    fromlist=["DocREFeaturizer"]).DocREFeaturizer
+ENCODERS["wordpieces"] = __import__("tffre.text.text_tokenizer",
+                                    fromlist=["TextTokenizer"]).TextTokenizer

@@ -102,7 +102,7 @@ def test_config_round_trips_through_json(tf_folder):
     again = REModelConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert again == cfg
     with pytest.raises(ValueError, match="representation must be one of"):
-        REModelConfig(encoder_dir=tf_folder[0], num_labels=2, representation="mean")
+        REModelConfig(encoder_dir=tf_folder[0], num_labels=2, representation="max")
     with pytest.raises(ValueError, match="unknown REModelConfig field"):
         REModelConfig.from_dict({**cfg.to_dict(), "hidden": 3})
     with pytest.raises(ValueError, match="max_position_embeddings 128"):

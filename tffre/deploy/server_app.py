@@ -114,12 +114,9 @@ def _check_resume(out, head):
 def _typed(job, head):
     """``job`` (read from a file) with its options of the head's type, as the server holds
     them."""
-    if isinstance(head.options, dict) or not isinstance(job.options, dict):
+    if isinstance(head.options, dict):   # a deployment task of your own: the mapping
         return job
-    kind = type(head.options)
-    names = set(kind.names())
-    return dataclasses.replace(job, options=kind.resolve(
-        {k: v for k, v in job.options.items() if k in names}))
+    return dataclasses.replace(job, options=job.typed_options(type(head.options)))
 
 
 def server_set(task, job, cfg, log=log_line):

@@ -434,6 +434,12 @@ def encode_and_partition(recipe, cfg, loaded, resources, built):
 _SITES = {}
 
 
+def side_key(side):
+    """A side's configuration as a cache key: every key but its state folder (a site's other
+    keys, ``site-value``, ``clients``, its files, shape what it loads and builds)."""
+    return tuple(sorted((k, str(v)) for k, v in side.items() if k != "state-dir"))
+
+
 def sites_of(recipe):
     """The :class:`RecipeSites` of ``recipe``, one per recipe in a process (it keeps the last
     job's options, data and files)."""
@@ -472,9 +478,7 @@ class RecipeSites(Sites):
             return job.options
         key = job.key()
         if key not in self._options:
-            names = set(self.recipe.TASK.Options.names())
-            self._options = {key: self.recipe.TASK.Options.resolve(
-                {k: v for k, v in job.options.items() if k in names})}
+            self._options = {key: job.typed_options(self.recipe.TASK.Options)}
         return self._options[key]
 
     def _load(self, job, site):
@@ -482,8 +486,7 @@ class RecipeSites(Sites):
         if site.get("data") == "sample" and job.dataset in self.recipe.TASK.samples:
             path = self.recipe.TASK.sample_path(job.dataset)   # as --data sample reads it
         # The options too: a site's process may serve runs of another image size or split.
-        key = (path, tuple(sorted((k, str(v)) for k, v in site.items() if k != "state-dir")),
-               job.seed, repr(self.options(job)))
+        key = (path, side_key(site), job.seed, repr(self.options(job)))
         if key not in self._loaded:
             try:
                 loaded = self.recipe.load(path, self.options(job), seed=job.seed,
@@ -498,8 +501,7 @@ class RecipeSites(Sites):
     def _side(self, job, side):
         """The side's :class:`Resources`, checked against the facts the sites agreed on."""
         options = self.options(job)
-        local = tuple(sorted((k, str(v)) for k, v in side.items() if k != "state-dir"))
-        key = (job.key(), local)
+        key = (job.key(), side_key(side))
         if key not in self._resources:
             try:
                 self._resources = {key: self.recipe.model_resources(
@@ -565,8 +567,7 @@ class RecipeSites(Sites):
         """The recipe's :class:`Built` model of ``job`` on ``side``, built once for both
         :meth:`model` and :meth:`site_data` (the last job and side's)."""
         resources = self._side(job, side)
-        key = (job.key(), tuple(sorted((k, str(v)) for k, v in side.items()
-                                       if k != "state-dir")))
+        key = (job.key(), side_key(side))
         if key not in self._built_for:
             united = {k: list(job.entity_types) if k == "entity_types" else job.facts.get(k)
                       for k in self.UNITED}
@@ -581,8 +582,7 @@ class RecipeSites(Sites):
         from the side's encoder and the job's seed (:func:`tffre.models.partial.frozen_prefix`),
         once per job, side and cache folder in this process."""
         from tffre.models.partial import frozen_prefix
-        key = (job.key(), tuple(sorted((k, str(v)) for k, v in side.items()
-                                       if k != "state-dir")), folder)
+        key = (job.key(), side_key(side), folder)
         if key not in self._prefixes:
             self._prefixes = {}   # one job at a time: a new job frees the last prefix
             self._prefixes[key] = frozen_prefix(built.prefix.build, built.load_pretrained,

@@ -87,6 +87,26 @@ TASK = Task("relations", "sentence-level relation extraction (FedCMC, FedED)", D
             learning_rates={"adam": 3e-4}, samples=SAMPLE_DIRS)
 
 
+def encoder_built(config, tokenizer, encoder_dir, encode, rows):
+    """The :class:`tffre.tasks.recipe.Built` of an encoder model of ``config``
+    (:func:`tffre.models.relation_model.build_re_model`: sentence RE's, and the text task's
+    ``--model encoder``): its loss over logits, inputs ``[n, rows, max_length]`` int32 from
+    ``encode``, the pretrained encoder of ``encoder_dir`` loaded at the server, ``tokenizer``
+    saved in a bundle, and a split encoder's frozen prefix."""
+    import tensorflow as tf
+    from tffre.models.relation_model import (build_re_model, build_re_prefix, has_prefix,
+                                             load_pretrained_encoder)
+    prefix = FrozenPrefix(config, lambda: build_re_prefix(config),
+                          lambda: build_re_model(config.full())) \
+        if has_prefix(config) else None
+    return Built(model_fn=lambda: build_re_model(config),
+                 loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                 encode=encode, x_spec=tf.TensorSpec((None, rows, tokenizer.max_length), tf.int32),
+                 load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
+                 encoder=tokenizer, description=os.path.basename(os.path.normpath(encoder_dir)),
+                 prefix=prefix)
+
+
 def loader_options(dataset, options):
     """The loader's options of a run of ``dataset`` (``--raw-labels`` for ChemProt)."""
     return {"raw_labels": True} if dataset == "chemprot" and options.raw_labels else {}
@@ -249,26 +269,13 @@ class RelationRecipe(Recipe):
         """The encoder model (:func:`tffre.models.relation_model.build_re_model`) and its
         entity-marker tokenizer, from the side's encoder folder; a split encoder's frozen
         prefix (:func:`tffre.models.relation_model.build_re_prefix`)."""
-        import tensorflow as tf
-        from tffre.models.relation_model import (build_re_model, build_re_prefix, has_prefix,
-                                                 load_pretrained_encoder)
         from tffre.text.relation_tokenizer import RETokenizer
         o, encoder_dir = spec.options, spec.resources.value
         tokenizer = RETokenizer.from_pretrained(
             encoder_dir, max_length=o.max_len or DEFAULT_MAX_LEN,
             blind_entities=bool(o.blind_entities), entity_types=spec.facts.get("entity_types"))
-        config = self.config(spec, tokenizer, encoder_dir)
-        prefix = FrozenPrefix(config, lambda: build_re_prefix(config),
-                              lambda: build_re_model(config.full())) \
-            if has_prefix(config) else None
-        return Built(model_fn=lambda: build_re_model(config),
-                     loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                     encode=tokenizer.encode,
-                     x_spec=tf.TensorSpec((None, 4, tokenizer.max_length), tf.int32),
-                     load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
-                     encoder=tokenizer,
-                     description=os.path.basename(os.path.normpath(encoder_dir)),
-                     prefix=prefix)
+        return encoder_built(self.config(spec, tokenizer, encoder_dir), tokenizer,
+                             encoder_dir, tokenizer.encode, rows=4)
 
     def evaluation(self, options, labels):
         """Relation F1 (the first label is the negative one); with ``--threshold`` on a

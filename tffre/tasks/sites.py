@@ -84,6 +84,15 @@ class DeployJob:
         """A short hash naming the round this job builds."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
+    def typed_options(self, kind):
+        """The job's options as the task's ``Options`` class ``kind``: as held when typed
+        (the server's), else the message's mapping parsed (names ``kind`` does not declare
+        dropped; the local paths, which the job never holds, at their defaults)."""
+        if isinstance(self.options, kind):
+            return self.options
+        names = set(kind.names())
+        return kind.resolve({k: v for k, v in self.options.items() if k in names})
+
 
 class SiteDataError(ValueError):
     """A site's data cannot be used; the message is one line naming file, record and field."""

@@ -43,7 +43,7 @@ from tffre.hparams import (boolean, choice, existing_file, fraction, non_negativ
                            optional, param, positive_int)
 from tffre.tasks import (ConceptOption, DataOption, EncoderOptions, Task, check_encoder,
                          require_data)
-from tffre.tasks.recipe import Built, FrozenPrefix, Loaded, Recipe, Resources
+from tffre.tasks.recipe import Built, Loaded, Recipe, Resources
 
 PARTITIONS = ("auto", "site", "iid", "label-dirichlet")
 #: Each model's own options, refused with the other (``freeze_embedding`` serves both).
@@ -203,25 +203,13 @@ class TextRecipe(Recipe):
         (:func:`tffre.models.relation_model.build_re_model`, ``representation="mean"``), from
         the side's encoder folder; a split encoder's frozen prefix
         (:func:`tffre.models.relation_model.build_re_prefix`)."""
-        import os
-        import tensorflow as tf
-        from tffre.models.relation_model import (build_re_model, build_re_prefix, has_prefix,
-                                                 load_pretrained_encoder)
+        from tffre.tasks.relations import encoder_built
         from tffre.text.text_tokenizer import TextTokenizer
         o, encoder_dir = spec.options, spec.resources.value
         tokenizer = TextTokenizer.from_pretrained(encoder_dir, max_length=o.max_len)
-        config = self.config(spec, tokenizer, encoder_dir)
-        prefix = FrozenPrefix(config, lambda: build_re_prefix(config),
-                              lambda: build_re_model(config.full())) \
-            if has_prefix(config) else None
-        return Built(model_fn=lambda: build_re_model(config),
-                     loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                     encode=lambda records: tokenizer.encode([r["text"] for r in records]),
-                     x_spec=tf.TensorSpec((None, 2, tokenizer.max_length), tf.int32),
-                     load_pretrained=lambda model: load_pretrained_encoder(model, encoder_dir),
-                     encoder=tokenizer,
-                     description=os.path.basename(os.path.normpath(encoder_dir)),
-                     prefix=prefix)
+        return encoder_built(self.config(spec, tokenizer, encoder_dir), tokenizer, encoder_dir,
+                             lambda records: tokenizer.encode([r["text"] for r in records]),
+                             rows=2)
 
     def partition(self, loaded, options, num_clients, seed):
         """Each site one client (``site``), or the training texts over ``num_clients``

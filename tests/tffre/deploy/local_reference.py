@@ -74,16 +74,22 @@ def simulated_reference(dataset, folders, name, settings, rounds, out):
         jobs[site] = tasks.task_of(dataset).prepare(cfg), cfg
     job, cfg = jobs[sites[0]]
     arrays = {s: j.data.clients[j.data.client_ids[0]]["train"] for s, (j, _) in jobs.items()}
-    run = cfg.run
     context = TaskContext(num_clients=len(sites), clients_per_round=len(sites),
                           concepts=None if job.concepts is None else tuple(job.concepts),
                           prompts=job.prompts)
-    state, initial, _ = local_rounds(
+    state, initial, _ = prepared_rounds(name, job, cfg, arrays, context, rounds)
+    return state, initial, arrays
+
+
+def prepared_rounds(name, job, cfg, arrays, context, rounds):
+    """:func:`local_rounds` of a prepared ``job`` (a :class:`tffre.runner.Job`) over
+    ``arrays``: its model, loss, input spec and pretrained weights, with ``cfg``'s
+    hyperparameters of ``name``, batch size and seed."""
+    return local_rounds(
         name, job.model.model_fn, job.model.loss, job.data.element_spec(), context,
         cfg.hparams[name].asdict(), arrays, num_classes=job.data.num_classes,
-        batch_size=run.batch_size, seed=run.seed, rounds=rounds,
+        batch_size=cfg.run.batch_size, seed=cfg.run.seed, rounds=rounds,
         load_pretrained=job.model.load_pretrained)
-    return state, initial, arrays
 
 
 def sites_reference(out, nodes, rounds, task=None, server_only=None):

@@ -19,7 +19,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "deploy"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
 from deploy_fakes import FakeGrid, run_config  # noqa: E402
-from local_reference import assert_trained_as_local, local_rounds  # noqa: E402
+from local_reference import assert_trained_as_local, prepared_rounds  # noqa: E402
 from tiny_encoder import make_encoder_folder  # noqa: E402
 
 from tffre import config as config_lib  # noqa: E402
@@ -89,11 +89,8 @@ def simulated(tmp_path, folder, extra):
     job = prepare(RECIPE, cfg, NOTES)
     assert job.data.client_ids == ["A", "B"]
     arrays = {s: job.data.clients[v]["train"] for s, v in NODES.items()}
-    state, initial, _ = local_rounds(
-        NAME, job.model.model_fn, job.model.loss, job.data.element_spec(),
-        TaskContext(num_clients=2, clients_per_round=2), cfg.hparams[NAME].asdict(), arrays,
-        num_classes=job.data.num_classes, batch_size=cfg.run.batch_size, seed=cfg.run.seed,
-        rounds=ROUNDS, load_pretrained=job.model.load_pretrained)
+    state, initial, _ = prepared_rounds(NAME, job, cfg, arrays,
+                                        TaskContext(num_clients=2, clients_per_round=2), ROUNDS)
     return state, initial, job
 
 

@@ -66,13 +66,17 @@ def data_check_main(argv=None, *, prog=f"{PROG} data check"):
     """``data check``: loads exactly what a run of ``--dataset`` would load and prints, per
     split, the examples (documents, dialogues and sentences, images), the labels (IMCS: of
     ``--task``; images: classes), entity-type pairs and the lengths (word pieces with
-    ``--encoder``, IMCS: jieba tokens) with how many exceed ``--max-len``; then every problem
-    found (the first 20), each naming its file and line, record or image. Returns 0 without
-    problems, 1 with, 2 for bad arguments. Without ``--encoder`` it imports no TensorFlow."""
+    ``--encoder`` or, for texts, ``--model encoder``; IMCS and texts: jieba tokens) with how
+    many exceed ``--max-len``; then every problem found (the first 20), each naming its file
+    and line, record or image. Returns 0 without problems, 1 with, 2 for bad arguments.
+    Without a tokenizer it imports no TensorFlow."""
     parser = OneLineParser(prog=prog, description=data_check_main.__doc__.split("\n\n")[0])
     vocab = config_lib.vocabulary()
     parser.add_argument("--dataset", required=True, help=vocab["dataset"].help)
     parser.add_argument("--seed", default="0", help=vocab["seed"].help)
+    parser.add_argument("--model", default=None, help="the run's --model: encoder measures "
+                        "word pieces (of --encoder, default all-MiniLM-L6-v2) where a task "
+                        "offers an encoder beside a word model (--dataset text)")
     for name in DATA_CHECK_OPTIONS:
         flag = vocab[name]
         if flag.flag:
@@ -90,6 +94,10 @@ def data_check_main(argv=None, *, prog=f"{PROG} data check"):
             raise ValueError(f"--dataset {dataset} has no data check (the {task.name} task "
                              "declares none)")
         seed = parse_seed(args.pop("seed"))
+        model = args.pop("model")
+        if model is not None and model not in task.models:
+            raise ValueError(f"--model {model}: the {task.name} task's models are "
+                             f"{', '.join(task.models)}")
         known = set(task.Options.names())
         for name in args:
             if name not in known:
@@ -99,9 +107,13 @@ def data_check_main(argv=None, *, prog=f"{PROG} data check"):
         options = task.Options.resolve({**defaults, **args})
         tasks.require_data(argparse.Namespace(dataset=dataset, options=options))
         tokenizer = None
-        if getattr(options, "encoder", None):  # only the encoder tasks declare it
+        folder = getattr(options, "encoder", None)  # only the encoder tasks declare it
+        if folder is None and model == "encoder" and len(task.models) > 1:
+            from tffre.text.relation_tokenizer import default_encoder_dir
+            folder = default_encoder_dir()   # the run's default encoder
+        if folder:
             from transformers import AutoTokenizer
-            tokenizer = AutoTokenizer.from_pretrained(options.encoder, local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         report = task.check_data(dataset, options, tokenizer=tokenizer, seed=seed)
     except ValueError as err:
         print(f"{prog}: error: {err}", file=sys.stderr)

@@ -105,7 +105,7 @@ def synthetic(seed=0):
 
 def run(out, executor):
     from tffre import registry, runner
-    job = runner.Job(synthetic(), runner.TaskModel(linear_model, LOSS))
+    job = runner.PreparedTask(synthetic(), runner.TaskModel(linear_model, LOSS))
     settings = runner.RunSettings.resolve(dict(out=str(out), num_rounds=2, clients=2,
                                                clients_per_round=2, batch_size=8,
                                                no_progress=True, executor="local"))

@@ -95,21 +95,23 @@ def assert_weights_close(got, want):
 
 def run_experiment(data, model_fn, *, loss, algorithm_names, out_dir, hparams=None,
                    save_model=None, reference=None, **settings):
-    """:func:`tffre.runner.run_experiment` in one call: a :class:`tffre.runner.Job` of
+    """:func:`tffre.runner.run_experiment` in one call: a
+    :class:`tffre.runner.PreparedTask` of
     ``data`` and a :class:`tffre.runner.TaskModel` of ``model_fn`` and ``loss`` (and the
-    TaskModel's and Job's fields among ``settings``), each
+    TaskModel's and PreparedTask's fields among ``settings``), each
     algorithm's hyperparameters resolved from ``hparams`` (names or aliases), and the
     other ``settings`` as :class:`tffre.runner.RunSettings` (no progress bar)."""
     import dataclasses
     from tffre import registry, runner
     model_fields = {f.name for f in dataclasses.fields(runner.TaskModel)}
-    job_fields = {f.name for f in dataclasses.fields(runner.Job)} - {"data", "model"}
+    task_fields = {f.name for f in dataclasses.fields(runner.PreparedTask)} - {"data", "model"}
     model = runner.TaskModel(model_fn, loss, **{k: settings.pop(k) for k in list(settings)
                                                if k in model_fields})
-    job = runner.Job(data, model, **{k: settings.pop(k) for k in list(settings)
-                                     if k in job_fields})
+    prepared = runner.PreparedTask(data, model, **{k: settings.pop(k) for k in list(settings)
+                                                  if k in task_fields})
     resolved = {registry.get_spec(n).name: registry.resolve_hparams(
         n, registry.algorithm_hparams(n, hparams or {})) for n in algorithm_names}
     settings.setdefault("no_progress", True)
     run = runner.RunSettings.resolve(dict(settings, out=out_dir))
-    return runner.run_experiment(job, resolved, run, save_model=save_model, reference=reference)
+    return runner.run_experiment(prepared, resolved, run, save_model=save_model,
+                                 reference=reference)

@@ -39,7 +39,7 @@ KINDS = ("relations", "documents", "dialogues", "images")
 RELATION_MARKERS = 4
 
 
-def _piece_counts(tokenizer, texts):
+def piece_counts(tokenizer, texts):
     """Word pieces of each text, the tokenizer's special tokens included."""
     counts = []
     for start in range(0, len(texts), 1000):  # batches bound the tokenizer's memory
@@ -54,7 +54,7 @@ def _relation_summary(name, df, labels, tokenizer):
     counts = collections.Counter(df["label"])
     lengths = None
     if tokenizer is not None:
-        lengths = [n + RELATION_MARKERS for n in _piece_counts(tokenizer, list(df["text"]))]
+        lengths = [n + RELATION_MARKERS for n in piece_counts(tokenizer, list(df["text"]))]
     return SplitSummary(name, len(df), {label: counts.get(label, 0) for label in labels},
                         dict(collections.Counter(zip(df["e1_type"], df["e2_type"]))),
                         lengths=lengths, labelled=len(df))
@@ -83,7 +83,7 @@ def _document_summary(name, docs, tokenizer, problems):
         markers = [len({m.start for m in d.mentions if any(i != "-1" for i in m.ids)})
                    + len({m.end for m in d.mentions if any(i != "-1" for i in m.ids)})
                    for d in docs]
-        lengths = [n + k for n, k in zip(_piece_counts(tokenizer, [d.text for d in docs]),
+        lengths = [n + k for n, k in zip(piece_counts(tokenizer, [d.text for d in docs]),
                                          markers)]
     return SplitSummary(name, len(docs), dict(labels), dict(pairs), details, lengths)
 

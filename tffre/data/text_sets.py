@@ -219,11 +219,14 @@ def sites_of(splits):
 
 
 def check_texts(dataset, path, *, seed=0, dev_fraction=0.2, segmenter=None, max_len=None,
-                site_value=None):
+                site_value=None, tokenizer=None):
     """``python -m tffre data check``'s :class:`tffre.data.check_report.CheckReport` of the
     texts a run would read from ``path``: every bad record counted (lenient), the splits'
-    label counts, the sites, and with a ``segmenter`` the lengths in jieba tokens.
-    ``site_value``: only that site's records (a deployed site's share of a shared file)."""
+    label counts, the sites, and the lengths: with a Hugging Face ``tokenizer`` in its word
+    pieces ([CLS] and [SEP] included, as the encoder reads them), else with a ``segmenter``
+    in jieba tokens. ``site_value``: only that site's records (a deployed site's share of a
+    shared file)."""
+    from tffre.data.check import piece_counts
     from tffre.data.check_report import CheckReport, SplitSummary
     notes, problems = [], []
     try:
@@ -242,8 +245,11 @@ def check_texts(dataset, path, *, seed=0, dev_fraction=0.2, segmenter=None, max_
         counts = {label: 0 for label in labels}
         for r in records:
             counts[r[LABEL]] += 1
-        lengths = None if segmenter is None else \
-            [len(t) for t in segmenter.cut_all(r[TEXT] for r in records)]
+        if tokenizer is not None:
+            lengths = piece_counts(tokenizer, [r[TEXT] for r in records])
+        else:
+            lengths = None if segmenter is None else \
+                [len(t) for t in segmenter.cut_all(r[TEXT] for r in records)]
         sites = {}
         for r in records:
             if r.get(SITE):
@@ -254,6 +260,11 @@ def check_texts(dataset, path, *, seed=0, dev_fraction=0.2, segmenter=None, max_
     sites = sites_of(splits)
     about = (f"{len(sites)} sites (--partition site: one client each): {', '.join(sites)}"
              if sites else "no site column (the clients are split by --partition)")
+    if tokenizer is not None:
+        unit, rule = "word pieces", "text + [CLS] and [SEP], the encoder's tokenizer"
+    else:
+        unit, rule = "jieba tokens", "the shipped dictionary and --user-dict"
+    measured = tokenizer is not None or segmenter is not None
     return CheckReport("texts", dataset, str(path), summaries, list(labels), notes, problems,
-                       max_len=max_len if segmenter is not None else None,
-                       length_rule="the shipped dictionary and --user-dict", length_unit="jieba tokens", about=about)
+                       max_len=max_len if measured else None, length_rule=rule,
+                       length_unit=unit, about=about)

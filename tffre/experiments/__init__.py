@@ -1,7 +1,7 @@
 """Experiments: a resolved configuration (:mod:`tffre.config`) in, result files out.
 
 The dataset's task (:mod:`tffre.tasks`) turns the configuration into a
-:class:`tffre.runner.Job`: federated data, a model, a loss, the label names and
+:class:`tffre.runner.PreparedTask`: federated data, a model, a loss, the label names and
 the encoder that turns new inputs into model inputs. :func:`run` does the rest
 the same way for every dataset: output folder, :func:`tffre.runner.run_experiment`,
 saved models, ``summary.json``, and a table beside the paper's.
@@ -15,7 +15,8 @@ from tffre.jsonio import write_json
 
 
 def prepare(cfg):
-    """The :class:`tffre.runner.Job` of ``cfg`` (loads and splits the data; writes nothing)."""
+    """The :class:`tffre.runner.PreparedTask` of ``cfg`` (loads and splits the data; writes
+    nothing)."""
     return cfg.task.prepare(cfg)
 
 
@@ -29,10 +30,10 @@ def run(cfg):
     start = time.perf_counter()
     settings = cfg.run
     tf.keras.utils.set_random_seed(settings.seed)
-    job = prepare(cfg)
+    prepared = prepare(cfg)
     runner.prepare_out_dir(settings.out, resume=settings.resume, overwrite=settings.overwrite)
-    if job.write_extras is not None:
-        job.write_extras(settings.out)
+    if prepared.write_extras is not None:
+        prepared.write_extras(settings.out)
     names = list(cfg.algorithms)
     table, reference = paper_tables.reference(cfg.dataset, cfg.model,
                                               alpha=getattr(cfg.options, "alpha", None),
@@ -40,7 +41,7 @@ def run(cfg):
                                               partition=getattr(cfg.options, "partition", None))
 
     # One bundle writer for simulation and deployment (tffre.runner.rounds.bundle_saver).
-    save_model = bundle_saver(job.label_names, job.model.encoder, {
+    save_model = bundle_saver(prepared.label_names, prepared.model.encoder, {
         "dataset": cfg.dataset, "model": cfg.model, "task": getattr(cfg.options, "task", None),
         "seed": settings.seed})
 
@@ -49,15 +50,15 @@ def run(cfg):
     inputs = input_paths(dict(cfg.values, data=data_path(cfg.dataset, cfg.values.get("data"))))
     with federated_runtime():
         summary = runner.run_experiment(
-            job, cfg.hparams, settings,
-            # A job without an input encoder has no bundle to save.
-            save_model=save_model if job.model.encoder is not None else None,
+            prepared, cfg.hparams, settings,
+            # A task without an input encoder has no bundle to save.
+            save_model=save_model if prepared.model.encoder is not None else None,
             reference={n: reference[n] for n in names if n in reference}, config=cfg.values,
             inputs=inputs)
-    summary.update(job.info, config=cfg.values, paper_table=table,
+    summary.update(prepared.info, config=cfg.values, paper_table=table,
                    wall_seconds=round(time.perf_counter() - start, 1),
-                   f1_kind="macro" if job.model.macro_f1 else "docre"
-                   if job.model.evaluation == "docre" else "relation")
+                   f1_kind="macro" if prepared.model.macro_f1 else "docre"
+                   if prepared.model.evaluation == "docre" else "relation")
     write_json(os.path.join(settings.out, "summary.json"), summary)
     print(format_report(summary, reference, table))
     return summary

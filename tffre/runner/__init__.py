@@ -3,7 +3,7 @@
 Split by concern:
 
 * :mod:`tffre.runner.run_settings`: :class:`RunSettings` (the run's declared options) and
-  :class:`Job` (what a task prepares: its data and :class:`TaskModel`);
+  :class:`PreparedTask` (what a task prepares: its data and :class:`TaskModel`);
 * :mod:`tffre.runner.loop`: :func:`run_experiment`, a simulated run (its clients:
   :class:`tffre.runner.loop.SimulatedRounds`);
 * :mod:`tffre.runner.rounds`: the round loop of one algorithm and what a run writes
@@ -24,15 +24,20 @@ the other names load on first use (PEP 562).
 
 import importlib
 
-from tffre.runner.run_settings import Job, RunSettings, TaskModel  # noqa: F401
+from tffre.runner.run_settings import PreparedTask, RunSettings, TaskModel  # noqa: F401
 
 _LAZY = {"run_experiment": "loop", "sample_clients": "loop", "data_seed": "loop",
          "METRIC_COLUMNS": "outputs", "prepare_out_dir": "outputs", "summarise": "outputs",
          "pretrained_weights": "processes", "reuse_processes": "processes"}
-__all__ = ["Job", "RunSettings", "TaskModel", *_LAZY]
+__all__ = ["PreparedTask", "RunSettings", "TaskModel", *_LAZY]
 
 
 def __getattr__(name):
+    if name == "Job":   # the name before PreparedTask ("job" now means only DeployJob)
+        import warnings
+        warnings.warn("tffre.runner.Job is now tffre.runner.PreparedTask", DeprecationWarning,
+                      stacklevel=2)
+        return PreparedTask
     if name in _LAZY:
         return getattr(importlib.import_module(f"tffre.runner.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'tffre.runner' has no attribute {name!r}")

@@ -46,29 +46,29 @@ def centralised_runs(hparams, settings):
             for lr in rates]
 
 
-def run_centralised(job, name, hparams, settings, *, log, bar, save_model=None,
+def run_centralised(prepared, name, hparams, settings, *, log, bar, save_model=None,
                     label=CENTRALISED):
-    """Trains ``job``'s model on the pooled training data with algorithm ``name``'s local
+    """Trains ``prepared``'s model on the pooled training data with algorithm ``name``'s local
     optimizer and ``hparams``' learning rate; each epoch is a metrics row of algorithm
     ``label``.
 
     Plain Keras steps over the pooled data, shuffled per epoch from the seed (each rate of a
     grid starts from the same initial model and order), evaluated after every epoch.
     """
-    data, seed = job.data, settings.seed
+    data, seed = prepared.data, settings.seed
     epochs = epochs_of(name, hparams, settings, data.sizes("train"))
     spec = registry.get_spec(name)
     local = registry.CLIENT_OPTIMIZERS[registry.client_optimizer_of(spec, hparams)]
     tf.keras.utils.set_random_seed(seed)
-    task = job.model
+    task = prepared.model
     evaluator = make_evaluator(task.evaluation, task.model_fn, data, task.loss,
                                negative_label=task.negative_label, macro_f1=task.macro_f1,
                                train_loss=not settings.no_train_loss, **task.evaluation_options)
     model = evaluator.model
-    if job.model.load_pretrained is not None:
-        job.model.load_pretrained(model)
+    if prepared.model.load_pretrained is not None:
+        prepared.model.load_pretrained(model)
     optimizer = local.make(hparams)
-    loss = job.model.loss
+    loss = prepared.model.loss
 
     @tf.function
     @tf.autograph.experimental.do_not_convert   # no Python control flow; spares a warning
@@ -95,10 +95,10 @@ def run_centralised(job, name, hparams, settings, *, log, bar, save_model=None,
         bar.set_postfix(postfix(row))
         log.write(row)
         bar.update(1)
-    if job.model.negative_label is not None:
-        write_per_class(evaluator, data, log.out_dir, label, job.label_names)
+    if prepared.model.negative_label is not None:
+        write_per_class(evaluator, data, log.out_dir, label, prepared.label_names)
     if save_model is not None:
         decision = evaluator.decision()
-        save_model(os.path.join(log.out_dir, "models", label), job.model.saved_model(model),
+        save_model(os.path.join(log.out_dir, "models", label), prepared.model.saved_model(model),
                    label, epochs, {} if decision is None else {"decision": decision})
     return epochs

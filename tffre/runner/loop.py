@@ -52,13 +52,14 @@ def data_seed(seed, round_num):
     return seed * 1_000_003 + round_num
 
 
-def run_experiment(job, hparams, settings, *, save_model=None, reference=None, config=None,
+def run_experiment(prepared, hparams, settings, *, save_model=None, reference=None, config=None,
                    inputs=None):
-    """Runs the algorithms of ``hparams`` on ``job``; writes metrics, checkpoints, models,
+    """Runs the algorithms of ``hparams`` on ``prepared``; writes metrics, checkpoints, models,
     summary and plot to ``settings.out``.
 
     Args:
-      job: a :class:`tffre.runner.Job` (data and its TaskModel: model, loss, evaluation).
+      prepared: a :class:`tffre.runner.PreparedTask` (data and its TaskModel: model, loss,
+        evaluation).
       hparams: {algorithm name: its resolved hyperparameters}
         (:func:`tffre.registry.resolve_hparams`), run in this order.
       settings: the :class:`tffre.runner.RunSettings` (rounds, clients per round, batch
@@ -79,21 +80,21 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
     Returns:
       The summary dict that is also written to summary.json.
     """
-    data, out_dir = job.data, settings.out
-    if job.model.evaluation not in EVALUATORS:
-        raise ValueError(f"unknown evaluation kind {job.model.evaluation!r}; valid: "
+    data, out_dir = prepared.data, settings.out
+    if prepared.model.evaluation not in EVALUATORS:
+        raise ValueError(f"unknown evaluation kind {prepared.model.evaluation!r}; valid: "
                          f"{', '.join(EVALUATORS)}")
     names = list(hparams)
     sample_clients(data.client_ids, settings.clients_per_round, settings.seed, 1)
     needs_server = [n for n in names if registry.get_spec(n).load_definition().needs_server_data]
-    if needs_server and job.server_data is None:
+    if needs_server and prepared.server_data is None:
         raise ValueError(f"{', '.join(needs_server)} needs the server's labelled set D_v "
                          f"(--server-fraction or --server-data)")
     started = time.perf_counter()
     context = TaskContext.of(num_clients=len(data.client_ids),
                              clients_per_round=settings.clients_per_round,
-                             concepts=job.concepts, prompts=job.prompts,
-                             server_arrays=job.server_data, batch_size=settings.batch_size)
+                             concepts=prepared.concepts, prompts=prepared.prompts,
+                             server_arrays=prepared.server_data, batch_size=settings.batch_size)
     open_run(settings, names)
     # Differential privacy: sigma calibrated, delta and the secret seed resolved
     # (tffre.runner.privacy).
@@ -103,7 +104,7 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
                                                        len(data.client_ids))
     record = RunRecord(out_dir, summary_head(
         data.name, settings, clients_per_round=settings.clients_per_round, context=context,
-        server_examples=None if job.server_data is None else len(job.server_data[1])),
+        server_examples=None if prepared.server_data is None else len(prepared.server_data[1])),
         resume=settings.resume, save_model=save_model, started=started, inputs=inputs)
     centralised = epochs_of(names[0], hparams[names[0]], settings, data.sizes("train")) \
         if settings.centralised else 0
@@ -129,16 +130,16 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
                 bar.update(centralised)
             else:
                 begun = time.perf_counter()
-                run_centralised(job, names[0], central_hparams, settings, log=record.log,
+                run_centralised(prepared, names[0], central_hparams, settings, log=record.log,
                                 bar=bar, save_model=save_model, label=label)
                 entry["wall_seconds"] = round(time.perf_counter() - begun, 1)
 
     try:
-        algorithms = [_start(name, hparams[name], job, context, settings, bar, private[name])
+        algorithms = [_start(name, hparams[name], prepared, context, settings, bar, private[name])
                       for name in names]
         if config is not None:
             write_json(os.path.join(out_dir, "config.json"), config)
-        columns = metric_columns(EVALUATORS[job.model.evaluation].columns,
+        columns = metric_columns(EVALUATORS[prepared.model.evaluation].columns,
                                  private=any(p is not None for p in private.values()))
         # Rows kept on resume: up to each algorithm's checkpoint, and a finished centralised run.
         record_run(record, columns, algorithms, hparams,
@@ -147,15 +148,15 @@ def run_experiment(job, hparams, settings, *, save_model=None, reference=None, c
     finally:
         bar.close()
         shutdown_workers()
-    return record.write_summary(title=job.title or data.name, reference=reference)
+    return record.write_summary(title=prepared.title or data.name, reference=reference)
 
 
-def _start(name, hp, job, context, settings, bar, private=None):
+def _start(name, hp, prepared, context, settings, bar, private=None):
     """The :class:`tffre.runner.rounds.AlgorithmRounds` of one algorithm: its process built
     (or reused), from its newest checkpoint when resuming. With DP (``private``) the clients
     are drawn from its secret seed."""
-    process, state = processes.start(name, hp, job, context, settings)
-    where = SimulatedRounds(name, process, job, settings, bar,
+    process, state = processes.start(name, hp, prepared, context, settings)
+    where = SimulatedRounds(name, process, prepared, settings, bar,
                             seed=settings.seed if private is None else private.seed)
     return AlgorithmRounds(name, where, state, settings, private=private)
 
@@ -167,8 +168,8 @@ class SimulatedRounds(ClientRounds):
     (:func:`data_seed`); the round's model evaluated on the pooled held-out data
     (:func:`tffre.evaluation.evaluate_state`); a progress bar."""
 
-    def __init__(self, name, process, job, settings, bar, seed):
-        self.name, self.process, self.job, self.settings = name, process, job, settings
+    def __init__(self, name, process, prepared, settings, bar, seed):
+        self.name, self.process, self.prepared, self.settings = name, process, prepared, settings
         self.bar, self.seed = bar, seed
         self.evaluator = None
         self.evaluated = None   # the last round this run evaluated
@@ -177,15 +178,16 @@ class SimulatedRounds(ClientRounds):
         self.bar.update(done)
         # Built after the processes: Keras invalidates eager models when TFF later traces
         # model_fn in a graph.
-        job = self.job
-        self.evaluator = make_evaluator(job.model.evaluation, self.process.model_fn, job.data,
-                                        job.model.loss, negative_label=job.model.negative_label,
-                                        macro_f1=job.model.macro_f1,
+        prepared = self.prepared
+        task = prepared.model
+        self.evaluator = make_evaluator(task.evaluation, self.process.model_fn, prepared.data,
+                                        task.loss, negative_label=task.negative_label,
+                                        macro_f1=task.macro_f1,
                                         train_loss=not self.settings.no_train_loss,
-                                        **job.model.evaluation_options)
+                                        **task.evaluation_options)
 
     def train(self, state, rnd):
-        data, settings = self.job.data, self.settings
+        data, settings = self.prepared.data, self.settings
         self.bar.set_description(f"{self.name} round {rnd}/{settings.num_rounds}")
         clients = sample_clients(data.client_ids, settings.clients_per_round, self.seed, rnd)
         datasets = [data.client_dataset(c, "train", batch_size=settings.batch_size,
@@ -205,24 +207,24 @@ class SimulatedRounds(ClientRounds):
         self.bar.update(1)
 
     def checkpointed(self, state):
-        return saved_state(self.process, state, self.job.data.client_ids)
+        return saved_state(self.process, state, self.prepared.data.client_ids)
 
     def restored(self, loaded):
         return restore_state(self.process, loaded)
 
     def finish(self, state):
         """Puts the final weights into the evaluator's model; writes the per-class table."""
-        job = self.job
+        prepared = self.prepared
         self.evaluator.model_for(self.process.get_model_weights(state))
         if self.evaluated != self.settings.num_rounds:
             # A finished run resumed: no evaluation here tuned a threshold for this model.
             self.evaluator.settle()
-        if job.model.negative_label is not None:
-            write_per_class(self.evaluator, job.data, self.settings.out, self.name,
-                            job.label_names)
+        if prepared.model.negative_label is not None:
+            write_per_class(self.evaluator, prepared.data, self.settings.out, self.name,
+                            prepared.label_names)
 
     def saved_model(self, state):
-        return self.job.model.saved_model(self.evaluator.model, self.process.wrap_model_fn)
+        return self.prepared.model.saved_model(self.evaluator.model, self.process.wrap_model_fn)
 
     def decision(self):
         return self.evaluator.decision()

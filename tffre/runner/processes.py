@@ -50,17 +50,17 @@ def draws_at_random(model):
     return False
 
 
-def start(name, hparams, job, context, settings):
-    """(process, initial state) of algorithm ``name`` with ``hparams`` for ``job``: built, or
+def start(name, hparams, prepared, context, settings):
+    """(process, initial state) of algorithm ``name`` with ``hparams`` for ``prepared``: built, or
     reused (:func:`reuse_processes`).
 
     Either way the state starts from the weights of a model built right after
-    ``set_random_seed(settings.seed)``, with the job's pretrained weights in it, so a seed
+    ``set_random_seed(settings.seed)``, with the task's pretrained weights in it, so a seed
     gives the same run with or without reuse.
     """
     spec = registry.get_spec(name)   # the row, looked up once
-    recipe = builder.ModelRecipe(job.model.model_fn, job.model.loss, job.data.element_spec(),
-                                 job.metrics)
+    recipe = builder.ModelRecipe(prepared.model.model_fn, prepared.model.loss,
+                                 prepared.data.element_spec(), prepared.metrics)
     how = builder.Execution(**settings.execution())
 
     def build():
@@ -69,7 +69,7 @@ def start(name, hparams, job, context, settings):
     tf.keras.utils.set_random_seed(settings.seed)
     kept = _CACHE is not None and context.server_data is None
     if kept:
-        probe = job.model.model_fn()
+        probe = prepared.model.model_fn()
         kept = not draws_at_random(probe)
         if not kept:   # built as a run without reuse builds it
             tf.keras.utils.set_random_seed(settings.seed)
@@ -77,8 +77,8 @@ def start(name, hparams, job, context, settings):
         process = build()
     else:
         key = (spec.name, repr(hparams), repr(settings.execution()), repr(recipe.input_spec),
-               repr(job.model.loss.get_config()),
-               repr([m().name for m in job.metrics or ()]), repr(context),
+               repr(prepared.model.loss.get_config()),
+               repr([m().name for m in prepared.metrics or ()]), repr(context),
                _architecture(probe))
         process = _CACHE.get(key)
         if process is None:
@@ -86,7 +86,7 @@ def start(name, hparams, job, context, settings):
         process.client_states = {}
         process.served = set()
     tf.keras.utils.set_random_seed(settings.seed)
-    weights = pretrained_weights(process.model_fn, job.model.load_pretrained)
+    weights = pretrained_weights(process.model_fn, prepared.model.load_pretrained)
     return process, process.set_model_weights(process.initialize(), weights)
 
 

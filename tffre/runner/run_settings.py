@@ -1,9 +1,9 @@
-"""What a run is given: its settings (declared once, like hyperparameters) and its job.
+"""What a run is given: its settings (declared once, like hyperparameters) and what a task prepared.
 
 :class:`RunSettings` are the run's own options (rounds, clients, seed, output,
 executor): their declarations give the command line's flags and config keys
 (:mod:`tffre.config`) and the one typed object the runner reads. A
-:class:`Job` is what a task prepares (:mod:`tffre.tasks`): the federated data and its
+:class:`PreparedTask` is what a task prepares (:mod:`tffre.tasks`): the federated data and its
 :class:`TaskModel` (the model and what the runner needs to evaluate and save it, the same
 type each side of a deployment gets).
 
@@ -87,9 +87,9 @@ class RunSettings(Params):
 
 @dataclasses.dataclass
 class TaskModel:
-    """The model a task gives a side: the simulation's (:attr:`Job.model`) and each side's of
-    a deployment (:class:`tffre.tasks.sites.SiteModel` is this class), built by the task's
-    recipe the same way for both (:mod:`tffre.tasks.recipe`).
+    """The model a task gives a side: the simulation's (:attr:`PreparedTask.model`) and each
+    side's of a deployment (:class:`tffre.tasks.sites.SiteModel` is this class), built by the
+    task's recipe the same way for both (:mod:`tffre.tasks.recipe`).
 
     Attributes:
       model_fn: no-arg callable returning a fresh, uncompiled Keras model.
@@ -133,7 +133,7 @@ class TaskModel:
 
 
 @dataclasses.dataclass
-class Job:
+class PreparedTask:
     """What a task prepares for the runner (:mod:`tffre.tasks`).
 
     Attributes:

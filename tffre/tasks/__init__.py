@@ -86,7 +86,7 @@ class Task:
         return recipe
 
     def prepare(self, cfg):
-        """Loads and splits the data and builds the model: the :class:`tffre.runner.Job`
+        """Loads and splits the data and builds the model: the :class:`tffre.runner.PreparedTask`
         (:func:`tffre.tasks.recipe.prepare`)."""
         from tffre.tasks.recipe import prepare
         return prepare(self.recipe(), cfg, data_path(cfg.dataset,
@@ -280,7 +280,8 @@ def needs_features(algorithm_names):
 
 
 def label_mix_writer(mix, title):
-    """A ``Job.write_extras`` writing a label split's ``partition.csv`` and ``partition.png``
+    """A ``PreparedTask.write_extras`` writing a label split's ``partition.csv`` and
+    ``partition.png``
     (each client's label counts, FedCMC Fig. 1(a)) into the run's folder."""
     def write(out_dir):
         import os

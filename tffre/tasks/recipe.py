@@ -73,7 +73,7 @@ a dict of options):
 * :meth:`Recipe.partition` ``(Loaded, options, clients, seed) -> {client: {split: rows}}``:
   the simulation's clients.
 
-The adapters, written once: :func:`prepare` (recipe -> :class:`tffre.runner.Job`) and
+The adapters, written once: :func:`prepare` (recipe -> :class:`tffre.runner.PreparedTask`) and
 :class:`RecipeSites` (recipe -> the deployment's survey, agreement, model and site data).
 A site parses the job's options into ``Options`` once per job (:meth:`RecipeSites.options`).
 """
@@ -343,12 +343,12 @@ def side_of(recipe, options):
 
 
 def prepare(recipe, cfg, path):
-    """The :class:`tffre.runner.Job` of ``cfg`` from ``recipe``: load ``path`` (``--data``,
+    """The :class:`tffre.runner.PreparedTask` of ``cfg`` from ``recipe``: load ``path`` (``--data``,
     the sample resolved by :meth:`tffre.tasks.Task.prepare`, so that this module does not
     import the registry that imports it), build, encode, split over clients (the simulation's
     half of the recipe)."""
     from tffre.data.concepts import concepts_for
-    from tffre.runner.run_settings import Job
+    from tffre.runner.run_settings import PreparedTask
     o = cfg.options
     notes = []
     loaded = recipe.load_run(cfg, path, notes)
@@ -379,7 +379,7 @@ def prepare(recipe, cfg, path):
             server_data = (with_hidden(x, store.get(x, lambda x: activations(prefix, x))),
                            server_data[1])
         export = exporter(built.prefix.full_model_fn, prefix)
-    return Job(data=data, model=task_model(recipe, built, o, loaded.labels, export=export),
+    return PreparedTask(data=data, model=task_model(recipe, built, o, loaded.labels, export=export),
                title=f"{data.name}, {built.description}", label_names=list(loaded.labels),
                info=info, write_extras=simulated.write_extras,
                # FedCB's class concepts, for a task that declares them (--concept-file).

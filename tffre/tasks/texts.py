@@ -128,12 +128,13 @@ class TextRecipe(Recipe):
 
     def check_data(self, dataset, options, *, tokenizer=None, max_len=None, seed=0,
                    site=None):
-        """Splits, labels and lengths in jieba tokens of the texts a run would read."""
+        """Splits, labels and lengths of the texts a run would read: in the ``tokenizer``'s
+        word pieces (``--model encoder``), else in jieba tokens (the LSTM's)."""
         from tffre.data.text_sets import check_texts
         from tffre.tasks import data_path
         return check_texts(dataset, data_path(dataset, options.data), seed=seed,
-                           dev_fraction=options.dev_fraction,
-                           segmenter=_segmenter(options.user_dict),
+                           dev_fraction=options.dev_fraction, tokenizer=tokenizer,
+                           segmenter=None if tokenizer else _segmenter(options.user_dict),
                            max_len=max_len or options.max_len,
                            site_value=None if site is None else site.get("site-value"))
 

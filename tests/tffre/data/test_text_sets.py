@@ -134,3 +134,21 @@ def test_the_data_check_counts_labels_and_sites_by_hand(tmp_path):
         ("test", 1, {"c": 0, "r": 1}, {"site B": 1})
     assert report.about == "2 sites (--partition site: one client each): A, B"
     assert "no problems" not in report.format()
+
+
+def test_the_data_check_measures_word_pieces_with_a_tokenizer(tmp_path):
+    """With the encoder's tokenizer the lengths are word pieces, [CLS] and [SEP] included,
+    counted by hand from the packaged MiniLM's vocabulary: "chest pain" 2 + 2, "cough" 1 + 2,
+    "palpitations at night" pal ##pit ##ations at night, 5 + 2."""
+    from transformers import AutoTokenizer
+    from tffre.text.relation_tokenizer import default_encoder_dir
+    tokenizer = AutoTokenizer.from_pretrained(default_encoder_dir(), local_files_only=True)
+    path = write(tmp_path / "a.csv", "text,label,split\nchest pain,c,train\ncough,r,train\n"
+                 "palpitations at night,c,test\n")
+    report = text_sets.check_texts("text", path, dev_fraction=0, tokenizer=tokenizer,
+                                   max_len=4)
+    train, test = report.splits
+    assert (train.lengths, test.lengths) == ([4, 3], [7])
+    assert report.length_unit == "word pieces" and report.max_len == 4
+    jieba = text_sets.check_texts("text", path, dev_fraction=0, max_len=4)
+    assert jieba.max_len is None and jieba.splits[0].lengths is None   # nothing measured

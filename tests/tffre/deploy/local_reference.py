@@ -82,7 +82,7 @@ def simulated_reference(dataset, folders, name, settings, rounds, out):
 
 
 def prepared_rounds(name, job, cfg, arrays, context, rounds):
-    """:func:`local_rounds` of a prepared ``job`` (a :class:`tffre.runner.Job`) over
+    """:func:`local_rounds` of a prepared ``job`` (a :class:`tffre.runner.PreparedTask`) over
     ``arrays``: its model, loss, input spec and pretrained weights, with ``cfg``'s
     hyperparameters of ``name``, batch size and seed."""
     return local_rounds(

@@ -130,3 +130,20 @@ def test_a_site_parses_the_jobs_options_once(monkeypatch):
     first = sites.options(job)
     assert sites.options(job) is first and len(calls) == 1
     assert first.max_len == 7 and first.lstm_units == 64   # the declaration's default
+
+
+def test_data_check_measures_what_each_model_reads(small, capsys):
+    """``data check --dataset text``: jieba tokens for the LSTM (the default), the default
+    encoder's word pieces with ``--model encoder``; a model the task lacks is one line."""
+    assert cli.main(["data", "check", "--dataset", "text", "--data", small]) == 0
+    out = capsys.readouterr().out
+    assert "jieba tokens" in out and "word pieces" not in out
+    assert cli.main(["data", "check", "--dataset", "text", "--data", small, "--model",
+                     "encoder", "--max-len", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "word pieces (text + [CLS] and [SEP]" in out and "jieba tokens" not in out
+    assert cli.main(["data", "check", "--dataset", "text", "--data", small, "--model",
+                     "mean-logistic"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("--model mean-logistic: the texts task's models are lstm, encoder")
+    assert len(err.splitlines()) == 1

@@ -25,7 +25,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from tffre.runner.run_settings import TaskModel
 
@@ -46,8 +46,10 @@ class DeployJob:
     task: str
     dataset: str
     algorithm: str
-    hparams: dict
-    options: dict
+    #: The algorithm's ``Hparams`` (a mapping given is parsed in ``__post_init__``).
+    hparams: Any
+    #: The task's ``Options`` at the server; their mapping in a site's message.
+    options: Any
     batch_size: int
     seed: int
     #: The run's ``--model`` (a task with several: IMCS's lstm or mean-logistic).

@@ -2,6 +2,7 @@
 
     python benchmarks/real_corpora.py --root ROOT --only iid-gad        # one comparison
     python benchmarks/real_corpora.py --root ROOT --max-hours 6        # what fits in 6 hours
+    python benchmarks/real_corpora.py --root ROOT --only fedlcc-cdr --seeds 0   # one seed
 
 ``ROOT`` holds the public copies (docs/real-corpora.md says where to get each):
 
@@ -283,6 +284,8 @@ def run_comparison(comparison, args, deadline):
             print(f"{comparison.name}, {setting.label}: {runs}")
             continue
         for seed, preset in runs:
+            if args.seeds is not None and seed not in args.seeds:
+                continue
             folder = os.path.join(setting_folder(args.out, comparison.name, setting.label),
                                   f"seed_{seed}")
             held = [r for r in record["runs"] if (r["setting"], r["seed"]) == (setting.label,
@@ -316,6 +319,9 @@ def main(argv=None):
     parser.add_argument("--only", default=None, help="comma-separated comparisons")
     parser.add_argument("--settings", default=None,
                         help="comma-separated settings to run (default: every one)")
+    parser.add_argument("--seeds", default=None,
+                        help="comma-separated seeds to run (default: every one); a choice "
+                        "waits for all of its candidates' seeds")
     parser.add_argument("--out", default="results/real_corpora", help="the run folders")
     parser.add_argument("--records", default=RECORDS, help="the records' folder")
     parser.add_argument("--max-hours", type=float, default=None,
@@ -334,6 +340,7 @@ def main(argv=None):
         if missing:
             parser.error(f"unknown setting(s) {', '.join(missing)}; valid: "
                          f"{', '.join(sorted(known))}")
+    args.seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
     deadline = float("inf") if args.max_hours is None else time.time() + 3600 * args.max_hours
     from tffre import report
     for name in names:

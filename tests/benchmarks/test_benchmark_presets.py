@@ -165,3 +165,26 @@ def test_past_max_hours_a_finished_run_folder_still_joins_the_record(tmp_path, m
     record = read_record(str(records / "iid-gad.json"))
     assert [(r["setting"], r["seed"]) for r in record["runs"]] == [("top 2 30 rounds", 0),
                                                                    ("top 4 15 rounds", 2)]
+
+
+def test_seeds_narrow_a_call_and_the_choice_waits_for_the_rest(tmp_path, monkeypatch):
+    """``--seeds 0`` runs seed 0 of every candidate (a session's worth, joined to the record at
+    once); the choice, and so the settings that inherit it, waits for the other seeds."""
+    from tffre import sweep
+    from tffre.records import read_record
+    calls = []
+    monkeypatch.setattr(sweep, "run_preset", fake_run_preset(calls))
+    root, records = fake_root(tmp_path), tmp_path / "records"
+    argv = ["--root", str(root), "--out", str(tmp_path / "out"), "--records", str(records),
+            "--only", "fedlcc-cdr", "--seeds", "0"]
+    assert real_corpora.main(argv) == 0
+    assert calls == [("threshold_0.5", 0, False), ("threshold_dev", 0, False)]
+    record = read_record(str(records / "fedlcc-cdr.json"))
+    assert [(r["setting"], r["seed"]) for r in record["runs"]] == [("threshold 0.5", 0),
+                                                                   ("threshold dev", 0)]
+    calls.clear()
+    assert real_corpora.main(argv[:-1] + ["1,2"]) == 0   # the rest: now dev chooses
+    assert [c[:2] for c in calls[:4]] == [("threshold_0.5", 1), ("threshold_0.5", 2),
+                                          ("threshold_dev", 1), ("threshold_dev", 2)]
+    assert {c[0] for c in calls[4:]} == {"structural_entropy"}
+    assert sorted(c[1] for c in calls[4:]) == [1, 2]     # only the seeds asked for

@@ -9,7 +9,10 @@ WORKERS="${TFFRE_TEST_WORKERS:-auto}"
 PARALLEL=()
 if [ "$WORKERS" != "0" ]; then
     # loadfile: a test module's tests share one worker and its module-scoped fixtures.
-    PARALLEL=(-n "$WORKERS" --maxprocesses 4 --dist loadfile)
+    # --no-loadscope-reorder: the modules in the order tests/conftest.py gives them, the
+    # slowest first (SLOW_MODULES), not pytest-xdist's (most tests first, which left the
+    # long one-test modules for last).
+    PARALLEL=(-n "$WORKERS" --maxprocesses 4 --dist loadfile --no-loadscope-reorder)
 fi
 # --durations: the slowest tests in every log, to keep the suite within its budget.
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=25 "${PARALLEL[@]}" "$@"

@@ -17,6 +17,40 @@ def pytest_configure(config):
         "markers", "slow: a slow test (run by default; deselect with -m 'not slow')")
 
 
+#: Roughly how many seconds each of the slowest modules takes (the suite's --durations on the
+#: 2-core machine, its tests added up); any other module counts a second a test. run_tests.sh
+#: hands the modules to its workers in this order, slowest first (--no-loadscope-reorder:
+#: pytest-xdist's own order, most tests first, left these one- to three-test modules for
+#: last), so that no long module starts while the other worker is about to run out of work.
+#: A scheduling hint only: every test runs whatever the order.
+SLOW_MODULES = {
+    "tests/docs/test_tutorials.py": 170,
+    "tests/tffre/tasks/test_relation_task.py": 160,
+    "tests/tffre/deploy/test_deploy_partial.py": 125,
+    "tests/examples/test_re_examples.py": 112,
+    "tests/tffre/deploy/test_deploy_tasks_equality.py": 95,
+    "tests/examples/test_image_example.py": 90,
+    "tests/tffre/tasks/test_document_task.py": 80,
+    "tests/tffre/tasks/test_image_sites.py": 75,
+    "tests/tffre/deploy/test_deploy_repeat.py": 75,
+    "tests/tffre/tasks/test_texts_encoder_sites.py": 74,
+    "tests/tffre/deploy/test_deploy_e2e.py": 72,
+    "tests/tffre/tasks/test_document_sites.py": 45,
+    "tests/examples/test_imcs_example.py": 30,
+    "tests/examples/test_docre_example.py": 30,
+}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The modules in :data:`SLOW_MODULES`' order, slowest first (a stable sort: modules of
+    equal weight keep pytest's order), each module's tests in their own order."""
+    modules = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    order = sorted(modules, key=lambda m: SLOW_MODULES.get(m, len(modules[m])), reverse=True)
+    items[:] = [item for module in order for item in modules[module]]
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Stops the TFF worker_binary processes and fails the run if any survive."""
     from tffre import runtime

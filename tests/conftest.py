@@ -38,6 +38,12 @@ SLOW_MODULES = {
     "tests/tffre/tasks/test_document_sites.py": 45,
     "tests/examples/test_imcs_example.py": 30,
     "tests/examples/test_docre_example.py": 30,
+    "tests/tffre/tasks/test_texts_sites.py": 45,
+    "tests/tffre/tasks/test_text_fedcb.py": 27,
+    "tests/tffre/deploy/test_deploy_shared_loop.py": 21,
+    "tests/tffre/deploy/test_deploy_dp.py": 20,
+    "tests/tffre/tasks/test_imcs_task.py": 16,
+    "tests/test_packaging.py": 12,
 }
 
 

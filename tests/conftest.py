@@ -26,7 +26,7 @@ def pytest_configure(config):
 SLOW_MODULES = {
     "tests/docs/test_tutorials.py": 170,
     "tests/tffre/tasks/test_relation_task.py": 160,
-    "tests/tffre/deploy/test_deploy_partial.py": 125,
+    "tests/tffre/deploy/test_deploy_partial.py": 100,
     "tests/examples/test_re_examples.py": 112,
     "tests/tffre/deploy/test_deploy_tasks_equality.py": 95,
     "tests/examples/test_image_example.py": 90,

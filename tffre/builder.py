@@ -19,6 +19,7 @@ from tffre import execution
 from tffre.client_model import ClientModel
 from tffre.client_work import ClientTrainer
 from tffre.mapreduce import RoundFactory
+from tffre.server_optimizers import ServerOptimizer
 from tffre.registry import (CLIENT_OPTIMIZERS, SERVER_AGGREGATORS, client_optimizer_of,
                             get_spec, resolve_hparams)
 
@@ -125,7 +126,9 @@ def build(spec, hparams, model, context=None):
 
     The row becomes one :class:`tffre.mapreduce.Round` factory: client training with the
     row's Keras optimizer and its definition's objective, the row's mergeable aggregator
-    (DP-FedAvg's clipped, noised mean with ``hparams.dp_on``), the server step and work.
+    (DP-FedAvg's clipped, noised mean with ``hparams.dp_on``), the server optimizer
+    (:mod:`tffre.server_optimizers`; the plain step by default) and the definition's server
+    work.
 
     Args:
       spec: a registry row (:func:`tffre.registry.get_spec`); nothing is looked up by name
@@ -148,7 +151,9 @@ def build(spec, hparams, model, context=None):
         from tffre.privacy.aggregator import DPMean
         dp = definition.dp_settings()
         make_aggregator = lambda shapes: DPMean(shapes, **dp)   # noqa: E731
-    factory = RoundFactory(trainer, make_aggregator, server.server_learning_rate(hparams))
+    step = server.server_learning_rate(hparams)   # the aggregator's: 1, or attention's lambda
+    factory = RoundFactory(trainer, make_aggregator, step,
+                           ServerOptimizer.from_hparams(hparams, step))
     return BuiltRound(spec, definition, factory, model_fn)
 
 

@@ -16,14 +16,15 @@ process, on TensorFlow's devices. They cannot drift: it is one definition.
 
 The server state is ``OrderedDict(model=ModelWeights, optimizer_state=[...],
 extras=...)`` (the optimizer state is empty unless it is kept at the server;
-the extras are the algorithm's, see :mod:`tffre.definition`). For
+the extras are the algorithm's, see :mod:`tffre.definition`; a stateful server optimizer
+adds ``server_optimizer``, its slots: :mod:`tffre.server_optimizers`). For
 an algorithm with per-client state, ``work`` also takes the client's state
 and returns ``(upload, next_state)``; the next state stays at the client.
 """
 
 import collections
 import dataclasses
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -31,6 +32,7 @@ import tensorflow_federated as tff
 
 from tffre.aggregators import has_state
 from tffre.client_work import ClientTrainer, read_layout, spec_of  # noqa: F401  (re-export)
+from tffre.server_optimizers import ServerOptimizer
 from tffre.types_util import to_py  # noqa: F401  (re-exported for the executors)
 
 ModelWeights = tff.learning.models.ModelWeights
@@ -47,19 +49,23 @@ class Round:
         (``trainer.layout``).
       server_learning_rate: the server step: 1 for the mean (Eq. 6), lambda
         for attention (Eq. 14).
+      server_optimizer: a :class:`tffre.server_optimizers.ServerOptimizer` (FedAdam, FedYogi,
+        FedAvgM: Reddi et al. 2021); None for the plain step ``theta - lr * delta``.
 
     The local learning rate is the trainer's (its hyperparameters' ``learning_rate``, decayed
     by ``lr_decay`` each round): the server keeps and broadcasts only the round counter, and
     only when the rate decays (:meth:`tffre.client_work.ClientTrainer.learning_rate_at`).
     """
 
-    def __init__(self, trainer, server_learning_rate):
+    def __init__(self, trainer, server_learning_rate, server_optimizer=None):
         if trainer.layout is None:
             raise ValueError("a Round needs a trainer bound to its layout (make_round)")
         self.trainer = trainer
         self.definition = trainer.definition
         layout = self.layout = trainer.layout
         self.server_learning_rate = float(server_learning_rate)
+        # The server step (tffre.server_optimizers): the plain theta - lr * delta by default.
+        self.server_optimizer = server_optimizer or ServerOptimizer("sgd", server_learning_rate)
         # Local learning rate decay per round (FedCB: 0.99): the server keeps a round counter
         # and broadcasts it; the client decays its own rate by it. Without decay neither exists.
         self.decays = trainer.decays
@@ -89,6 +95,15 @@ class Round:
                 (k, spec_of(self.aggregators[k].initial_state())) for k in self.stateful_aggregators)
         if self.decays:
             self.state_spec["round"] = tf.TensorSpec([], tf.int32)
+        # A stateful server optimizer's slots (FedAdam's moments) are server state too, so
+        # checkpoints, resume and a deployment's server carry them; the plain step adds none.
+        self.server_optimizer_shapes = [self.model_spec.trainable[i].shape for i in self.shared]
+        if self.server_optimizer.stateful:
+            if not self.definition.uploads_model:
+                raise ValueError(f"--server-optimizer {self.server_optimizer.kind}: this "
+                                 "algorithm uploads no model delta for the server to step on")
+            self.state_spec["server_optimizer"] = self.server_optimizer.state_spec(
+                self.server_optimizer_shapes)
 
     def constant_broadcast_bytes(self):
         """Bytes of the broadcast that never change: non-trainable weights other than
@@ -219,8 +234,8 @@ class Round:
         return out
 
     def update(self, state, aggregate, objects=None):
-        """The server step theta - lr * aggregate (Eq. 6 / Eq. 14), the definition's server work,
-        and the round's metrics.
+        """The server step (theta - lr * aggregate, Eq. 6 / Eq. 14, or the server optimizer's),
+        the definition's server work, and the round's metrics.
 
         A non-finite aggregate is not applied (as TFF's optimizer finalizer);
         the kept optimizer state is replaced only if some client counted.
@@ -240,13 +255,21 @@ class Round:
                 self.aggregators[key].finalize(state["aggregators"][key], aggregate[name])
         finite = tf.constant(True)
         trainable = list(model.trainable)
+        server_optimizer_state = (state["server_optimizer"]
+                                  if "server_optimizer" in self.state_spec else None)
         if self.definition.uploads_model:
             update = aggregate["update"]
             finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
-            lr = tf.constant(self.server_learning_rate, tf.float32)
-            for i, u in zip(self.shared, update):
-                w = trainable[i]
-                trainable[i] = tf.where(finite, w - tf.cast(lr, w.dtype) * u, w)
+            # The server optimizer's step on the shared weights (the plain step: Eq. 6 / 14).
+            old = [trainable[i] for i in self.shared]
+            stepped, new_optimizer_state = self.server_optimizer.update_step(
+                server_optimizer_state, old, list(update))
+            for i, w, new in zip(self.shared, old, stepped):
+                trainable[i] = tf.where(finite, new, w)
+            if server_optimizer_state is not None:   # a non-finite round moves nothing
+                server_optimizer_state = tf.nest.map_structure(
+                    lambda n, o: tf.where(finite, n, o), new_optimizer_state,
+                    server_optimizer_state)
         counted = aggregate["state_weight"] > 0
         optimizer_state = [tf.where(counted, new, old) for new, old in
                            zip(aggregate["optimizer_state"], state["optimizer_state"])]
@@ -264,6 +287,8 @@ class Round:
             new_state["aggregators"] = aggregator_states
         if self.decays:
             new_state["round"] = state["round"] + 1
+        if "server_optimizer" in self.state_spec:
+            new_state["server_optimizer"] = server_optimizer_state
         metrics = collections.OrderedDict(
             distributor=collections.OrderedDict(),
             client_work=collections.OrderedDict(
@@ -289,6 +314,8 @@ class Round:
                 (k, self.aggregators[k].initial_state()) for k in self.stateful_aggregators)
         if self.decays:
             state["round"] = np.int32(0)
+        if "server_optimizer" in self.state_spec:
+            state["server_optimizer"] = self.server_optimizer.build(self.server_optimizer_shapes)
         return state
 
 
@@ -308,10 +335,13 @@ class RoundFactory:
       trainer: the (unbound) :class:`tffre.client_work.ClientTrainer`.
       make_aggregator: callable(shapes) -> the model delta's mergeable aggregator.
       server_learning_rate: as :class:`Round`'s.
+      server_optimizer: the :class:`tffre.server_optimizers.ServerOptimizer` (None: the plain
+        step with ``server_learning_rate``).
     """
     trainer: ClientTrainer
     make_aggregator: Callable
     server_learning_rate: float
+    server_optimizer: Optional[ServerOptimizer] = None
 
     def probe(self):
         """A slot of the trainer to read the round's types off (builds a model, and raises
@@ -323,4 +353,5 @@ class RoundFactory:
     def build(self, slot):
         """The :class:`Round`, its types read off ``slot`` (a :meth:`probe`)."""
         layout = read_layout(slot, self.make_aggregator)
-        return Round(self.trainer.with_layout(layout), self.server_learning_rate)
+        return Round(self.trainer.with_layout(layout), self.server_learning_rate,
+                     self.server_optimizer)

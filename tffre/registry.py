@@ -23,6 +23,7 @@ from typing import Callable, Mapping, Optional, Tuple
 
 from tffre.hparams import (Params, ParamsError, choice, compose, non_negative_float, param)
 from tffre.privacy.dp_settings import DPHparams
+from tffre.server_optimizers import ServerOptimizerHparams
 
 GRANULARITIES = ("layer", "model")
 
@@ -207,8 +208,8 @@ class AlgorithmSpec:
 def _composed(spec):
     return compose(f"{spec.name.replace('-', '_')}Hparams", spec.load_definition().Hparams,
                    CLIENT_OPTIMIZERS[spec.client_optimizer].hparams,
-                   SERVER_AGGREGATORS[spec.aggregator].hparams, DPHparams,
-                   defaults=dict(spec.defaults))
+                   SERVER_AGGREGATORS[spec.aggregator].hparams, ServerOptimizerHparams,
+                   DPHparams, defaults=dict(spec.defaults))
 
 
 ALGORITHMS = {spec.name.lower(): spec for spec in (
@@ -254,6 +255,12 @@ ALGORITHMS = {spec.name.lower(): spec for spec in (
     AlgorithmSpec("FedDyn", "sgd", "mean", "tffre.algorithms.feddyn:FedDyn"),
     # FedED: clients upload predictions on the server's set D_v; the server distils.
     AlgorithmSpec("FedED", "tf_adam", "mean", "tffre.algorithms.feded:FedED"),
+    # Adaptive federated optimization (Reddi et al., ICLR 2021, Algorithm 2): client SGD, the
+    # server's optimizer on the mean delta (tffre.server_optimizers); FedAvgM: Hsu et al. 2019.
+    AlgorithmSpec("FedAvgM", "sgd", "mean", defaults=(("server_optimizer", "sgdm"),)),
+    AlgorithmSpec("FedAdam", "sgd", "mean", defaults=(("server_optimizer", "adam"),)),
+    AlgorithmSpec("FedYogi", "sgd", "mean", defaults=(("server_optimizer", "yogi"),)),
+    AlgorithmSpec("FedAdagrad", "sgd", "mean", defaults=(("server_optimizer", "adagrad"),)),
 )}
 
 

@@ -58,7 +58,8 @@ def test_too_few_answers_stop_the_run_in_one_line(tmp_path, capsys):
     assert list(pd.read_csv(tmp_path / "out" / "metrics.csv")["round"]) == [1]
 
 
-@pytest.mark.parametrize("name", ["FedAvg", "MOON"])
+# FedAdam: the server optimizer's moments are server state, checkpointed with the model.
+@pytest.mark.parametrize("name", ["FedAvg", "MOON", "FedAdam"])
 def test_a_killed_server_resumes_to_the_same_final_weights(name, tmp_path, capsys):
     task = TinyTask(ARRAYS, named=name == "MOON")
     run_server(grid_of(task, tmp_path / "whole"), run_config(name, tmp_path / "whole" / "out"),

@@ -118,7 +118,9 @@ class ServerOptimizer:
       kind: one of :data:`SERVER_OPTIMIZERS`.
       learning_rate: eta.
       momentum: sgdm's beta.
-      beta1, beta2, tau: the adaptive optimizers' (Reddi et al., Algorithm 2).
+      beta1: the adaptive optimizers' first-moment decay (Reddi et al., Algorithm 2).
+      beta2: adam's and yogi's second-moment decay.
+      tau: the degree of adaptivity (TFF's epsilon).
       form: "paper" or "tff" (:data:`FORMS`).
       initial_v: the second moment's start; default tau^2 (the paper's least v_{-1}) or TFF's
         (:data:`TFF_INITIAL_V`). 0 gives Flower's FedYogi and FedAdagrad.

@@ -468,6 +468,9 @@ def secagg_refusal(name):
 def paper_of(spec):
     """The paper or source of a registry row: its definition module's first docstring line,
     or the FLCMC family's tables for a row of an optimizer and an aggregator only."""
+    if spec.definition is None and dict(spec.defaults).get("server_optimizer"):
+        return ("Reddi et al. 2021 (FedAvgM: Hsu et al. 2019): FedAvg with a "
+                "[server optimizer](#server-optimizers)")
     if spec.definition is None:
         return "FLCMC Tables 5-6: a local optimizer and a server aggregator"
     definition = spec.load_definition()
@@ -494,7 +497,9 @@ def algorithms_page():
     from tffre import registry
     from tffre.definition import OPTIMIZER_FAMILIES, Hparams
     from tffre.privacy.dp_settings import DPHparams
-    common = set(Hparams.names()) | set(DPHparams.names())
+    from tffre.server_optimizers import SERVER_OPTIMIZERS, ServerOptimizerHparams
+    common = set(Hparams.names()) | set(DPHparams.names()) | \
+        set(ServerOptimizerHparams.names())
     rows, refusals = [], []
     for name in registry.valid_algorithm_names():
         spec = registry.get_spec(name)
@@ -550,6 +555,20 @@ def algorithms_page():
     out += ["## Server aggregators {#server-aggregators}", "",
             f"{code('tffre.registry.SERVER_AGGREGATORS')}.", ""]
     out += table(("Key", "Aggregator", "Hyperparameters", "Client-level DP"), server_rows)
+    out += ["", "## Server optimizers {#server-optimizers}", "",
+            f"Every row ends its round with the server's step on the aggregated delta: "
+            f"{code('--server-optimizer')} {' / '.join(code(k) for k in SERVER_OPTIMIZERS)} "
+            f"({code('tffre.server_optimizers')}; Reddi et al. 2021, Algorithm 2). The default, "
+            f"{code('sgd')}, is the aggregator's own step (1 for the mean, Eq. 6; λ for "
+            "attention, Eq. 14); FedAvgM, FedAdam, FedYogi and FedAdagrad are FedAvg with "
+            f"another. {code('--server-optimizer-form tff')} gives TFF's form (bias correction, "
+            "TFF's initial preconditioners) instead of the paper's. A server optimizer is "
+            "post-processing of the aggregate: it keeps client-level DP and SecAgg+ as the row "
+            "has them.", ""]
+    out += table(("Setting", "Default", "Meaning"),
+                 [[f"[{code(f.cli)}](cli.md#run--{f.name.replace('_', '-')})",
+                   code(f.default), cell(f.declaration.describe())]
+                  for f in ServerOptimizerHparams.declarations()])
     out += ["", "## Optimizer families {#optimizer-families}", "",
             f"{code('--local-optimizer')} replaces a row's client optimizer by the same kind "
             f"of step in another family ({code('tffre.definition.OPTIMIZER_FAMILIES')}; each "

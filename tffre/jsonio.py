@@ -18,6 +18,8 @@ def json_safe(value):
         return float(value) if math.isfinite(value) else None
     if isinstance(value, np.integer):
         return int(value)
+    if getattr(value, "json_as_text", False):   # a typed setting written as its flag's text
+        return str(value)
     return value
 
 

@@ -133,6 +133,17 @@ class MeasuredLearningProcess:
         self._initial_client_state = functions.initial_client_state
         self.stateful = functions.initial_client_state is not None
         self.client_states = {}
+        self.upload_faults = None
+
+    def simulate_faults(self, faults):
+        """Has the faulty clients of ``faults`` (a :class:`tffre.faults.UploadFaults`) send
+        their faulty uploads from now on; refused in one line where the executor cannot (TFF's
+        runtime runs every client's work inside one computation)."""
+        if self.executor != "local":
+            raise ValueError(f"--fault {faults.fault} changes what a client uploads, which "
+                             f"needs --executor local (TFF's runtime runs every client inside "
+                             f"one computation); flip-labels runs on every executor")
+        self.upload_faults = faults
 
     def initial_client_state(self):
         """A client's state before its first round (stateful algorithms only)."""
@@ -140,7 +151,7 @@ class MeasuredLearningProcess:
             raise ValueError(f"{self.name} keeps no per-client state")
         return self._initial_client_state()
 
-    def next(self, state, client_data, client_ids=None):
+    def next(self, state, client_data, client_ids=None, round_num=None):
         """One round on ``client_data`` (a list of ``tf.data.Dataset``), plus ``metrics['round']``.
 
         ``client_ids`` (one per dataset) are required for a stateful
@@ -148,9 +159,23 @@ class MeasuredLearningProcess:
         also count the broadcast's constant part (non-trainable weights that
         never change: a frozen embedding, FedCB's classifier) once per client,
         at its first round, as a deployment would send it; without them it is
-        counted every round.
+        counted every round. ``round_num`` seeds the simulated faults' noise
+        (:meth:`simulate_faults`).
         """
         self.check_client_data(client_data)
+        kwargs = {}
+        if self.upload_faults is not None:
+            if client_ids is None:
+                raise ClientDataError(f"{self.name}: simulated faults need client_ids")
+            faults = self.upload_faults
+
+            def transform(index, upload):
+                client = client_ids[index]
+                if not faults.affects(client):
+                    return upload
+                from tffre.execution.workers import numpy_structure
+                return faults.apply(client, numpy_structure(upload), round_num or 0)
+            kwargs["transform"] = transform
         if self.stateful and (client_ids is None or len(client_ids) != len(client_data)):
             raise ClientDataError(f"{self.name} keeps per-client state: pass client_ids, one "
                                   f"per client dataset")
@@ -159,10 +184,10 @@ class MeasuredLearningProcess:
             if self.stateful:
                 states = [self.client_states[c] if c in self.client_states
                           else self._initial_client_state() for c in client_ids]
-                output, new_states = self._next(state, client_data, states)
+                output, new_states = self._next(state, client_data, states, **kwargs)
                 self.client_states.update(zip(client_ids, new_states))
             else:
-                output = self._next(state, client_data)
+                output = self._next(state, client_data, **kwargs)
         except Exception as err:
             # TFF's runtime serializes each client dataset and refuses one over 100 MB (a
             # large client's cached encoder activations): say what to do instead.

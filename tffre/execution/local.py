@@ -143,11 +143,13 @@ class LocalExecutor:
         finally:
             self._free.put(slot)
 
-    def next(self, state, client_data, client_states=None):
+    def next(self, state, client_data, client_states=None, transform=None):
         """One round: broadcast, train every client, accumulate in order, update.
 
         With per-client state (``client_states``, one per dataset) it returns
-        the output and the clients' next states.
+        the output and the clients' next states. ``transform(index, upload)``, when given,
+        replaces a client's upload before it is aggregated (simulated faulty sites:
+        :mod:`tffre.faults`).
         """
         for slot in self.slots:
             keras_v2_again(slot.slot.model)
@@ -167,10 +169,12 @@ class LocalExecutor:
                        for ds, cs in zip(client_data, states_in)]
             results = (future.result() for future in futures)
         next_states = []
-        for result in results:   # client order: the sum is the sequential one
+        for index, result in enumerate(results):   # client order: the sum is the sequential one
             if stateful:
                 result, next_state = result
                 next_states.append(numpy_structure(next_state))
+            if transform is not None:
+                result = transform(index, result)
             acc = self._accumulate(acc, result)
         new_state, metrics = self._update(state, self._report(acc))
         output = tff.learning.templates.LearningProcessOutput(numpy_structure(new_state),

@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from tffre import registry
 from tffre.definition import TaskContext
 from tffre.evaluation import EVALUATORS, evaluate_state, make_evaluator
+from tffre.faults import UploadFaults, choose_faulty, label_permutation
 from tffre.jsonio import write_json
 from tffre.runner import privacy, processes
 from tffre.runner.centralised import centralised_runs, epochs_of, run_centralised
@@ -102,10 +103,14 @@ def run_experiment(prepared, hparams, settings, *, save_model=None, reference=No
     for name in names:
         hparams[name], private[name] = privacy.calibrate(name, hparams[name], settings,
                                                        len(data.client_ids))
-    record = RunRecord(out_dir, summary_head(
+    head = summary_head(
         data.name, settings, clients_per_round=settings.clients_per_round, context=context,
-        server_examples=None if prepared.server_data is None else len(prepared.server_data[1])),
-        resume=settings.resume, save_model=save_model, started=started, inputs=inputs)
+        server_examples=None if prepared.server_data is None else len(prepared.server_data[1]))
+    if settings.faulty_clients:   # the simulated faulty sites, named (tffre.faults)
+        head["faults"] = {"kind": str(settings.fault), "clients": faulty_setup(data, settings)[0]}
+    record = RunRecord(out_dir, head,
+                       resume=settings.resume, save_model=save_model, started=started,
+                       inputs=inputs)
     centralised = epochs_of(names[0], hparams[names[0]], settings, data.sizes("train")) \
         if settings.centralised else 0
     central_runs = centralised_runs(hparams[names[0]], settings) if centralised else []
@@ -161,6 +166,29 @@ def _start(name, hp, prepared, context, settings, bar, private=None):
     return AlgorithmRounds(name, where, state, settings, private=private)
 
 
+def faulty_setup(data, settings):
+    """(the faulty client ids, flip-labels' class permutation or None) of a run
+    (:mod:`tffre.faults`)."""
+    if not settings.faulty_clients:
+        return [], None
+    faulty = choose_faulty(data.client_ids, settings.faulty_clients, settings.seed)
+    if settings.fault.kind != "flip-labels":
+        return faulty, None
+    label_spec = data.element_spec()[1]
+    if label_spec.dtype.is_floating or label_spec.shape.rank != 1:
+        raise ValueError(f"--fault flip-labels needs one class id per example; the "
+                         f"{data.name} task's labels are {label_spec}")
+    return faulty, label_permutation(data.num_classes, settings.seed)
+
+
+def flipped(dataset, permutation):
+    """``dataset``'s batches with each label y replaced by ``permutation[y]``."""
+    import tensorflow as tf
+    table = tf.constant(permutation)
+    return dataset.map(lambda x, y: (x, tf.cast(tf.gather(table, tf.cast(y, tf.int64)),
+                                                y.dtype)))
+
+
 class SimulatedRounds(ClientRounds):
     """Simulation's clients (:class:`tffre.runner.rounds.ClientRounds`): each round
     ``clients_per_round`` drawn from (``seed``, round) (:func:`sample_clients`; DP's secret
@@ -173,6 +201,10 @@ class SimulatedRounds(ClientRounds):
         self.bar, self.seed = bar, seed
         self.evaluator = None
         self.evaluated = None   # the last round this run evaluated
+        # Simulated faulty sites (tffre.faults): chosen from the run's seed, every round.
+        self.faulty, self.flip = faulty_setup(prepared.data, settings)
+        if self.faulty and settings.fault.changes_upload:
+            process.simulate_faults(UploadFaults(settings.fault, self.faulty, settings.seed))
 
     def begin(self, done):
         self.bar.update(done)
@@ -192,9 +224,12 @@ class SimulatedRounds(ClientRounds):
         clients = sample_clients(data.client_ids, settings.clients_per_round, self.seed, rnd)
         datasets = [data.client_dataset(c, "train", batch_size=settings.batch_size,
                                         seed=data_seed(settings.seed, rnd)) for c in clients]
+        if self.flip is not None:   # flip-labels: the faulty sites' labels permuted
+            datasets = [flipped(ds, self.flip) if c in self.faulty else ds
+                        for c, ds in zip(clients, datasets)]
         # Client ids key a stateful algorithm's kept state, and count the broadcast's
         # constant part once per client.
-        output = self.process.next(state, datasets, client_ids=clients)
+        output = self.process.next(state, datasets, client_ids=clients, round_num=rnd)
         return RoundOutput(output.state, output.metrics, clients)
 
     def evaluate(self, state, rnd, clients):

@@ -13,6 +13,7 @@ Nothing here imports TensorFlow.
 import dataclasses
 from typing import Any, Callable, Optional
 
+from tffre.faults import Fault, parse_fault
 from tffre.execution import (CLIENT_WORKERS, EXECUTORS, LOOPS, client_workers_help,
                              executor_help, loop_help)
 from tffre.hparams import (Params, boolean, choice, non_negative_int, optional, param,
@@ -64,6 +65,14 @@ class RunSettings(Params):
     client_workers: str = param(CLIENT_WORKERS[0], choice(*CLIENT_WORKERS),
                                 client_workers_help(), resumable=True)
     loop: str = param(LOOPS[0], choice(*LOOPS), loop_help(), resumable=True)
+    # Simulated faulty sites (tffre.faults): the same clients every round, from the seed.
+    faulty_clients: int = param(0, non_negative_int, "simulate N faulty clients (the same "
+                                "every round, chosen from --seed; named in summary.json)")
+    fault: Optional[Fault] = param(
+        None, optional(parse_fault), "what the faulty clients do: flip-labels (a permutation "
+        "of the classes), scale:S (the update times S), noise:SIGMA (Gaussian noise instead "
+        "of the update), nan, stale:R (the update computed R rounds ago); all but flip-labels "
+        "need --executor local")
 
     def check(self):
         if self.clients_per_round > self.clients:
@@ -73,6 +82,11 @@ class RunSettings(Params):
             raise ValueError("--centralised-learning-rates needs --centralised")
         if self.resume and self.overwrite:
             raise ValueError("give --resume or --overwrite, not both")
+        if (self.faulty_clients > 0) != (self.fault is not None):
+            raise ValueError("--faulty-clients N and --fault KIND go together")
+        if self.faulty_clients > self.clients:
+            raise ValueError(f"--faulty-clients {self.faulty_clients} is larger than "
+                             f"--clients {self.clients}")
 
     @property
     def progress(self):

@@ -147,6 +147,8 @@ def build(spec, hparams, model, context=None):
     trainer = ClientTrainer.from_hparams(make_model, lambda: local.make(hparams), hparams,
                                          definition)
     make_aggregator = server.factory(hparams)
+    if hparams.robust is not None:   # a Byzantine-robust rule in place of the mean
+        make_aggregator = robust_make_aggregator(spec, hparams, context)
     if hparams.dp_on:   # DP-FedAvg: the clipped, noised mean over the expected clients
         from tffre.privacy.aggregator import DPMean
         dp = definition.dp_settings()
@@ -155,6 +157,23 @@ def build(spec, hparams, model, context=None):
     factory = RoundFactory(trainer, make_aggregator, step,
                            ServerOptimizer.from_hparams(hparams, step))
     return BuiltRound(spec, definition, factory, model_fn)
+
+
+def robust_make_aggregator(spec, hparams, context):
+    """``make(shapes)`` of the robust aggregator ``hparams.robust`` names
+    (:func:`tffre.robust.collecting.robust_aggregator`): a buffer of the round's clients, so
+    the task context must say how many there are; refused in one line when they are too few
+    for the rule (Krum: n > 2f + 2; Bulyan: n >= 4f + 3)."""
+    from tffre.robust.collecting import robust_aggregator
+    from tffre.robust.robust_settings import robust_requirement
+    capacity = getattr(context, "clients_per_round", None)
+    if not capacity:
+        raise ValueError(f"{spec.name}: --robust {hparams.robust} keeps every upload of a "
+                         f"round: give the task context's clients_per_round")
+    reason = robust_requirement(hparams, capacity)
+    if reason:
+        raise ValueError(f"{spec.name}: --robust {hparams.robust}: {reason}")
+    return lambda shapes: robust_aggregator(hparams, shapes, capacity)
 
 
 def build_algorithm(name, model_fn, *, loss, input_spec, metrics=None, context=None,

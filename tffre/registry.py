@@ -23,6 +23,7 @@ from typing import Callable, Mapping, Optional, Tuple
 
 from tffre.hparams import (Params, ParamsError, choice, compose, non_negative_float, param)
 from tffre.privacy.dp_settings import DPHparams
+from tffre.robust.robust_settings import RobustHparams
 from tffre.server_optimizers import ServerOptimizerHparams
 
 GRANULARITIES = ("layer", "model")
@@ -209,7 +210,7 @@ def _composed(spec):
     return compose(f"{spec.name.replace('-', '_')}Hparams", spec.load_definition().Hparams,
                    CLIENT_OPTIMIZERS[spec.client_optimizer].hparams,
                    SERVER_AGGREGATORS[spec.aggregator].hparams, ServerOptimizerHparams,
-                   DPHparams, defaults=dict(spec.defaults))
+                   RobustHparams, DPHparams, defaults=dict(spec.defaults))
 
 
 ALGORITHMS = {spec.name.lower(): spec for spec in (
@@ -261,6 +262,7 @@ ALGORITHMS = {spec.name.lower(): spec for spec in (
     AlgorithmSpec("FedAdam", "sgd", "mean", defaults=(("server_optimizer", "adam"),)),
     AlgorithmSpec("FedYogi", "sgd", "mean", defaults=(("server_optimizer", "yogi"),)),
     AlgorithmSpec("FedAdagrad", "sgd", "mean", defaults=(("server_optimizer", "adagrad"),)),
+    AlgorithmSpec("SCAFFOLD", "sgd", "mean", "tffre.algorithms.scaffold:SCAFFOLD"),
 )}
 
 
@@ -323,6 +325,10 @@ def resolve_hparams(name, values=None, *, learning_rates=None, **kwargs):
     if hp.learning_rate is None:
         rate = (learning_rates or {}).get(client.kind, client.default_learning_rate)
         hp = dataclasses.replace(hp, learning_rate=rate)
+    if hp.robust is not None:
+        reason = robust_refusal(spec, hp)
+        if reason:
+            raise ParamsError(f"{spec.name}: --robust {hp.robust}: {reason}")
     if hp.dp_on:
         reason = dp_refusal(spec, hp, weighting_given=given.get("client_weighting"))
         if reason:
@@ -330,6 +336,20 @@ def resolve_hparams(name, values=None, *, learning_rates=None, **kwargs):
         # No client's weight may depend on its data: DP-FedAvg's fixed denominator.
         hp = dataclasses.replace(hp, client_weighting="uniform")
     return hp
+
+
+def robust_refusal(spec, hp):
+    """Why a robust rule (``--robust``, :mod:`tffre.robust`) cannot replace row ``spec``'s
+    mean of model deltas under ``hp``, or None."""
+    if spec.aggregator != "mean":
+        return (f"its {spec.aggregator} aggregator is its own rule; --robust replaces the "
+                f"weighted mean of the model deltas")
+    if not spec.load_definition().uploads_model:
+        return "it uploads no model delta"
+    if hp.dp_on:
+        return ("client-level DP's noise and accounting assume a sum of clipped updates; a "
+                "robust rule reads each update (use --dp-* without --robust)")
+    return None
 
 
 def dp_refusal(spec, hp, weighting_given=None):

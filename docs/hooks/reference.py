@@ -498,8 +498,9 @@ def algorithms_page():
     from tffre.definition import OPTIMIZER_FAMILIES, Hparams
     from tffre.privacy.dp_settings import DPHparams
     from tffre.server_optimizers import SERVER_OPTIMIZERS, ServerOptimizerHparams
+    from tffre.robust.robust_settings import RobustHparams
     common = set(Hparams.names()) | set(DPHparams.names()) | \
-        set(ServerOptimizerHparams.names())
+        set(ServerOptimizerHparams.names()) | set(RobustHparams.names())
     rows, refusals = [], []
     for name in registry.valid_algorithm_names():
         spec = registry.get_spec(name)
@@ -569,6 +570,19 @@ def algorithms_page():
                  [[f"[{code(f.cli)}](cli.md#run--{f.name.replace('_', '-')})",
                    code(f.default), cell(f.declaration.describe())]
                   for f in ServerOptimizerHparams.declarations()])
+    out += ["", "## Robust aggregation {#robust-aggregation}", "",
+            f"{code('--robust')} replaces a row's weighted mean of the model deltas by a "
+            f"Byzantine-robust rule ({code('tffre.robust')}: coordinate median and trimmed "
+            "mean, Yin et al. 2018; Krum and multi-Krum, Blanchard et al. 2017; Bulyan, "
+            "El Mhamdi et al. 2018; norm bounding, Sun et al. 2019), with any server "
+            "optimizer. Every rule but norm-bound keeps every upload of the round at the "
+            "server (the clients per round times the model's size, where the mean keeps one "
+            "model), so SecAgg+ refuses it; client-level DP is refused too, and so are the "
+            "attention rows and the rows that upload no model delta.", ""]
+    out += table(("Setting", "Default", "Meaning"),
+                 [[f"[{code(f.cli)}](cli.md#run--{f.name.replace('_', '-')})",
+                   code(f.default), cell(f.declaration.describe())]
+                  for f in RobustHparams.declarations()])
     out += ["", "## Optimizer families {#optimizer-families}", "",
             f"{code('--local-optimizer')} replaces a row's client optimizer by the same kind "
             f"of step in another family ({code('tffre.definition.OPTIMIZER_FAMILIES')}; each "

@@ -7,7 +7,8 @@ a count. It has the five functions of :mod:`tffre.aggregators` (``client``, ``ze
 of clients), so the round stays one ``tff.federated_aggregate``:
 
 * ``accumulate`` writes the upload at row ``count`` (a client of weight 0, excluded because
-  its update was not finite, is not written and not counted);
+  its update was not finite, is not written and not counted; nor is an update holding NaN or
+  Inf sent with a positive weight, by a broken site);
 * ``merge`` writes b's ``count`` rows after a's;
 * ``report`` applies the rule to the first ``count`` rows (none: a zero delta, as
   :class:`tffre.aggregators.WeightedMean` gives), put in a canonical order first.
@@ -55,6 +56,13 @@ _FLOAT32_BYTES = 4
 
 def _parameters(shapes):
     return sum(int(np.prod(s, dtype=np.int64)) for s in shapes)
+
+
+def _finite(update):
+    """True when every value of ``update`` is finite. A broken or Byzantine site may send NaN
+    with a positive weight (an honest site's work excludes itself, weight 0): the robust
+    aggregators leave such an upload out, where the mean would turn NaN."""
+    return tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
 
 
 def memory_bytes(shapes, capacity):
@@ -115,7 +123,7 @@ class RobustAggregator:
     def accumulate(self, acc, upload):
         """Writes the upload at row ``count`` and counts it, unless its weight is 0."""
         count, weight = acc["count"], upload["weight"]
-        include = weight > 0
+        include = tf.logical_and(weight > 0, _finite(upload["update"]))
         at = tf.minimum(count, self.capacity - 1)
         room = tf.debugging.assert_less(tf.where(include, count, 0), self.capacity,
                                         message=self._full())
@@ -197,7 +205,7 @@ class NormBoundedMean:
     def accumulate(self, acc, upload):
         """Adds n_k u_k / max(1, ||u_k|| / M) and n_k (nothing for weight 0)."""
         w = upload["weight"]
-        include = w > 0
+        include = tf.logical_and(w > 0, _finite(upload["update"]))
         squares = tf.add_n([tf.reduce_sum(tf.square(tf.cast(u, tf.float64)))
                             for u in upload["update"]])
         divisor = tf.cast(tf.maximum(tf.sqrt(squares) / self.bound, 1.0), tf.float32)

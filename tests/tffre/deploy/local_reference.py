@@ -46,9 +46,11 @@ def local_run(name, arrays, hparams, rounds, named=False, batch_size=4, seed=0,
     (FedED), batched by ``batch_size`` as the runner batches it."""
     from tffre.definition import TaskContext
     task = TinyTask(arrays, named=named)
-    context = None if server_data is None else TaskContext(
+    # Every site in every round, as a deployment's context says (a robust rule's buffer).
+    context = TaskContext(
         num_clients=len(arrays), clients_per_round=len(arrays),
-        server_data=tf.data.Dataset.from_tensor_slices(tuple(server_data)).batch(batch_size))
+        server_data=None if server_data is None else
+        tf.data.Dataset.from_tensor_slices(tuple(server_data)).batch(batch_size))
     state, _, metrics = local_rounds(
         name, task.model_fn(), task.loss(), task.model(None, None).input_spec, context, hparams,
         arrays, num_classes=3, batch_size=batch_size, seed=seed, rounds=rounds)

@@ -24,7 +24,7 @@ EXTRA = {"FedAttS": {"stepsize": 1.5}, "FedPAP": {"stepsize": 1.5, "mu": 0.3}}
 
 def deployed(name, tmp_path, order=None, **config):
     """Runs 3 rounds of ``name`` over a FakeGrid; returns (final server state, grid, out)."""
-    task = TinyTask(ARRAYS, named=NAMED[name])
+    task = TinyTask(ARRAYS, named=NAMED.get(name, False))
     nodes = {s: (make_client_app(NodeRuntime(task)), {"site": s,
                                                       "state-dir": str(tmp_path / "sites" / s)})
              for s in (order or SITES)}
@@ -39,6 +39,21 @@ def final_state(out, name, structure):
     state, done = Checkpoints(str(out / "checkpoints" / name)).load_latest(structure)
     assert done == 3
     return state
+
+
+# A server optimizer's moments and a robust rule's buffer, at a deployment's server.
+@pytest.mark.parametrize("name,extra", [("FedAdam", {"server_learning_rate": 0.1}),
+                                        ("FedAvg", {"robust": "median"})])
+def test_server_optimizers_and_robust_rules_deployed_equal_the_local_executor(name, extra,
+                                                                               tmp_path):
+    want, _ = local_run(name, ARRAYS, dict(HPARAMS, **extra), 3)
+    grid, out = deployed(name, tmp_path, order=("c", "a", "b"),
+                         **{k.replace("_", "-"): v for k, v in extra.items()})
+    got = final_state(out, name, want)
+    for g, w in zip(got["model"].trainable, want["model"].trainable):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    plain, _ = local_run("FedAvg", ARRAYS, HPARAMS, 3)
+    assert not np.allclose(got["model"].trainable[0], plain["model"].trainable[0])
 
 
 @pytest.mark.parametrize("name", list(NAMED))

@@ -234,3 +234,19 @@ def test_memory_is_what_the_accumulators_hold():
     assert memory_bytes(model, 10) == 40_000_044
     assert memory_bytes(model, 100) == 400_000_404
     assert mean_memory_bytes(model) == 4_000_004
+
+
+@pytest.mark.parametrize("rule, params", CASES, ids=IDS)
+def test_a_nan_upload_with_a_positive_weight_is_left_out(rule, params):
+    """A broken site's NaN (or Inf) sent with its weight: the robust aggregators drop it, the
+    rule runs on the others (the mean would turn NaN)."""
+    ups, weights, kept, kept_weights = round_uploads()
+    weights = list(weights)
+    weights[3] = 7.0   # the NaN upload now claims a weight
+    ups = ups + [[np.full(s, np.inf, np.float32) for s in SHAPES]]
+    weights = weights + [4.0]
+    agg = robust_aggregator(RobustHparams(robust=rule, **{
+        {"beta": "robust_beta", "f": "robust_f", "m": "robust_m", "bound": "robust_norm_bound",
+         "rounding": "robust_trim_rounding", "weighting": "robust_multikrum_weighting"}[k]: v
+        for k, v in params.items()}), SHAPES, capacity=len(ups))
+    assert_close(run(agg, ups, weights), direct(rule, *canonical(kept, kept_weights), **params))

@@ -69,6 +69,7 @@ class GlobalModelEvaluator:
         self._splits = pooled_splits(data, train_loss)
         self.batch_size = batch_size
         self._batch = tf.function(self._batch_impl, reduce_retracing=True)
+        self._decided = None   # the last evaluation's decided predictions (site_scores)
 
     def _batch_impl(self, x, y):
         pred = main_output(self.model(x, training=False))
@@ -100,8 +101,38 @@ class GlobalModelEvaluator:
     def evaluate_model(self, splits=None):
         """The metrics of the evaluation model as it is (see :meth:`__call__`), on ``splits``
         (default all: test, train and dev when there is one)."""
-        return self._scores({split: self.predictions(split) for split in splits or self._splits},
-                            {})
+        results = {split: self.predictions(split) for split in splits or self._splits}
+        self._decided = results
+        return self._scores(results, {})
+
+    #: Per-site scores: every evaluation also scores each client's own held-out rows
+    #: (:meth:`site_scores`); False for a kind that cannot (document RE's pooled pairs).
+    per_site = True
+
+    def site_scores(self, sizes):
+        """Each client's scores of the last evaluation on its own held-out rows: the pooled
+        predictions cut at the clients' boundaries (the pooled splits are the clients' splits
+        in client order, :meth:`tffre.data.FederatedData.pooled`), so no second pass.
+
+        Args:
+          sizes: {split: the clients' numbers of rows, in client order}.
+
+        Returns:
+          One {metric: value} per client (``test_accuracy``, ``test_f1``, ...; ``num_test``).
+        """
+        decided = {split: r for split, r in (self._decided or {}).items() if split != "train"}
+        rows = []
+        for k in range(len(next(iter(sizes.values())))):
+            cut, gold = {}, {}
+            for split, (losses, preds) in decided.items():
+                start = int(np.sum(sizes[split][:k]))
+                rows_k = slice(start, start + int(sizes[split][k]))
+                cut[split] = (losses[rows_k], preds[rows_k])
+                gold[split] = np.asarray(self._splits[split][1]).reshape(-1)[rows_k]
+            row = self._scores(cut, {}, gold=gold)
+            row["num_test"] = int(sizes["test"][k]) if "test" in sizes else 0
+            rows.append(row)
+        return rows
 
     def decision(self):
         """How this evaluation turns the model's probabilities into a label, for a saved
@@ -112,12 +143,13 @@ class GlobalModelEvaluator:
         """Readies :meth:`predictions` and :meth:`decision` for a model :meth:`model_for`
         assigned without an evaluation (a finished run resumed): nothing to do here."""
 
-    def _scores(self, results, out):
+    def _scores(self, results, out, gold=None):
         """``out`` updated with the scores of ``results`` ({split: (per-example losses,
-        predicted class indices)})."""
+        predicted class indices)}), against ``gold`` ({split: labels}; default the pooled
+        splits')."""
         from tffre.metrics import macro_f1, relation_f1
         for split, (losses, preds) in results.items():
-            y = np.asarray(self._splits[split][1]).reshape(-1)
+            y = np.asarray(self._splits[split][1]).reshape(-1) if gold is None else gold[split]
             if split == "train":
                 out["train_loss"] = float(np.mean(losses)) if len(losses) else float("nan")
                 continue
@@ -219,6 +251,7 @@ class BinaryThresholdEvaluator(GlobalModelEvaluator):
         out["threshold"] = self.threshold
         decided = {split: (losses, self._decide(prob, self.threshold))
                    for split, (losses, prob) in results.items()}
+        self._decided = decided   # each site is scored at the same (dev-tuned) threshold
         return self._scores(decided, out)
 
 
@@ -253,6 +286,10 @@ class DocREEvaluator(GlobalModelEvaluator):
     recall, and in the dev F1 a tuned threshold maximises. :attr:`unscored` holds
     each held-out split's count. ``_accuracy`` stays over the candidate pairs.
     """
+
+    #: Not scored per site yet: its P/R/F1 counts are over documents' candidate pairs, which
+    #: :meth:`GlobalModelEvaluator.site_scores`' row cuts do not follow.
+    per_site = False
 
     columns = tuple(f"{split}_{name}" for split in ("test", "dev")
                     for name in ("precision", "recall", "intra_f1", "inter_f1", "ign_f1")) + \
@@ -451,29 +488,47 @@ def make_evaluator(kind, model_fn, data, loss, **options):
     return EVALUATORS[kind](model_fn, data, loss, **options)
 
 
-def evaluate_state(evaluator, process, state):
+def evaluate_state(evaluator, process, state, sizes=None, client_ids=()):
     """The metrics of a round's model: the global model's, or for an algorithm evaluated as
     personal models (FedRep: ``process.evaluation == "personal"``) the mean over the clients
     trained so far of the global model with each one's personal weights (the global model's
-    before any client has trained)."""
+    before any client has trained).
+
+    With ``sizes`` ({split: the clients' numbers of held-out rows, in the order of
+    ``client_ids``}) it returns (metrics, per-site scores or None for a kind without them): each client scored on its own rows
+    (:meth:`GlobalModelEvaluator.site_scores`), a personal row's client with its own personal
+    weights once it has trained (the global model's before).
+    """
     import tensorflow_federated as tff
     weights = process.get_model_weights(state)
     personal = process.personal_indices
+    sites = sizes is not None and getattr(evaluator, "per_site", False)
     if process.evaluation != "personal" or not personal:
-        return evaluator(weights)
-    kept = [s for _, s in sorted(process.client_states.items()) if float(s["seen"]) > 0]
-    if not kept:
-        return evaluator(weights)
-    rows = []
+        out = evaluator(weights)
+        if sizes is None:
+            return out
+        return out, evaluator.site_scores(sizes) if sites else None
+    kept = {c: s for c, s in sorted(process.client_states.items()) if float(s["seen"]) > 0}
     held_out = [s for s in evaluator.splits if s != "train"]
-    for client_state in kept:
+    site_rows = None
+    if sites:   # the global model's scores, for the clients without personal weights yet
+        evaluator(weights, held_out)
+        site_rows = evaluator.site_scores(sizes)
+    if not kept:
+        out = evaluator(weights)
+        return out if sizes is None else (out, site_rows)
+    rows = []
+    order = {c: k for k, c in enumerate(client_ids)}   # a client's row in ``sizes``
+    for client, client_state in kept.items():
         trainable = list(weights.trainable)
         for j, i in enumerate(personal):
             trainable[i] = client_state["personal"][j]
         rows.append(evaluator(tff.learning.models.ModelWeights(
             trainable=trainable, non_trainable=list(weights.non_trainable)), held_out))
+        if sites and client in order:   # this client's personal model on its own rows
+            site_rows[order[client]] = evaluator.site_scores(sizes)[order[client]]
     out = {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
     # The training loss stays the global model's (one pass, not one per client).
     if "train" in evaluator.splits:
         out["train_loss"] = evaluator(weights, ("train",))["train_loss"]
-    return out
+    return out if sizes is None else (out, site_rows)

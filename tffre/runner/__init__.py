@@ -13,10 +13,12 @@ Split by concern:
 * :mod:`tffre.runner.checkpoints`: checkpoints and resume;
 * :mod:`tffre.runner.outputs`: metrics.csv, TensorBoard, per-class tables, summaries;
 * :mod:`tffre.runner.centralised`: the centralised upper bound.
+* :mod:`tffre.runner.per_site`: each client's own held-out scores (``per_site.csv``).
 
 Files in ``settings.out``: ``metrics.csv``, ``tensorboard/<algorithm>/``,
 ``checkpoints/<algorithm>/``, ``models/<algorithm>/`` (when ``save_model`` is
-given), ``per_class/``, ``summary.json`` and ``curves.png``.
+given), ``per_class/``, ``per_site.csv`` (and ``tensorboard/<algorithm>/sites/<site>/``),
+``summary.json`` and ``curves.png``.
 
 The settings import without TensorFlow (the command line reads their declarations);
 the other names load on first use (PEP 562).

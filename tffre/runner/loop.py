@@ -27,6 +27,7 @@ from tffre.runner import privacy, processes
 from tffre.runner.centralised import centralised_runs, epochs_of, run_centralised
 from tffre.runner.checkpoints import restore_state, saved_state
 from tffre.runner.outputs import postfix, write_per_class
+from tffre.runner.per_site import SITE_COLUMNS, PerSiteLog, summarise
 from tffre.runner.rounds import (AlgorithmRounds, ClientRounds, RoundOutput, RunRecord,
                                  metric_columns, open_run, record_run, summary_head)
 from tffre.runtime import shutdown_workers
@@ -139,19 +140,30 @@ def run_experiment(prepared, hparams, settings, *, save_model=None, reference=No
                                 bar=bar, save_model=save_model, label=label)
                 entry["wall_seconds"] = round(time.perf_counter() - begun, 1)
 
+    sites_log = None
     try:
         algorithms = [_start(name, hparams[name], prepared, context, settings, bar, private[name])
                       for name in names]
         if config is not None:
             write_json(os.path.join(out_dir, "config.json"), config)
-        columns = metric_columns(EVALUATORS[prepared.model.evaluation].columns,
+        evaluator_kind = EVALUATORS[prepared.model.evaluation]
+        columns = metric_columns(evaluator_kind.columns + (SITE_COLUMNS if
+                                                           evaluator_kind.per_site else ()),
                                  private=any(p is not None for p in private.values()))
+        if evaluator_kind.per_site:   # each client's own held-out rows (tffre.runner.per_site)
+            sites_log = PerSiteLog(out_dir, keeps=(lambda a, r: any(x.keeps(a, r)
+                                                                    for x in algorithms))
+                                   if settings.resume else None)
+            for algorithm in algorithms:
+                algorithm.where.sites_log = sites_log
         # Rows kept on resume: up to each algorithm's checkpoint, and a finished centralised run.
         record_run(record, columns, algorithms, hparams,
                    keeps=lambda a, r: any(x.keeps(a, r) for x in algorithms)
                    or a in done_centralised, on_open=served, after=centralised_runs_after)
     finally:
         bar.close()
+        if sites_log is not None:
+            sites_log.close()
         shutdown_workers()
     return record.write_summary(title=prepared.title or data.name, reference=reference)
 
@@ -201,6 +213,7 @@ class SimulatedRounds(ClientRounds):
         self.bar, self.seed = bar, seed
         self.evaluator = None
         self.evaluated = None   # the last round this run evaluated
+        self.sites_log = None   # per_site.csv (tffre.runner.per_site), set by the run
         # Simulated faulty sites (tffre.faults): chosen from the run's seed, every round.
         self.faulty, self.flip = faulty_setup(prepared.data, settings)
         if self.faulty and settings.fault.changes_upload:
@@ -234,7 +247,17 @@ class SimulatedRounds(ClientRounds):
 
     def evaluate(self, state, rnd, clients):
         self.evaluated = rnd
-        return evaluate_state(self.evaluator, self.process, state)
+        data = self.prepared.data
+        if self.sites_log is None or not self.evaluator.per_site:
+            return evaluate_state(self.evaluator, self.process, state)
+        held_out = [s for s in self.evaluator.splits if s != "train"]
+        columns, rows = evaluate_state(self.evaluator, self.process, state,
+                                       sizes={s: data.sizes(s) for s in held_out},
+                                       client_ids=data.client_ids)
+        # Each hospital's own patients: per_site.csv, TensorBoard, and the spread here.
+        self.sites_log.write(self.name, rnd, data.client_ids, rows)
+        columns.update(summarise(rows))
+        return columns
 
     def report(self, row, output, evaluated):
         if evaluated:

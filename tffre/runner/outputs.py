@@ -27,7 +27,7 @@ METRIC_COLUMNS = ["algorithm", "round", "train_loss", "test_accuracy", "dev_accu
                   "test_f1", "dev_f1", "round_seconds", "bytes_broadcast", "bytes_uploaded",
                   "local_train_loss", "num_examples", "num_excluded_clients", "clients"]
 OUTPUT_NAMES = ("metrics.csv", "summary.json", "curves.png", "checkpoints", "models",
-                "per_class", "tensorboard")
+                "per_class", "tensorboard", "per_site.csv")
 
 
 def warn(message):

@@ -27,6 +27,8 @@ Example-level splits for relation extraction (FedCMC, FedED):
 * :func:`iid_split`: a seeded permutation dealt round-robin (FedED Section
   4.2: "randomly shuffled and then partitioned into K local platforms each
   receiving 1/K of the training data").
+* :func:`label_following_split`: a held-out split shared out as the training data was (a
+  client's share of each class follows its training share), for per-site evaluation.
 * :func:`clients_per_round`: how many clients a fraction C samples per round
   (FedED: C = 0.1).
 * :func:`label_mix` / :func:`format_label_mix`: the per-client label counts
@@ -205,6 +207,48 @@ def iid_split(num_examples, num_clients, seed):
                          "clients one; lower num_clients")
     perm = np.random.RandomState(seed).permutation(int(num_examples))
     return [np.sort(perm[k::num_clients]).astype(np.int64) for k in range(num_clients)]
+
+
+def label_following_split(held_labels, train_labels, train_parts, seed):
+    """A held-out split shared out as the training data was: each client's share of class c
+    is its share of class c's training examples (personalised-FL benchmarks' per-client test
+    sets, so that a site is scored on patients like its own).
+
+    With ``rng = np.random.RandomState(seed)``, for each class c (``np.unique`` order of the
+    held-out labels): its held-out examples in ``rng.permutation`` order go to the clients
+    in proportion to ``n_{k,c} / n_c`` (client k's training examples of class c over the
+    class's), rounded by largest remainder (ties to the lower client), in client order. A
+    class no client trains on is dealt round-robin.
+
+    Args:
+      held_labels: the held-out split's labels.
+      train_labels: the training split's labels.
+      train_parts: the clients' training index arrays (e.g. :func:`dirichlet_label_split`'s).
+      seed: seeds the permutations.
+
+    Returns:
+      ``len(train_parts)`` sorted int64 index arrays partitioning ``range(len(held_labels))``.
+    """
+    held_labels, train_labels = np.asarray(held_labels), np.asarray(train_labels)
+    num_clients = len(train_parts)
+    rng = np.random.RandomState(seed)
+    out = [[] for _ in range(num_clients)]
+    for c in np.unique(held_labels):
+        idx = rng.permutation(np.flatnonzero(held_labels == c))
+        counts = np.array([np.sum(train_labels[part] == c) for part in train_parts], float)
+        if counts.sum() == 0:
+            for k in range(num_clients):
+                out[k].append(idx[k::num_clients])
+            continue
+        quota = counts / counts.sum() * len(idx)
+        take = np.floor(quota).astype(int)
+        # Largest remainder: the examples floor() left over go to the largest fractions.
+        for k in np.argsort(-(quota - take), kind="stable")[:len(idx) - take.sum()]:
+            take[k] += 1
+        for k, chunk in enumerate(np.split(idx, np.cumsum(take)[:-1])):
+            out[k].append(chunk)
+    return [np.sort(np.concatenate(part)).astype(np.int64) if part
+            else np.empty(0, np.int64) for part in out]
 
 
 def clients_per_round(num_clients, fraction):

@@ -205,15 +205,18 @@ class ImageRecipe(Recipe):
 
     def partition(self, loaded, options, num_clients, seed):
         """The training images over ``num_clients`` by label Dirichlet(``--alpha``) or IID;
-        the val and test images dealt evenly (seed + 1)."""
-        from tffre.data.partition import dirichlet_label_split, iid_split
+        the val and test images dealt evenly (seed + 1), or under label skew as each client's
+        training labels were (:func:`tffre.data.partition.label_following_split`)."""
+        from tffre.data.partition import dirichlet_label_split, iid_split, label_following_split
         y_train = loaded.splits["train"].y
         if options.partition == "iid":
             parts = iid_split(len(y_train), num_clients, seed)
-        else:
+            held_out = {name: iid_split(len(loaded.splits[name]), num_clients, seed + 1)
+                        for name in ("dev", "test")}
+        else:   # the held-out images shared out as each client's training labels were
             parts = dirichlet_label_split(y_train, num_clients, options.alpha, seed)
-        held_out = {name: iid_split(len(loaded.splits[name]), num_clients, seed + 1)
-                    for name in ("dev", "test")}
+            held_out = {name: label_following_split(loaded.splits[name].y, y_train, parts,
+                                                    seed + 1) for name in ("dev", "test")}
         return {f"client_{k}": {"train": part, "dev": held_out["dev"][k],
                                 "test": held_out["test"][k]}
                 for k, part in enumerate(parts)}

@@ -294,15 +294,21 @@ class RelationRecipe(Recipe):
 
     def partition(self, loaded, options, num_clients, seed):
         """The training examples by label skew (each label over the clients in
-        Dirichlet(alpha) proportions) or IID; the held-out examples dealt evenly."""
-        from tffre.data.partition import dirichlet_label_split, iid_split
+        Dirichlet(alpha) proportions) or IID; the held-out examples dealt evenly (IID) or,
+        under label skew, as the training labels were (each client's share of a class its
+        training share: :func:`tffre.data.partition.label_following_split`), so that each
+        site's own scores (per_site.csv) are on examples like its own. The pooled splits hold
+        the same examples either way."""
+        from tffre.data.partition import dirichlet_label_split, iid_split, label_following_split
         y = loaded.label_ids("train")
         if options.partition == "iid":
             parts = iid_split(len(y), num_clients, seed)
+            held_out = {name: iid_split(len(records), num_clients, seed + 1)
+                        for name, records in loaded.splits.items() if name != "train"}
         else:
             parts = dirichlet_label_split(y, num_clients, options.alpha, seed)
-        held_out = {name: iid_split(len(records), num_clients, seed + 1)
-                    for name, records in loaded.splits.items() if name != "train"}
+            held_out = {name: label_following_split(loaded.label_ids(name), y, parts, seed + 1)
+                        for name in loaded.splits if name != "train"}
         return {f"client_{k}": {"train": part, **{name: idx[k] for name, idx in
                                                    held_out.items()}}
                 for k, part in enumerate(parts)}

@@ -241,6 +241,10 @@ class TextRecipe(Recipe):
         held = {s: [np.sort(p) for p in np.array_split(
                     np.random.RandomState(seed + 1).permutation(len(r)), num_clients)]
                 for s, r in loaded.splits.items() if s != "train"}
+        if mode != "iid":   # under label skew, as each client's training labels were
+            from tffre.data.partition import label_following_split
+            held = {s: label_following_split(loaded.label_ids(s), y, train, seed + 1)
+                    for s in held}
         return {f"client_{k}": {"train": np.asarray(part), **{s: np.asarray(h[k])
                                                              for s, h in held.items()}}
                 for k, part in enumerate(train)}

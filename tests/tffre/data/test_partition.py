@@ -264,3 +264,22 @@ def test_label_mix_counts_and_format():
     assert lines[-1].split() == ["all", "1", "2", "3", "6"]
     with pytest.raises(ValueError, match="not in label_names"):
         label_mix(labels, parts, label_names=["a", "b"])
+
+
+def test_a_held_out_split_follows_each_clients_training_labels():
+    """Hand case: class 0's training examples are 3:1 between clients a and b, class 1's all
+    at b; 8 held-out class-0 examples go 6:2, 3 class-1 ones 0:3 (largest remainder)."""
+    from tffre.data.partition import label_following_split
+    train = np.array([0, 0, 0, 0, 1, 1])
+    parts = [np.array([0, 1, 2]), np.array([3, 4, 5])]
+    held = np.array([0] * 8 + [1] * 3)
+    a, b = label_following_split(held, train, parts, seed=0)
+    assert sorted(np.concatenate([a, b]).tolist()) == list(range(11))
+    assert (np.sum(held[a] == 0), np.sum(held[a] == 1)) == (6, 0)
+    assert (np.sum(held[b] == 0), np.sum(held[b] == 1)) == (2, 3)
+    # 5 class-0 examples at 3:1: quotas 3.75 and 1.25 -> 4 and 1.
+    a, b = label_following_split(np.zeros(5, int), train, parts, seed=1)
+    assert (len(a), len(b)) == (4, 1)
+    # A class no client trains on is dealt round-robin.
+    a, b = label_following_split(np.full(4, 2), train, parts, seed=2)
+    assert (len(a), len(b)) == (2, 2)

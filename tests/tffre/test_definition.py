@@ -104,21 +104,13 @@ def test_stateful_process_needs_client_ids(stateful_row, loss):
 
 
 def test_runner_resumes_a_stateful_algorithm_with_its_client_states(stateful_row, loss, tmp_path):
-    from tffre.data import FederatedData
-    from tiny import run_experiment
-    arrays = client_arrays([8, 6, 9, 7], seed=5)
-    data = FederatedData({f"c{i}": {"train": a, "test": a} for i, a in enumerate(arrays)},
-                         num_classes=3, name="tiny")
-    common = dict(loss=loss, algorithm_names=["PrevPull"], clients_per_round=2, batch_size=4,
-                  hparams={"learning_rate": 0.1, "num_epochs": 1, "num_iters": None},
-                  checkpoint_every=1, executor="local")
-    run_experiment(data, tiny_model, num_rounds=4, out_dir=str(tmp_path / "full"), **common)
-    run_experiment(data, tiny_model, num_rounds=2, out_dir=str(tmp_path / "cut"), **common)
-    run_experiment(data, tiny_model, num_rounds=4, out_dir=str(tmp_path / "cut"), resume=True,
-                   **common)
     import pandas as pd
-    full = pd.read_csv(tmp_path / "full" / "metrics.csv")
-    cut = pd.read_csv(tmp_path / "cut" / "metrics.csv")
+    from tiny import full_and_resumed, tiny_clients
+    full, cut = full_and_resumed(
+        tiny_clients(), tmp_path, loss=loss, algorithm_names=["PrevPull"], clients_per_round=2,
+        batch_size=4, hparams={"learning_rate": 0.1, "num_epochs": 1, "num_iters": None},
+        executor="local")
+    full, cut = pd.read_csv(full / "metrics.csv"), pd.read_csv(cut / "metrics.csv")
     # Rounds 3-4 train clients that kept state from rounds 1-2: equal only if it was restored.
     pd.testing.assert_series_equal(full["train_loss"], cut["train_loss"], rtol=1e-6)
     pd.testing.assert_series_equal(full["local_train_loss"], cut["local_train_loss"], rtol=1e-6)

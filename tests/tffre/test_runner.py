@@ -15,7 +15,7 @@ from tffre.jsonio import write_json
 from tffre.data import FederatedData
 from tffre.models import logistic_regression
 from tffre.runner import rounds
-from tiny import run_experiment
+from tiny import PersonalProcessFake, run_experiment
 
 
 def test_every_client_excluded_round_is_reported_missing_and_warned(tmp_path, capfd):
@@ -160,15 +160,8 @@ class _Evaluator:
         return out
 
 
-class _Process:
-    stateful, evaluation, personal_indices = True, "personal", (0,)
-    client_states = {"a": {"personal": [np.float32(0.2)], "seen": np.float32(1.0)},
-                     "b": {"personal": [np.float32(0.6)], "seen": np.float32(1.0)},
-                     "c": {"personal": [np.float32(9.0)], "seen": np.float32(0.0)}}
-
-    @staticmethod
-    def get_model_weights(state):
-        return state
+class _Process(PersonalProcessFake):
+    pass
 
 
 def test_personal_evaluation_averages_the_clients_trained_so_far():

@@ -210,19 +210,10 @@ def test_a_resumed_fedadam_run_equals_the_uninterrupted_one(loss, tmp_path):
     """The moments are checkpointed with the model: rounds 3-4 after a resume step from the
     moments of rounds 1-2 (with fresh moments they would differ)."""
     import pandas as pd
-    from tffre.data import FederatedData
-    from tiny import run_experiment
-    arrays = client_arrays([8, 6, 9, 7], seed=5)
-    data = FederatedData({f"c{i}": {"train": a, "test": a} for i, a in enumerate(arrays)},
-                         num_classes=3, name="tiny")
-    common = dict(loss=loss, algorithm_names=["FedAdam"], clients_per_round=2, batch_size=4,
-                  hparams={"learning_rate": 0.1, "num_epochs": 1, "num_iters": None,
-                           "server_learning_rate": 0.1},
-                  checkpoint_every=1, executor="local")
-    run_experiment(data, tiny_model, num_rounds=4, out_dir=str(tmp_path / "full"), **common)
-    run_experiment(data, tiny_model, num_rounds=2, out_dir=str(tmp_path / "cut"), **common)
-    run_experiment(data, tiny_model, num_rounds=4, out_dir=str(tmp_path / "cut"), resume=True,
-                   **common)
-    full = pd.read_csv(tmp_path / "full" / "metrics.csv")
-    cut = pd.read_csv(tmp_path / "cut" / "metrics.csv")
+    from tiny import full_and_resumed, tiny_clients
+    full, cut = full_and_resumed(
+        tiny_clients(), tmp_path, loss=loss, algorithm_names=["FedAdam"], clients_per_round=2,
+        batch_size=4, hparams={"learning_rate": 0.1, "num_epochs": 1, "num_iters": None,
+                               "server_learning_rate": 0.1}, executor="local")
+    full, cut = pd.read_csv(full / "metrics.csv"), pd.read_csv(cut / "metrics.csv")
     pd.testing.assert_series_equal(full["train_loss"], cut["train_loss"], rtol=1e-6)

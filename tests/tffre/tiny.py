@@ -115,3 +115,38 @@ def run_experiment(data, model_fn, *, loss, algorithm_names, out_dir, hparams=No
     run = runner.RunSettings.resolve(dict(settings, out=out_dir))
     return runner.run_experiment(prepared, resolved, run, save_model=save_model,
                                  reference=reference)
+
+
+def tiny_clients(sizes=(8, 6, 9, 7), seed=5):
+    """A :class:`tffre.data.FederatedData` of ``client_arrays(sizes)``, each client's training
+    arrays its test split too."""
+    from tffre.data import FederatedData
+    arrays = client_arrays(list(sizes), seed=seed)
+    return FederatedData({f"c{i}": {"train": a, "test": a} for i, a in enumerate(arrays)},
+                         num_classes=3, name="tiny")
+
+
+def full_and_resumed(data, out, *, rounds=4, cut=2, model_fn=None, **common):
+    """A run of ``rounds`` in ``out/full`` and one cut after ``cut`` rounds then resumed to
+    ``rounds`` in ``out/cut`` (checkpoints every round): the two run folders."""
+    model_fn = model_fn or tiny_model
+    common = dict(common, checkpoint_every=1)
+    full, resumed = out / "full", out / "cut"
+    run_experiment(data, model_fn, num_rounds=rounds, out_dir=str(full), **common)
+    run_experiment(data, model_fn, num_rounds=cut, out_dir=str(resumed), **common)
+    run_experiment(data, model_fn, num_rounds=rounds, out_dir=str(resumed), resume=True,
+                   **common)
+    return full, resumed
+
+
+class PersonalProcessFake:
+    """A stateful process evaluated as personal models (FedRep's kind), for evaluate_state:
+    clients a and b trained personal heads 0.2 and 0.6; c has not trained."""
+    stateful, evaluation, personal_indices = True, "personal", (0,)
+    client_states = {"a": {"personal": [np.float32(0.2)], "seen": np.float32(1.0)},
+                     "b": {"personal": [np.float32(0.6)], "seen": np.float32(1.0)},
+                     "c": {"personal": [np.float32(9.0)], "seen": np.float32(0.0)}}
+
+    @staticmethod
+    def get_model_weights(state):
+        return state

@@ -13,7 +13,8 @@ from sklearn.metrics import accuracy_score
 from tffre.data import FederatedData
 from tffre.evaluation import GlobalModelEvaluator
 from tffre.runner.per_site import SITE_COLUMNS, summarise
-from tiny import client_arrays, initial_weights, run_experiment, tiny_model
+from tiny import (PersonalProcessFake, client_arrays, full_and_resumed, initial_weights,
+                  run_experiment, tiny_model)
 
 
 def tiny_data():
@@ -76,15 +77,11 @@ def test_a_run_writes_per_site_rows_their_summary_and_a_board_per_site(loss, tmp
 
 def test_a_resume_keeps_the_per_site_rows_up_to_the_checkpoint(loss, tmp_path):
     data, _ = tiny_data()
-    common = dict(loss=loss, algorithm_names=["FedAvg"], clients=4, clients_per_round=2,
-                  batch_size=4, hparams={"learning_rate": 0.1, "num_epochs": 1},
-                  executor="local", checkpoint_every=1)
-    run_experiment(data, tiny_model, num_rounds=4, out_dir=str(tmp_path / "full"), **common)
-    run_experiment(data, tiny_model, num_rounds=2, out_dir=str(tmp_path / "cut"), **common)
-    run_experiment(data, tiny_model, num_rounds=4, out_dir=str(tmp_path / "cut"), resume=True,
-                   **common)
-    full = pd.read_csv(tmp_path / "full" / "per_site.csv")
-    cut = pd.read_csv(tmp_path / "cut" / "per_site.csv")
+    full, cut = full_and_resumed(data, tmp_path, loss=loss, algorithm_names=["FedAvg"],
+                                 clients=4, clients_per_round=2, batch_size=4,
+                                 hparams={"learning_rate": 0.1, "num_epochs": 1},
+                                 executor="local")
+    full, cut = pd.read_csv(full / "per_site.csv"), pd.read_csv(cut / "per_site.csv")
     pd.testing.assert_frame_equal(full, cut, rtol=1e-6)
 
 
@@ -103,23 +100,12 @@ class _SiteEvaluator:
                 for k, n in enumerate(sizes["test"])]
 
 
-class _PersonalProcess:
-    stateful, evaluation, personal_indices = True, "personal", (0,)
-    client_states = {"a": {"personal": [np.float32(0.2)], "seen": np.float32(1.0)},
-                     "b": {"personal": [np.float32(0.6)], "seen": np.float32(1.0)},
-                     "c": {"personal": [np.float32(9.0)], "seen": np.float32(0.0)}}
-
-    @staticmethod
-    def get_model_weights(state):
-        return state
-
-
 def test_a_personal_rows_site_is_scored_with_its_own_personal_weights():
     """FedRep/FedRoD: site a with a's head (0.2 + 0), b with b's (0.6 + 1); c has not trained,
     so the global model's (0.5 + 2). The pooled figure stays the mean over trained heads."""
     from tffre.evaluation import evaluate_state
     from tffre.mapreduce import ModelWeights
-    out, rows = evaluate_state(_SiteEvaluator(), _PersonalProcess(),
+    out, rows = evaluate_state(_SiteEvaluator(), PersonalProcessFake(),
                                ModelWeights([np.float32(0.5)], []),
                                sizes={"test": [3, 4, 5]}, client_ids=["a", "b", "c"])
     assert [r["test_accuracy"] for r in rows] == pytest.approx([0.2, 1.6, 2.5])

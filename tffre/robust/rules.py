@@ -332,7 +332,11 @@ def aggregate_rows(rule, rows, weights=None, **params):
     return _norm_bound_rows(rows, weights=weights, **params)
 
 
-def _apply(rule, updates, weights=None, **params):
+def aggregate(rule, updates, weights=None, **params):
+    """The aggregate of ``updates`` (a list of updates, each a list of tensors) by ``rule``
+    (one of :data:`tffre.robust.robust_settings.RULES`) with its ``params``; ``weights``
+    (the clients' example counts) for the rules that weigh (multi-Krum's ``examples``
+    weighting, norm bounding's mean). Raises ValueError when the updates are too few."""
     params = check_params(rule, params)
     rows, n = _stack(updates)
     why = requirement(rule, n, **params)
@@ -351,7 +355,7 @@ def coordinate_median(updates):
       A list of float32 tensors: per coordinate, the median of the clients' values (for an
       even number of clients, the mean of the two middle values, as ``np.median``).
     """
-    return _apply(MEDIAN, updates)
+    return aggregate(MEDIAN, updates)
 
 
 def trimmed_mean(updates, beta, rounding="ceil"):
@@ -369,7 +373,7 @@ def trimmed_mean(updates, beta, rounding="ceil"):
     Raises:
       ValueError: when nothing would be left (n - 2k < 1).
     """
-    return _apply(TRIMMED_MEAN, updates, beta=beta, rounding=rounding)
+    return aggregate(TRIMMED_MEAN, updates, beta=beta, rounding=rounding)
 
 
 def krum(updates, f):
@@ -385,7 +389,7 @@ def krum(updates, f):
     Raises:
       ValueError: unless n > 2f + 2 (the paper's condition).
     """
-    return _apply(KRUM, updates, f=f)
+    return aggregate(KRUM, updates, f=f)
 
 
 def multi_krum(updates, f, m=None, weights=None, weighting="uniform"):
@@ -405,7 +409,7 @@ def multi_krum(updates, f, m=None, weights=None, weighting="uniform"):
     Raises:
       ValueError: unless n > 2f + 2 and m <= n.
     """
-    return _apply(MULTI_KRUM, updates, weights, f=f, m=m, weighting=weighting)
+    return aggregate(MULTI_KRUM, updates, weights, f=f, m=m, weighting=weighting)
 
 
 def bulyan(updates, f):
@@ -424,7 +428,7 @@ def bulyan(updates, f):
     Raises:
       ValueError: unless n >= 4f + 3 (the paper's condition, and Flower's).
     """
-    return _apply(BULYAN, updates, f=f)
+    return aggregate(BULYAN, updates, f=f)
 
 
 def norm_bound(updates, bound, weights=None):
@@ -440,4 +444,4 @@ def norm_bound(updates, bound, weights=None):
       sum_k n_k u_k / max(1, ||u_k|| / M) / sum_k n_k, a list of float32 tensors (zero where
       every weight is 0).
     """
-    return _apply(NORM_BOUND, updates, weights, bound=bound)
+    return aggregate(NORM_BOUND, updates, weights, bound=bound)

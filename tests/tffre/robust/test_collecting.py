@@ -38,17 +38,7 @@ def round_uploads(n=8, seed=0):
 
 def direct(rule, ups, weights, **params):
     """The rule's public function on the kept updates."""
-    if rule == "median":
-        return rules.coordinate_median(ups)
-    if rule == "trimmed-mean":
-        return rules.trimmed_mean(ups, **params)
-    if rule == "krum":
-        return rules.krum(ups, **params)
-    if rule == "multi-krum":
-        return rules.multi_krum(ups, weights=weights, **params)
-    if rule == "bulyan":
-        return rules.bulyan(ups, **params)
-    return rules.norm_bound(ups, weights=weights, **params)
+    return rules.aggregate(rule, ups, weights, **params)
 
 
 def run(agg, ups, weights, split=None):

@@ -296,17 +296,7 @@ CASES = [("median", {}), ("trimmed-mean", {"beta": 0.2}),
 
 def direct(rule, ups, weights, **params):
     """The public function of ``rule`` on a list of updates."""
-    if rule == "median":
-        return rules.coordinate_median(ups)
-    if rule == "trimmed-mean":
-        return rules.trimmed_mean(ups, **params)
-    if rule == "krum":
-        return rules.krum(ups, **params)
-    if rule == "multi-krum":
-        return rules.multi_krum(ups, weights=weights, **params)
-    if rule == "bulyan":
-        return rules.bulyan(ups, **params)
-    return rules.norm_bound(ups, weights=weights, **params)
+    return rules.aggregate(rule, ups, weights, **params)
 
 
 def test_rules_run_in_a_graph_on_a_dynamic_number_of_rows():

@@ -21,7 +21,7 @@ from tffre.robust.robust_settings import (RULES, RobustHparams, requirement,  # 
 
 _LAZY = {name: "tffre.robust.rules" for name in (
     "coordinate_median", "trimmed_mean", "krum", "multi_krum", "bulyan", "norm_bound",
-    "aggregate_rows")}
+    "aggregate", "aggregate_rows")}
 _LAZY.update({name: "tffre.robust.collecting" for name in (
     "RobustAggregator", "NormBoundedMean", "memory_bytes", "mean_memory_bytes",
     "robust_aggregator")})

@@ -119,7 +119,7 @@ class UploadFaults:
     """The upload faults of a run's faulty clients (:data:`UPLOAD_KINDS`), on numpy uploads.
 
     An upload is the round's structure (:mod:`tffre.mapreduce`): ``upload["model"]["update"]``
-    is the model delta the fault changes; the weight and the rest stay as the site's work
+    (``["record"]`` under differential privacy) is the model delta the fault changes; the weight and the rest stay as the site's work
     made them (``stale`` sends the whole old upload).
 
     Args:
@@ -150,9 +150,13 @@ class UploadFaults:
             del past[:-(int(value) + 1)]   # keep the last R + 1
             return past[0]
         model = upload.get("model") if hasattr(upload, "get") else None
-        if model is None or "update" not in model:
+        # The delta as the aggregator's client part holds it: "update" (the mean, attention,
+        # the robust rules) or "record" (differential privacy's clipped record, which a
+        # broken site's bad record replaces: its clip is the site's own code).
+        key = next((k for k in ("update", "record") if model is not None and k in model), None)
+        if key is None:
             raise ValueError(f"--fault {self.fault}: this algorithm uploads no model delta")
-        update = [np.asarray(u, np.float32) for u in model["update"]]
+        update = [np.asarray(u, np.float32) for u in model[key]]
         if kind == "scale":
             update = [np.float32(value) * u for u in update]
         elif kind == "nan":
@@ -162,7 +166,7 @@ class UploadFaults:
             rng = np.random.RandomState([self.seed & 0xFFFFFFFF, int(rnd), index, 71])
             update = [rng.normal(0.0, value, u.shape).astype(np.float32) for u in update]
         new_model = type(model)(model)
-        new_model["update"] = update
+        new_model[key] = update
         new = type(upload)(upload)
         new["model"] = new_model
         return new

@@ -59,6 +59,12 @@ def test_upload_faults_by_hand():
     np.testing.assert_array_equal(scaled["model"]["update"][0], np.full((2, 2), -5.0))
     assert scaled["model"]["weight"] == 3.0 and honest["model"]["update"][0][0, 0] == 1.0
     assert UploadFaults(Fault("scale", -5.0), ["b"]).apply("a", honest, 1) is honest
+    # Under DP the delta is the clipped "record": a broken site sends its bad one.
+    dp = {"model": {"record": [np.ones(3, np.float32)], "weight": np.float32(1.0)}}
+    np.testing.assert_array_equal(
+        UploadFaults(Fault("scale", 4.0), ["b"]).apply("b", dp, 1)["model"]["record"][0], [4] * 3)
+    with pytest.raises(ValueError, match="uploads no model delta"):
+        UploadFaults(Fault("nan"), ["b"]).apply("b", {"extra": {}}, 1)
     assert np.isnan(UploadFaults(Fault("nan"), ["b"]).apply("b", honest, 1)["model"]
                     ["update"][1]).all()
     noise = UploadFaults(Fault("noise", 2.0), ["b"], seed=3)

@@ -60,7 +60,12 @@ def make_client_app(runtime=None):
     def answer(msg, context):
         if secagg.is_fit_ins(msg.content):   # SecAgg+'s collect stage: FitIns in, FitRes out
             return secagg.client_reply(runtime, msg, context)
-        config, arrays = protocol.read_content(msg.content)
+        try:
+            config, arrays = protocol.read_content(msg.content)
+        except protocol.ProtocolError as err:   # answered in one line, as a data error is
+            site = str(dict(context.node_config).get("site") or "?")
+            return Message(protocol.make_content({"site": site, "error": str(err)}),
+                           reply_to=msg)
         reply, out = runtime.handle(protocol.KIND_OF[msg.metadata.message_type], config,
                                     arrays, context.node_config)
         return Message(protocol.make_content(reply, out), reply_to=msg)

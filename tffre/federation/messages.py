@@ -21,7 +21,8 @@ a site whose replies do not name that hash, so they reach a site once, not every
 A transport encodes a :class:`Request` for its wire and decodes what comes back as a
 :class:`Reply` (Flower: :mod:`tffre.deploy.protocol` and :class:`tffre.deploy.link.GridLink`);
 a reply the transport gives in a site's place (the site went away, its handler raised) is a
-:class:`Reply` with ``error``.
+:class:`Reply` with ``error``, one whose arrays it cannot read a :class:`Reply` with
+``malformed``: a transport never raises for what a site sent.
 """
 
 import collections
@@ -46,10 +47,15 @@ class Request:
 @dataclasses.dataclass(frozen=True)
 class Reply:
     """A site's answer: its config and arrays; or ``error``, one line, when the transport
-    answered in the site's place (then config and arrays are empty)."""
+    answered in the site's place (then config and arrays are empty); or ``malformed``, one
+    line, when the site answered and the transport could not read its arrays (a truncated or
+    oversized packed record, an index that does not parse: then arrays is None and config is
+    what could be read). The server leaves a malformed reply's site out of the round and
+    names it with the reason (:class:`tffre.federation.round_driver.FederatedRounds`)."""
     config: dict = dataclasses.field(default_factory=dict)
     arrays: collections.OrderedDict = None
     error: str = ""
+    malformed: str = ""
 
 
 def contiguous(value):

@@ -16,13 +16,17 @@ functions (:class:`tffre.federation.split_round.SplitRound`):
   weights go only to a site that does not hold them yet. Replies are awaited up
   to ``round_timeout``; a site that does not answer is named in the round's
   ``missing_clients``, with the reason in ``missing_reasons``: so is a site that takes no
-  part (its data refused at hello, a transport error in its place, not connected). Each
-  upload is checked against the round's types and for NaN/Inf (a site that sends them
-  is excluded and logged, as the simulation excludes a non-finite update) and the
-  uploads are accumulated **in site-name order**, so the sum does not depend on the
-  order replies arrive in, and a round equals the local executor's on the same clients
-  in that order. With fewer than ``min_nodes`` uploads the round is not applied
-  (:class:`TooFewSites`).
+  part (its data refused at hello, a transport error in its place, not connected). A
+  broken site's reply is excluded from the round, logged and named the same way, with one
+  line naming the part and what is wrong: arrays the transport could not read (a truncated
+  or oversized packed record, an index that does not parse: ``Reply.malformed``), a reply
+  to another round, an upload whose names, shapes or dtypes differ from the round's
+  (:func:`tffre.federation.split_round.from_arrays`), or one with NaN/Inf (which a positive
+  weight would spread over the mean; counted excluded too, as the simulation excludes a
+  non-finite update). The round goes on with the others. The uploads are accumulated **in
+  site-name order**, so the sum does not depend on the order replies arrive in, and a round
+  equals the local executor's on the same clients in that order. With fewer than
+  ``min_nodes`` uploads the round is not applied (:class:`TooFewSites`).
 * **Secure aggregation** (``secure``): the uploads are summed by an object with
   ``round(...)`` (Flower's SecAgg+: :class:`tffre.deploy.secagg.SecureSum`); the server gets
   only the sum.
@@ -255,21 +259,16 @@ class FederatedRounds:
                 else:
                     reasons[site.name] = str(outcome)
                 continue
-            if isinstance(outcome, str):
+            if isinstance(outcome, str):   # its data refused, or its reply unreadable
                 failed[site.name] = outcome
                 continue
             received += payload_bytes(outcome)
-            bad = all_finite(outcome)
-            if bad is not None:
-                failed[site.name] = f"its upload has NaN/Inf ({bad}); excluded"
-                self.log(f"round {rnd}: site {site.name}: {failed[site.name]}")
+            upload, why = self._upload(site, outcome, spec)
+            if upload is None:
+                failed[site.name] = why
+                self.log(f"round {rnd}: site {site.name}: {why}; excluded")
                 continue
-            try:
-                uploads.append(from_arrays(outcome, spec, f"site {site.name} upload"))
-            except MessageError as err:
-                failed[site.name] = str(err)
-                self.log(f"round {rnd}: {err}; excluded")
-                continue
+            uploads.append(upload)
             clients.append(site.name)
         if silent:
             self.log(f"round {rnd}: no reply from site(s) {', '.join(silent)} within "
@@ -292,14 +291,14 @@ class FederatedRounds:
             reasons.setdefault(name, "no upload this round (see the log)")
         # Missing: the sites that did not answer, those that took part before and are not
         # connected now (a site that stopped, or one restarting), those whose upload was
-        # refused for what they said (their data, their model; not a NaN upload, which is
-        # excluded and counted, as in simulation) and those that said hello and take no
+        # refused for what they said (their data, their model) or excluded (a reply that does
+        # not read, answers another round, does not fit the round, has NaN/Inf: a NaN upload
+        # is also counted excluded, as in simulation) and those that said hello and take no
         # part (their data refused, Flower answering in their place).
         for name in sorted(self.members - set(clients) - set(failed) - set(missing)):
             reasons[name] = "not connected"
-        for name, why in failed.items():
-            if "NaN/Inf" not in why:
-                reasons[name] = why
+        for name, why in failed.items():   # refused or excluded: named with the reason
+            reasons[name] = why
         for name, why in self.refused.items():
             if name not in clients:
                 reasons.setdefault(name, f"takes no part: {why}")
@@ -318,11 +317,26 @@ class FederatedRounds:
         return RoundResult(state, metrics, list(clients), missing, failed,
                            {name: reasons[name] for name in missing})
 
+    def _upload(self, site, arrays, spec):
+        """(the upload's structure, None) of a site's upload ``arrays`` that fit the round's
+        ``spec`` and are finite; else (None, one line naming the part and what is wrong). A
+        NaN or Inf with a positive weight would make the mean NaN: such an upload is excluded
+        (and counted excluded, as the simulation's client work excludes a non-finite update)."""
+        try:
+            upload = from_arrays(arrays, spec, "its upload")
+        except MessageError as err:
+            return None, str(err)
+        bad = all_finite(arrays)
+        if bad is not None:
+            return None, f"its upload has NaN/Inf ({bad})"
+        return upload, None
+
     def _reply(self, site, reply, rnd, constants):
         """The upload arrays of a site's reply; a str saying why the site's upload is refused
-        (its data, its arrays); :class:`Undelivered` when the transport answered for it (the
-        node went away, its handler raised); None when nothing came. In the last two cases the
-        site is missing from the round and asked hello again before the next."""
+        (its data; its reply, which does not read or answers another round);
+        :class:`Undelivered` when the transport answered for it (the node went away, its
+        handler raised); None when nothing came. In the last two cases the site is missing
+        from the round and asked hello again before the next."""
         if reply is None:
             site.suspect = True
             return None
@@ -337,6 +351,16 @@ class FederatedRounds:
             self.log(f"round {rnd}: site {site.name} (node {site.node_id}): {site.error}; "
                      f"it takes no part until it says hello again")
             return site.error
+        answered = config.get("round")
+        why = None
+        if reply.malformed:
+            why = f"its reply does not read: {reply.malformed}"
+        elif str(answered) != str(int(rnd)):
+            why = f"its reply is to round {answered}, not round {rnd}" if answered is not None \
+                else f"its reply names no round (round {rnd} was asked)"
+        if why is not None:
+            self.log(f"round {rnd}: site {site.name} (node {site.node_id}): {why}; excluded")
+            return why
         site.constants = str(config.get("constants", site.constants))
         return arrays or collections.OrderedDict()
 
@@ -356,6 +380,13 @@ class FederatedRounds:
         for site in sites:
             arrays = self._reply(site, replies.get(site.node_id), rnd, constants)
             if not isinstance(arrays, dict):
+                continue
+            clash = next((name for name, value in arrays.items() if name in totals
+                          and np.shape(value) != totals[name].shape), None)
+            if clash is not None:   # counts of another model (its classes): not added
+                self.log(f"evaluation {rnd}: site {site.name}: its {clash} is "
+                         f"{list(np.shape(arrays[clash]))}, the others' "
+                         f"{list(totals[clash].shape)}; left out")
                 continue
             for name, value in arrays.items():
                 totals[name] = totals[name] + value if name in totals else np.asarray(value)

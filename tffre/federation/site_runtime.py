@@ -16,6 +16,14 @@ site uses comes from its own node configuration (Flower's ``flower-supernode
   broadcast's constant weights, ``constants/<hash>.npz``, received once.
 * ``task``: "module:attribute", a task of the site's own (default: the job's task, one of
   tffre's, :func:`site_task`).
+* ``fault`` (a testing aid): ``scale:S``, ``noise:SIGMA``, ``nan`` or ``stale:R``
+  (:func:`tffre.faults.parse_fault`) marks the site faulty: its every upload is changed as
+  :meth:`tffre.faults.UploadFaults.apply` changes a simulated faulty client's, after its
+  training and before it is sent (under SecAgg+ too, before its contribution is masked), so
+  that a deployment's defences can be tried against a broken site. The noise is drawn from
+  (job seed, round, site); ``stale``'s past uploads live in the site's process (a restarted
+  site starts its history again). ``flip-labels`` changes data, not uploads: it is refused
+  here (give the site permuted labels instead).
 
 A job's text is parsed once (:meth:`SiteRuntime.job_of`: every message carries it, so a site
 that restarts rebuilds the same round), and its round is built once per job
@@ -75,7 +83,26 @@ def site_settings(node_config):
                             "--node-config 'site=\"hospital-a\" data=\"...\"')")
     site["site"] = name
     site.setdefault("state-dir", os.path.join(os.path.expanduser("~"), ".tffre", "nodes", name))
+    site_fault(site)   # a bad one is refused at hello, in one line
     return site
+
+
+def site_fault(site):
+    """The :class:`tffre.faults.Fault` a site's node configuration marks it with (``fault``,
+    a testing aid: see the module docstring), or None; :class:`SiteDataError` in one line for
+    one that does not parse or changes data, not uploads."""
+    text = str(site.get("fault") or "").strip()
+    if not text:
+        return None
+    from tffre.faults import parse_fault
+    try:
+        fault = parse_fault(text)
+    except ValueError as err:
+        raise SiteDataError(f"node config: fault: {err}") from None
+    if not fault.changes_upload:
+        raise SiteDataError(f"node config: fault {fault} changes the site's data, not its "
+                            f"uploads: a site takes scale:S, noise:SIGMA, nan or stale:R")
+    return fault
 
 
 def layout_key(parts, identity=""):
@@ -157,6 +184,23 @@ class _Built:
                                        **getattr(model, "evaluation_options", {}))
         self.folder = os.path.join(site["state-dir"], job.key())
         self.site = site["site"]
+        fault = site_fault(site)
+        self.faults = None
+        if fault is not None:
+            from tffre.faults import UploadFaults
+            self.faults = UploadFaults(fault, [self.site], seed=job.seed)
+            print(f"site {self.site}: marked faulty for tests (fault={fault}): each upload is "
+                  f"changed before it is sent", flush=True)
+
+    def faulty(self, upload, rnd):
+        """``upload`` (the round's numpy structure) as this site sends it in round ``rnd``:
+        changed by its ``fault`` (:mod:`tffre.faults`), unchanged without one."""
+        if self.faults is None:
+            return upload
+        try:
+            return self.faults.apply(self.site, upload, rnd)
+        except ValueError as err:   # an algorithm without a model delta
+            raise SiteDataError(f"node config: {err}") from None
 
     def reseed(self, rnd):
         """Before round ``rnd``'s work here: the dropout generators reset, Python's and numpy's
@@ -260,17 +304,18 @@ class SiteRuntime:
         return reply, out
 
     def train(self, built, broadcast, rnd):
-        """The upload of round ``rnd`` (its kept state saved as that round's)."""
+        """The upload of round ``rnd`` (its kept state saved as that round's), as the site's
+        ``fault`` changes it, if it has one."""
         from tffre.runner.loop import data_seed
         job, parts = built.job, built.parts
         name = next(iter(built.data.clients))
         dataset = built.data.client_dataset(name, "train", batch_size=job.batch_size,
                                             seed=data_seed(job.seed, rnd))
         if not parts.round.stateful:
-            return to_arrays(parts.work(broadcast, dataset))
+            return to_arrays(built.faulty(parts.work(broadcast, dataset), rnd))
         upload, next_state = parts.work(broadcast, dataset, self.client_state(built, rnd))
         self._save_state(built, rnd, next_state)
-        return to_arrays(upload)
+        return to_arrays(built.faulty(upload, rnd))
 
     def contribution(self, built, upload_arrays):
         """What this site adds to a secure sum (:meth:`SplitRound.contribution`)."""

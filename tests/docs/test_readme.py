@@ -36,6 +36,12 @@ def test_at_most_150_lines():
     assert len(text().splitlines()) <= 150
 
 
+def test_the_registry_count_is_the_registrys():
+    from tffre import registry
+    said = re.search(r"(\d+) registry rows", text())
+    assert said and int(said.group(1)) == len(registry.ALGORITHMS)
+
+
 def test_links_and_image_resolve():
     targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text())
     local = [t for t in targets if "://" not in t]

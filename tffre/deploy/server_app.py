@@ -56,6 +56,7 @@ from tffre.deploy.tasks import (DeployJob, load_task, public_hparams,
 from tffre.federation.round_driver import FederatedRounds, Scoring, TooFewSites, log_line
 from tffre.jsonio import read_json_object, write_json
 from tffre.runner.rounds import ClientRounds, RoundOutput
+from tffre.runner.per_site import summarise
 
 MISSING_COLUMN = "missing_clients"
 REASONS_COLUMN = "missing_reasons"
@@ -174,6 +175,7 @@ def serve(rounds, cfg, settings, task, log=log_line):
     from tffre.federation.split_round import sum_refusal
     from tffre.runner import privacy
     from tffre.runner.processes import pretrained_weights
+    from tffre.runner.per_site import SITE_COLUMNS, PerSiteLog
     from tffre.runner.rounds import (AlgorithmRounds, RunRecord, bundle_saver, metric_columns,
                                      open_run, record_run, summary_head)
 
@@ -254,9 +256,18 @@ def serve(rounds, cfg, settings, task, log=log_line):
         f"{run.num_rounds} round{'' if run.num_rounds == 1 else 's'}"
         f"{', secure aggregation' if settings.secagg else ''}; "
         f"ready after {time.perf_counter() - start:.1f} s")
-    record_run(record, metric_columns(EVALUATORS[model.evaluation].columns, where.columns,
-                                      private=private is not None),
-               [algorithm], {name: given})
+    per_site = EVALUATORS[model.evaluation].per_site
+    if per_site:   # each site's own scores (tffre.runner.per_site), as in simulation
+        where.name = name
+        where.sites_log = PerSiteLog(run.out, keeps=algorithm.keeps if run.resume else None)
+    try:
+        record_run(record, metric_columns(EVALUATORS[model.evaluation].columns,
+                                          where.columns + (SITE_COLUMNS if per_site else ()),
+                                          private=private is not None),
+                   [algorithm], {name: given})
+    finally:
+        if where.sites_log is not None:
+            where.sites_log.close()
     return record.write_summary(title=f"{cfg.dataset}, {name} across sites")
 
 
@@ -291,6 +302,7 @@ class DeployedRounds(ClientRounds):
         self.definition, self.layout = built.definition, built.layout
         self.missing = {}
         self.sampling = f"all {job.num_clients} sites every round (a deployment samples none)"
+        self.sites_log, self.name = None, None   # per_site.csv, set by the run
 
     def note(self, message):
         self.log(message)
@@ -308,8 +320,15 @@ class DeployedRounds(ClientRounds):
         model = self.model
         scoring = Scoring(kind=model.evaluation, negative_label=model.negative_label,
                           macro_f1=model.macro_f1)
-        return self.rounds.evaluate(self.parts, self.job, state, rnd, self.layout,
-                                    scoring=scoring, names=clients)
+        sites = {} if self.sites_log is not None else None
+        columns = self.rounds.evaluate(self.parts, self.job, state, rnd, self.layout,
+                                       scoring=scoring, names=clients, per_site=sites)
+        if sites:   # each site's own dev and test files: per_site.csv and the spread here
+            names = sorted(sites)
+            rows = [sites[n] for n in names]
+            self.sites_log.write(self.name, rnd, names, rows)
+            columns.update(summarise(rows))
+        return columns
 
     def report(self, row, output, evaluated):
         self.log(format_row(row, output.metrics["round"]))

@@ -366,11 +366,15 @@ class FederatedRounds:
 
     # --- evaluation ---
 
-    def evaluate(self, parts, job, state, rnd, layout, scoring=None, names=None):
+    def evaluate(self, parts, job, state, rnd, layout, scoring=None, names=None,
+                 per_site=None):
         """The evaluation columns of ``state``'s model: the summed counts of each usable site
         (of ``names``, when given: the sites that trained the round) over its held-out splits
         (``test``, ``dev``) and its training split (``train_loss``), scored as ``scoring``
-        (a :class:`Scoring`; default: the kind read off the sites' counts)."""
+        (a :class:`Scoring`; default: the kind read off the sites' counts).
+
+        ``per_site``, a dict, receives {site name: that site's own columns, scored from its
+        counts alone} (each hospital's figures: :mod:`tffre.runner.per_site`)."""
         scoring = scoring or Scoring()
         sites = [s for s in self.usable() if names is None or s.name in names]
         requests, _, constants = self._request(EVALUATE, parts, job, state, rnd, layout,
@@ -390,6 +394,11 @@ class FederatedRounds:
                 continue
             for name, value in arrays.items():
                 totals[name] = totals[name] + value if name in totals else np.asarray(value)
+            if per_site is not None:
+                own = {k: np.asarray(v) for k, v in arrays.items()}
+                per_site[site.name] = evaluation_columns(
+                    own, scoring.negative_label, macro_f1=scoring.macro_f1, kind=scoring.kind)
+                per_site[site.name]["num_test"] = int(own.get("count/test", 0))
         return evaluation_columns(totals, scoring.negative_label, macro_f1=scoring.macro_f1,
                                   kind=scoring.kind)
 

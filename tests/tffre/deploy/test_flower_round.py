@@ -79,3 +79,29 @@ def test_deployed_rounds_equal_the_local_executor(name, tmp_path):
     # The server's provenance: its code and machine; the data files are the sites'.
     assert {"commit", "versions", "machine"} <= set(summary["provenance"])
     assert summary["provenance"]["data_files"] == []
+
+
+def test_each_site_scores_the_model_on_its_own_test_file(tmp_path):
+    """per_site.csv: every evaluation, each site's own held-out rows (here the first half of its
+    examples) scored from its own counts; against scikit-learn on the final model; metrics.csv
+    has the sites' mean, worst and spread."""
+    import pandas as pd
+    from sklearn.metrics import accuracy_score
+    from tiny import tiny_model
+    want, _ = local_run("FedAvg", ARRAYS, HPARAMS, 3)
+    grid, out = deployed("FedAvg", tmp_path)
+    got = final_state(out, "FedAvg", want)
+    model = tiny_model()
+    model.set_weights(list(got["model"].trainable))
+    sites = pd.read_csv(out / "per_site.csv")
+    last = sites[sites["round"] == 3].set_index("site")
+    assert sorted(sites["round"].unique()) == [1, 2, 3]
+    for site in ("a", "b"):   # c's data has a NaN: its counts are NaN-free, its loss is not
+        x, y = ARRAYS[site]
+        half = max(1, len(y) // 2)
+        accuracy = accuracy_score(y[:half], np.argmax(model.predict(x[:half], verbose=0), 1))
+        assert last.loc[site, "test_accuracy"] == pytest.approx(accuracy)
+        assert last.loc[site, "num_test"] == half
+    row = pd.read_csv(out / "metrics.csv").iloc[-1]
+    assert row["site_test_accuracy_worst"] == pytest.approx(last["test_accuracy"].min())
+    assert row["site_test_accuracy_mean"] == pytest.approx(last["test_accuracy"].mean())

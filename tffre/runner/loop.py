@@ -216,6 +216,7 @@ class SimulatedRounds(ClientRounds):
         self.sites_log = None   # per_site.csv (tffre.runner.per_site), set by the run
         # Simulated faulty sites (tffre.faults): chosen from the run's seed, every round.
         self.faulty, self.flip = faulty_setup(prepared.data, settings)
+        process.upload_faults = None   # a reused process (runner.processes) keeps no old run's
         if self.faulty and settings.fault.changes_upload:
             process.simulate_faults(UploadFaults(settings.fault, self.faulty, settings.seed))
 

@@ -492,6 +492,15 @@ def hparams_cell(spec, common):
         or "—"
 
 
+def settings_table(params):
+    """The Markdown table of a declared settings class: each flag (linked to the CLI page),
+    its default and its help."""
+    return table(("Setting", "Default", "Meaning"),
+                 [[f"[{code(f.cli)}](cli.md#run--{f.name.replace('_', '-')})",
+                   code(f.default), cell(f.declaration.describe())]
+                  for f in params.declarations()])
+
+
 def algorithms_page():
     """The Markdown of ``reference/algorithms.md``."""
     from tffre import registry
@@ -566,10 +575,7 @@ def algorithms_page():
             "TFF's initial preconditioners) instead of the paper's. A server optimizer is "
             "post-processing of the aggregate: it keeps client-level DP and SecAgg+ as the row "
             "has them.", ""]
-    out += table(("Setting", "Default", "Meaning"),
-                 [[f"[{code(f.cli)}](cli.md#run--{f.name.replace('_', '-')})",
-                   code(f.default), cell(f.declaration.describe())]
-                  for f in ServerOptimizerHparams.declarations()])
+    out += settings_table(ServerOptimizerHparams)
     out += ["", "## Robust aggregation {#robust-aggregation}", "",
             f"{code('--robust')} replaces a row's weighted mean of the model deltas by a "
             f"Byzantine-robust rule ({code('tffre.robust')}: coordinate median and trimmed "
@@ -579,10 +585,7 @@ def algorithms_page():
             "server (the clients per round times the model's size, where the mean keeps one "
             "model), so SecAgg+ refuses it; client-level DP is refused too, and so are the "
             "attention rows and the rows that upload no model delta.", ""]
-    out += table(("Setting", "Default", "Meaning"),
-                 [[f"[{code(f.cli)}](cli.md#run--{f.name.replace('_', '-')})",
-                   code(f.default), cell(f.declaration.describe())]
-                  for f in RobustHparams.declarations()])
+    out += settings_table(RobustHparams)
     out += ["", "## Optimizer families {#optimizer-families}", "",
             f"{code('--local-optimizer')} replaces a row's client optimizer by the same kind "
             f"of step in another family ({code('tffre.definition.OPTIMIZER_FAMILIES')}; each "

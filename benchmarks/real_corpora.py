@@ -71,11 +71,13 @@ class Setting:
       more_seeds: further seeds, run with ``more_algorithms`` only (the pair a paper's
         effect is about, to five seeds).
       more_algorithms: the algorithms of ``more_seeds``.
-      inherit: (comparison, choice, keys): the flags ``keys`` are taken from the candidate
-        that choice chose (GAD's trainable layers and rounds); the setting waits until it has.
+      inherit: (comparison, choice, keys), or a tuple of them: the flags ``keys`` are taken
+        from the candidate that choice chose (GAD's trainable layers and rounds); the setting
+        waits until it has.
       centralised: the setting also trains the centralised reference (once chosen, where it
         is a candidate).
       note: one line the tables print under its heading.
+      facets: ((facet, value), ...): the setting's place in its comparison's grid.
     """
     label: str
     preset: dict
@@ -85,17 +87,20 @@ class Setting:
     inherit: Optional[tuple] = None
     centralised: bool = False
     note: str = ""
+    facets: Tuple[tuple, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
 class Comparison:
-    """A comparison: its settings in run order, its baseline and its choices
-    ({"what", "candidates", "algorithm"}, made by :func:`tffre.report.choice_outcomes`)."""
+    """A comparison: its settings in run order, its baseline, its choices ({"what",
+    "candidates", "algorithm"}, made by :func:`tffre.report.choice_outcomes`) and, for a
+    grid of settings, the two facets its tables lay them out by (:mod:`tffre.grid_report`)."""
     name: str
     title: str
     baseline: str
     settings: Tuple[Setting, ...]
     choices: Tuple[dict, ...] = ()
+    grid: Optional[Tuple[str, str]] = None
 
 
 def comparisons():
@@ -162,7 +167,67 @@ def comparisons():
             ({"what": "decision threshold", "candidates": ("threshold 0.5", "threshold dev"),
               "algorithm": "FedAvg"},)),
     ]
+    out += [defence_grid("robust-imcs", "IMCS-V2 sample, the main job's setting: what each "
+                         "defence costs and saves", imcs_main_job(), (0.1, 0.3, 1.0),
+                         note="the main job's setting (examples/imcs_lstm.py) with client SGD "
+                              "on the local executor"),
+            defence_grid("robust-gad", "GAD fold 1, alpha 0.5, 10 clients: what each defence "
+                         "costs and saves", dict(gad, alpha=0.5, **SENTENCE), (0.03, 0.1, 0.3),
+                         inherit=layers, note="iid-gad's chosen top and rounds")]
     return {c.name: c for c in out}
+
+
+#: The defences of a defence grid: {row: flags}. Ten clients a round in both grids: Krum
+#: needs n > 2f + 2 (f <= 3) and Bulyan n >= 4f + 3 (f <= 1); the trimmed mean cuts 3 of 10
+#: at each end, as many as the worst case of 3 faulty clients; the norm bound M = 1.
+DEFENCES = {"none": {}, "median": {"robust": "median"},
+            "trimmed mean": {"robust": "trimmed-mean", "robust_beta": 0.3},
+            "krum": {"robust": "krum", "robust_f": 3},
+            "multi-krum": {"robust": "multi-krum", "robust_f": 3},
+            "bulyan": {"robust": "bulyan", "robust_f": 1},
+            "norm bound": {"robust": "norm-bound", "robust_norm_bound": 1.0}}
+#: The faults of a defence grid: (kind, faulty clients), clean data first.
+FAULTS = ((None, 0),) + tuple((kind, n) for kind in ("flip-labels", "scale:-5", "noise:1")
+                              for n in (1, 3))
+
+
+def imcs_main_job():
+    """The main job's preset (``examples/imcs_lstm.py``), its ``out`` aside."""
+    import importlib.util
+    path = os.path.join(HERE, "..", "examples", "imcs_lstm.py")
+    spec = importlib.util.spec_from_file_location("tffre_benchmark_imcs_lstm", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {k: v for k, v in module.PRESET.items() if k != "out"}
+
+
+def defence_grid(name, title, base, rates, inherit=None, note=""):
+    """FedAvg and FedAdam under every defence of :data:`DEFENCES` by every fault condition
+    of :data:`FAULTS`, three seeds, on the local executor (where the upload faults run).
+    The client learning rate (client SGD) is chosen first by FedAvg's mean dev score on
+    clean data without a defence among ``rates``; the chosen candidate is the grid's clean,
+    undefended cell and every other cell takes its rate."""
+    base = dict(base, algorithm="fedavg,fedadam", executor="local")
+    choice = (name, "client learning rate", ("learning_rate",))
+    parents = (inherit,) if inherit else ()
+
+    def facets(defence, kind, n):
+        faults = "clean" if kind is None else f"{n} {kind}"
+        return (("defence", defence), ("faults", faults), ("fault", kind), ("faulty", n))
+
+    candidates = tuple(Setting(f"none, clean, lr {lr:g}", dict(base, learning_rate=lr),
+                               inherit=parents or None, note=note,
+                               facets=facets("none", None, 0)) for lr in rates)
+    cells = tuple(
+        Setting(f"{defence}, {facets(defence, kind, n)[1][1]}",
+                dict(base, **flags, **({"faulty_clients": n, "fault": kind} if kind else {})),
+                inherit=parents + (choice,), note=note, facets=facets(defence, kind, n))
+        for defence, flags in DEFENCES.items() for kind, n in FAULTS
+        if (defence, kind) != ("none", None))
+    return Comparison(name, title, "FedAvg", candidates + cells,
+                      ({"what": "client learning rate",
+                        "candidates": tuple(c.label for c in candidates),
+                        "algorithm": "FedAvg"},), grid=("defence", "faults"))
 
 
 def setting_folder(out, comparison, label):
@@ -179,10 +244,14 @@ def read_or_new(records, comparison):
     """The comparison's record, or a new one holding its declarations."""
     from tffre.records import new_record, read_record
     path = record_path(records, comparison.name)
-    settings = {s.label: {"note": s.note} if s.note else {} for s in comparison.settings}
+    settings = {s.label: dict({"note": s.note} if s.note else {},
+                              **({"facets": dict(s.facets)} if s.facets else {}))
+                for s in comparison.settings}
     declared = dict(title=comparison.title, baseline=comparison.baseline,
                     choices=[dict(c, candidates=list(c["candidates"]))
                              for c in comparison.choices], settings=settings)
+    if comparison.grid:
+        declared["grid"] = dict(zip(("rows", "columns"), comparison.grid))
     if os.path.exists(path):
         return dict(read_record(path), **declared)
     return new_record(comparison.name, **declared)
@@ -213,11 +282,15 @@ def chosen(records, name, what):
 def presets(comparison, setting, root, records, cache):
     """[(seed, preset)] of ``setting``'s runs, or a string saying why it waits (a choice not
     made yet)."""
-    preset = dict(setting.preset, data=os.path.join(root, setting.preset["data"]))
-    if cache:
-        preset["prefix_cache"] = cache
-    if setting.inherit:
-        source, what, keys = setting.inherit
+    preset = dict(setting.preset)
+    if "data" in preset:      # else the task's embedded sample
+        preset["data"] = os.path.join(root, preset["data"])
+    from tffre.tasks import task_of
+    if cache and "prefix_cache" in task_of(preset["dataset"]).Options.names():
+        preset["prefix_cache"] = cache      # the encoders' cached activations
+    inherits = setting.inherit or ()
+    for source, what, keys in (inherits,) if inherits and isinstance(inherits[0], str) \
+            else inherits:
         label = chosen(records, source, what)
         if label is None:
             return f"waits for {source}'s choice of {what}"
@@ -307,7 +380,8 @@ def run_comparison(comparison, args, deadline):
                 entry = run_entry(folder, setting=setting.label)
                 print(f"{comparison.name}, {setting.label}, seed {seed}: "
                       f"{time.perf_counter() - started:.0f} s", flush=True)
-            record = with_run(record, entry)
+            # Read again: another call may have recorded runs of other settings meanwhile.
+            record = with_run(read_or_new(args.records, comparison), entry)
             write_record(path, record)
             print(f"{path}: {setting.label}, seed {seed} recorded", flush=True)
     return record

@@ -10,6 +10,9 @@ and seeds, in one file small enough to commit (``benchmarks/results/<comparison>
      "settings": {"top 2 ...": {"flags": {...}, "note": "..."}},
      "runs": [RUN, ...]}
 
+(a grid record adds ``"grid": {"rows": FACET, "columns": FACET}`` and each setting its
+``"facets"``: :mod:`tffre.grid_report`)
+
 and each RUN (:func:`run_entry`) is::
 
     {"setting": "top 2 ...", "seed": 0, "flags": {every flag of the run},
@@ -106,8 +109,11 @@ def run_entry(folder, setting=None):
             "algorithms": algorithms}
 
 
-def new_record(comparison, *, title, baseline=None, choices=(), settings=None, runs=()):
-    """A record (see the module docstring); ``metric`` is taken from its runs."""
+def new_record(comparison, *, title, baseline=None, choices=(), settings=None, runs=(),
+               grid=None):
+    """A record (see the module docstring); ``metric`` is taken from its runs; ``grid``
+    ({"rows", "columns"}: two facets of the settings) lays its settings out as a grid
+    (:mod:`tffre.grid_report`)."""
     runs = list(runs)
     metrics = {r["metric"] for r in runs}
     if len(metrics) > 1:
@@ -115,7 +121,7 @@ def new_record(comparison, *, title, baseline=None, choices=(), settings=None, r
     return {"format": FORMAT, "comparison": comparison, "title": title,
             "metric": metrics.pop() if metrics else None, "baseline": baseline,
             "choices": [dict(c) for c in choices], "settings": dict(settings or {}),
-            "runs": runs}
+            "runs": runs, **({"grid": dict(grid)} if grid else {})}
 
 
 def read_record(path):

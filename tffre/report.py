@@ -224,11 +224,15 @@ def choices_markdown(record):
 
 
 def markdown(record, heading_level=3):
-    """The record's choices and tables in Markdown, a heading per setting shown."""
+    """The record's choices and tables in Markdown, a heading per setting shown (a grid
+    record: its grid's tables, :mod:`tffre.grid_report`)."""
+    from tffre import grid_report
     parts = []
     choices = choices_markdown(record)
     if choices:
         parts.append(choices)
+    if grid_report.is_grid(record):
+        return "\n\n".join(parts + [t for t in [grid_report.markdown(record)] if t])
     for setting in shown_settings(record):
         note = (record.get("settings", {}).get(setting) or {}).get("note")
         parts.append("#" * heading_level + f" {setting}\n\n" + (f"{note}\n\n" if note else "")
@@ -303,7 +307,11 @@ def csv_rows(record):
 
 def plot_curves(record, path):
     """Test score per round of each shown setting's algorithms: the mean over seeds and a
-    band of ± one sd (one panel per setting); writes ``path`` (PNG)."""
+    band of ± one sd (one panel per setting); writes ``path`` (PNG). A grid record gets its
+    grid's plot instead (:func:`tffre.grid_report.plot`)."""
+    from tffre import grid_report
+    if grid_report.is_grid(record):
+        return grid_report.plot(record, path)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -380,7 +388,8 @@ def main(argv=None, *, prog="python -m tffre report"):
         saved = new_record(name, title=records[0].get("title") if not args.name else name,
                            baseline=records[0].get("baseline"),
                            choices=records[0].get("choices", ()),
-                           settings=records[0].get("settings"), runs=records[0]["runs"])
+                           settings=records[0].get("settings"), runs=records[0]["runs"],
+                           grid=records[0].get("grid"))
         write_record(args.save_record, saved)
         records = [saved]
         print(f"saved {args.save_record}", file=sys.stderr)

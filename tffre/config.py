@@ -389,18 +389,32 @@ def differences(saved, cfg, skip=lambda name: name in OPERATIONAL):
     hyperparameters are compared only where the other settings agree."""
     # Compared as config.json holds them: a tuple option (--lora-targets) was saved as a list.
     now = json_safe(cfg.values)
-    # A task option the saved run predates (the text task's --lora-targets, added with its
-    # encoder model) ran as its default: absent from config.json, it is compared as that.
-    absent = json_safe({f.name: f.default for f in dataclasses.fields(cfg.options)
-                        if f.name not in saved and f.default is not dataclasses.MISSING})
-    changed = [f"--{k.replace('_', '-')} {saved.get(k)!r} -> {now[k]!r}" for k in now
-               if k != "hparams" and not skip(k) and saved.get(k, absent.get(k)) != now[k]]
+    # An option the saved run predates (the text task's --lora-targets, --faulty-clients, a
+    # row's --server-optimizer) ran as its default: absent from config.json, it is compared
+    # as that.
+    absent = _defaults(cfg.options, saved) | _defaults(cfg.run, saved)
+    changed = [f"--{k.replace('_', '-')} {saved.get(k, absent.get(k))!r} -> {now[k]!r}"
+               for k in now if k != "hparams" and not skip(k)
+               and saved.get(k, absent.get(k)) != now[k]]
     if not changed:   # the hyperparameters only matter where the algorithms are the same
         old = saved.get("hparams") or {}
-        changed = [f"{name} {k} {old.get(name, {}).get(k)!r} -> {v!r}"
-                   for name, hp in now["hparams"].items() for k, v in hp.items()
-                   if old.get(name, {}).get(k) != v]
+        changed = []
+        for name, hp in now["hparams"].items():
+            before = old.get(name, {})
+            before = dict(_defaults(cfg.hparams[name], before), **before) if name in old \
+                else before
+            changed += [f"{name} {k} {before.get(k)!r} -> {v!r}" for k, v in hp.items()
+                        if before.get(k) != v]
     return changed
+
+
+def _defaults(declared, saved):
+    """{name: default} (as config.json holds it) of the fields of the dataclass instance
+    ``declared`` that ``saved`` lacks."""
+    if not dataclasses.is_dataclass(declared):
+        return {}
+    return json_safe({f.name: f.default for f in dataclasses.fields(declared)
+                      if f.name not in saved and f.default is not dataclasses.MISSING})
 
 
 def resumable(name):

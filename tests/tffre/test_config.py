@@ -245,3 +245,31 @@ def test_resume_compares_a_tuple_option_as_config_json_holds_it(tmp_path):
     with pytest.raises(config.ConfigError, match=r"--lora-targets \['query', 'value'\] -> "
                                                  r"\['query', 'key'\]"):
         config.check_resume(config.resolve(dict(base, resume=True, lora_targets="query,key")))
+
+
+def test_resume_reads_an_option_the_saved_run_predates_as_its_default(tmp_path):
+    # A run saved before --faulty-clients and the rows' server optimizer and robust settings
+    # existed ran as their defaults; it resumes, and a record of it matches the same flags
+    # (it was refused: "--faulty-clients None -> 0").
+    from tffre.jsonio import write_json
+    out = tmp_path / "o"
+    base = {"dataset": "imcs", "algorithm": "fedavg,fedadam", "out": str(out)}
+    values = dict(config.resolve(dict(base)).values)
+    for key in ("faulty_clients", "fault"):
+        del values[key]
+    for hp in values["hparams"].values():
+        for key in ("server_optimizer", "robust", "robust_trim_rounding"):
+            del hp[key]
+    out.mkdir()
+    write_json(str(out / "config.json"), values)
+    (out / "metrics.csv").write_text("algorithm,round\n")
+    config.check_resume(config.resolve(dict(base, resume=True)))
+    base["out"] = str(tmp_path / "elsewhere")
+    assert config.differences(values, config.resolve(dict(base))) == []
+    # FedAdam's default is adam: a saved sgd is a difference, as is a fault now asked for.
+    values["hparams"]["FedAdam"]["server_optimizer"] = "sgd"
+    assert config.differences(values, config.resolve(dict(base))) == [
+        "FedAdam server_optimizer 'sgd' -> 'adam'"]
+    assert config.differences(values, config.resolve(dict(
+        base, faulty_clients=1, fault="nan"))) == ["--faulty-clients 0 -> 1",
+                                                   "--fault None -> 'nan'"]

@@ -192,13 +192,14 @@ FAULTS = ((None, 0),) + tuple((kind, n) for kind in ("flip-labels", "scale:-5", 
 
 
 def imcs_main_job():
-    """The main job's preset (``examples/imcs_lstm.py``), its ``out`` aside."""
+    """The main job's preset (``examples/imcs_lstm.py``), less its ``out`` and the options of
+    its own algorithms (FedProx's mu, FedAtt's stepsize) that FedAvg and FedAdam do not take."""
     import importlib.util
     path = os.path.join(HERE, "..", "examples", "imcs_lstm.py")
     spec = importlib.util.spec_from_file_location("tffre_benchmark_imcs_lstm", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return {k: v for k, v in module.PRESET.items() if k != "out"}
+    return {k: v for k, v in module.PRESET.items() if k not in ("out", "mu", "stepsize")}
 
 
 def defence_grid(name, title, base, rates, inherit=None, note=""):
@@ -244,7 +245,7 @@ def read_or_new(records, comparison):
     """The comparison's record, or a new one holding its declarations."""
     from tffre.records import new_record, read_record
     path = record_path(records, comparison.name)
-    settings = {s.label: dict({"note": s.note} if s.note else {},
+    settings = {s.label: dict({"note": s.note} if s.note else {}, seeds=list(s.seeds),
                               **({"facets": dict(s.facets)} if s.facets else {}))
                 for s in comparison.settings}
     declared = dict(title=comparison.title, baseline=comparison.baseline,
@@ -318,11 +319,16 @@ def same_flags(run, preset, out):
     return not config.differences(run["flags"], cfg, skip=skip)
 
 
-def same_data(run, preset):
-    """True when ``run`` read the files ``preset`` names now (by SHA-256)."""
+def same_data(run, preset, out):
+    """True when ``run`` read the files ``preset`` names now (by SHA-256); ``out`` is the
+    run's folder."""
+    from tffre import config
     from tffre.provenance import data_files, input_paths
     from tffre.tasks import data_path
-    values = dict(preset, data=data_path(preset["dataset"], preset.get("data")))
+    # Resolved, so an option the preset leaves to the task (IMCS's embedded sample) counts.
+    values = config.resolve({"out": os.path.join(os.path.dirname(out), "data-check")},
+                            preset=preset).values
+    values = dict(values, data=data_path(preset["dataset"], values.get("data")))
     now = sorted((f["option"], f["file"], f["sha256"]) for f in data_files(input_paths(values)))
     before = sorted((f["option"], f["file"], f["sha256"])
                     for f in (run.get("provenance") or {}).get("data_files", []))
@@ -348,6 +354,8 @@ def run_comparison(comparison, args, deadline):
     from tffre.sweep import run_preset
     record = read_or_new(args.records, comparison)
     path = record_path(args.records, comparison.name)
+    if record["runs"]:      # today's declarations (settings, seeds, notes) into the record
+        write_record(path, record)
     cache = os.path.join(args.out, "activations")
     for setting in comparison.settings:
         if args.settings and setting.label not in args.settings:
@@ -363,11 +371,12 @@ def run_comparison(comparison, args, deadline):
                                   f"seed_{seed}")
             held = [r for r in record["runs"] if (r["setting"], r["seed"]) == (setting.label,
                                                                                seed)]
-            if held and same_flags(held[0], preset, folder) and same_data(held[0], preset):
+            if held and same_flags(held[0], preset, folder) and same_data(held[0], preset,
+                                                                          folder):
                 continue
             entry = folder_entry(folder, setting.label)
             if entry is None or not (same_flags(entry, preset, folder)
-                                     and same_data(entry, preset)):
+                                     and same_data(entry, preset, folder)):
                 if time.time() > deadline:   # the finished folders after it still join
                     print(f"{comparison.name}, {setting.label}, seed {seed}: not started "
                           f"(--max-hours reached)")
@@ -376,7 +385,7 @@ def run_comparison(comparison, args, deadline):
                 started = time.perf_counter()
                 # Other data: train it again; other (resumable) flags: resume it there.
                 run_preset(preset, folder, prog="benchmarks/real_corpora.py",
-                           rerun=entry is not None and not same_data(entry, preset))
+                           rerun=entry is not None and not same_data(entry, preset, folder))
                 entry = run_entry(folder, setting=setting.label)
                 print(f"{comparison.name}, {setting.label}, seed {seed}: "
                       f"{time.perf_counter() - started:.0f} s", flush=True)

@@ -89,7 +89,8 @@ def choice_outcomes(record):
     """[{"what", "candidates", "algorithm", "means", "seeds", "complete", "chosen"}] for each
     of the record's declared choices: the candidate settings' mean dev score of ``algorithm``
     (the choice's, else the baseline) over their seeds, and the one of highest mean. The
-    choice is made only when every candidate has runs on the same seeds (``complete``);
+    choice is made only when every candidate has runs on the same seeds, and on every seed
+    its setting declares (``record["settings"][c]["seeds"]``, where given) (``complete``);
     until then ``chosen`` is None and no candidate's test score is shown."""
     out = []
     for choice in record.get("choices", []):
@@ -100,7 +101,11 @@ def choice_outcomes(record):
         scores = {c: list(selected(runs_of(record, c), algorithm, "dev").values())
                   for c in candidates}
         best, means = best_by_dev(scores)
-        complete = all(seeds[c] and seeds[c] == seeds[candidates[0]] for c in candidates)
+        # Every candidate on the same seeds, and on all the seeds its setting declares.
+        declared = {c: set((record.get("settings", {}).get(c) or {}).get("seeds") or ())
+                    for c in candidates}
+        complete = all(seeds[c] and seeds[c] == seeds[candidates[0]]
+                       and declared[c] <= set(seeds[c]) for c in candidates)
         out.append({**choice, "candidates": candidates, "algorithm": algorithm,
                     "means": means, "seeds": seeds, "complete": complete,
                     "chosen": best if complete else None})
@@ -216,7 +221,7 @@ def choices_markdown(record):
                  "-" if o["means"][c] is None else f"{o['means'][c]:.3f}",
                  "**chosen**" if c == o["chosen"] else ""] for c in o["candidates"]]
         state = "" if o["complete"] else (" (not chosen yet: every candidate needs its runs "
-                                          "on the same seeds first)")
+                                          "on the same seeds, all it declares, first)")
         parts.append(f"{o['what']}, chosen by {o['algorithm']}'s mean dev {metric} over "
                      f"the seeds{state}:\n\n" + _markdown_table(
                          ["candidate", "seeds", f"mean dev {metric}", ""], body))

@@ -51,6 +51,7 @@ DEV = {"top 2 30 rounds": [0.70, 0.78, 0.75], "top 4 15 rounds": [0.72, 0.80, 0.
 
 def fake_run_preset(calls):
     """A run_preset that writes a finished run's folder from the preset, as a run would."""
+    from tffre.jsonio import json_safe
     from tffre.provenance import provenance
     from tffre.tasks import data_path
 
@@ -77,7 +78,7 @@ def fake_run_preset(calls):
                    "algorithms": {n: {"max_test_f1": 1.0} for n in names},
                    "majority_class_test_f1": 0.69}
         with open(os.path.join(out, "summary.json"), "w") as f:
-            json.dump(summary, f)
+            json.dump(json_safe(summary), f)    # as a run writes it (a --fault as its text)
         return summary
     return run_preset
 
@@ -86,7 +87,7 @@ def test_real_corpora_presets_resolve(tmp_path):
     root = fake_root(tmp_path)
     declared = real_corpora.comparisons()
     assert set(declared) == {"iid-gad", "fedcmc-gad", "fedcmc-chemprot", "fedcb-gad",
-                             "feded-gad", "fedlcc-cdr"}
+                             "feded-gad", "fedlcc-cdr", "robust-imcs", "robust-gad"}
     for name, comparison in declared.items():
         for setting in comparison.settings:
             runs = real_corpora.presets(comparison, setting, str(root), str(tmp_path / "r"),
@@ -188,3 +189,38 @@ def test_seeds_narrow_a_call_and_the_choice_waits_for_the_rest(tmp_path, monkeyp
                                           ("threshold_dev", 1), ("threshold_dev", 2)]
     assert {c[0] for c in calls[4:]} == {"structural_entropy"}
     assert sorted(c[1] for c in calls[4:]) == [1, 2]     # only the seeds asked for
+
+
+def test_a_defence_grid_chooses_the_client_rate_on_clean_dev_then_runs_every_cell(
+        tmp_path, monkeypatch):
+    """robust-imcs: the three rates' clean runs first; dev (FedAvg's mean) picks 0.3; then
+    every defence by every fault condition at 0.3, the defence's and fault's flags set."""
+    from tffre import grid_report, sweep
+    from tffre.records import read_record
+    calls = []
+    monkeypatch.setitem(DEV, "none, clean, lr 0.3", [0.6, 0.9, 0.7])
+    monkeypatch.setattr(sweep, "run_preset", fake_run_preset(calls))
+    records = tmp_path / "records"
+    argv = ["--root", str(fake_root(tmp_path)), "--out", str(tmp_path / "out"), "--records",
+            str(records), "--only", "robust-imcs"]
+    assert real_corpora.main(argv) == 0
+    assert calls[:9] == [(f"none,_clean,_lr_{lr}", s, False) for lr in ("0.1", "0.3", "1")
+                         for s in (0, 1, 2)]
+    cells = len(real_corpora.DEFENCES) * len(real_corpora.FAULTS) - 1
+    assert len(calls) == 9 + 3 * cells
+    record = read_record(str(records / "robust-imcs.json"))
+    by_setting = {r["setting"]: r["flags"] for r in record["runs"] if r["seed"] == 0}
+    assert {h["learning_rate"] for s, f in by_setting.items() if "lr" not in s
+            for h in f["hparams"].values()} == {0.3}
+    flags = by_setting["krum, 3 scale:-5"]
+    assert (flags["faulty_clients"], flags["fault"], flags["executor"]) == (3, "scale:-5",
+                                                                           "local")
+    assert {h["robust"] for h in flags["hparams"].values()} == {"krum"}
+    assert {h["robust_f"] for h in flags["hparams"].values()} == {3}
+    assert by_setting["bulyan, clean"]["faulty_clients"] == 0
+    assert "prefix_cache" not in by_setting["bulyan, clean"]     # no encoder: no cache
+    # The grid: the chosen candidate is the clean, undefended cell; the others are not shown.
+    found, rows, columns = grid_report.cells(record)
+    assert found[("none", "clean")] == "none, clean, lr 0.3"
+    assert rows == list(real_corpora.DEFENCES) and columns[0] == "clean" and len(columns) == 7
+    assert "lr 0.1" not in grid_report.markdown(record)

@@ -78,6 +78,9 @@ class Setting:
         is a candidate).
       note: one line the tables print under its heading.
       facets: ((facet, value), ...): the setting's place in its comparison's grid.
+      joins: the label of the setting whose table its rows join (a catalog row run on its own
+        on the same partition and seeds, paired with that setting's baseline), once its
+        choice has chosen it (:func:`tffre.report.joined`).
     """
     label: str
     preset: dict
@@ -88,6 +91,7 @@ class Setting:
     centralised: bool = False
     note: str = ""
     facets: Tuple[tuple, ...] = ()
+    joins: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,25 +126,25 @@ def comparisons():
             ({"what": "trainable layers", "candidates": ("top 2 30 rounds",
                                                          "top 4 15 rounds")},)),
         # FedCMC Table 2's comparison at iid-gad's chosen top and rounds (so iid-gad's
-        # centralised reference is at the same union, top and budget).
-        Comparison("fedcmc-gad", "GAD fold 1, label skew, 10 clients: FedCMC and its baselines",
-                   "FedAvgT", tuple(
-                       Setting(f"alpha {a}", dict(gad, algorithm=skew, alpha=a, **SENTENCE),
-                               more_seeds=(3, 4), more_algorithms="fedavgt,fedcmc",
-                               inherit=layers,
-                               note=f"label-Dirichlet alpha {a}; the centralised reference "
-                                    "is iid-gad's (the same union, top and budget)")
-                       for a in (0.5, 0.05))),
+        # centralised reference is at the same union, top and budget), and the catalog rows.
+        with_catalog(Comparison(
+            "fedcmc-gad", "GAD fold 1, label skew, 10 clients: FedCMC and its baselines",
+            "FedAvgT", tuple(
+                Setting(f"alpha {a}", dict(gad, algorithm=skew, alpha=a, **SENTENCE),
+                        more_seeds=(3, 4), more_algorithms="fedavgt,fedcmc", inherit=layers,
+                        note=f"label-Dirichlet alpha {a}; the centralised reference is "
+                             "iid-gad's (the same union, top and budget)")
+                for a in (0.5, 0.05)))),
         # ChemProt: 96 word pieces (its p95 is 110-125), the top 2, 6 rounds, three rows.
-        Comparison("fedcmc-chemprot", "ChemProt, label skew, 10 clients: FedCMC", "FedAvgT",
-                   tuple(Setting(f"alpha {a}", {"dataset": "chemprot",
-                                                "data": "scibert_chemprot", "alpha": a,
-                                                "algorithm": "fedavgt,fedlc,fedcmc",
-                                                **dict(SENTENCE, max_len=96),
-                                                "trainable_layers": 2, "num_rounds": 6},
-                                 more_seeds=(3, 4), more_algorithms="fedavgt,fedcmc",
-                                 centralised=a == 0.5)
-                         for a in (0.5, 0.05))),
+        with_catalog(Comparison(
+            "fedcmc-chemprot", "ChemProt, label skew, 10 clients: FedCMC", "FedAvgT",
+            tuple(Setting(f"alpha {a}", {"dataset": "chemprot", "data": "scibert_chemprot",
+                                         "alpha": a, "algorithm": "fedavgt,fedlc,fedcmc",
+                                         **dict(SENTENCE, max_len=96), "trainable_layers": 2,
+                                         "num_rounds": 6},
+                          more_seeds=(3, 4), more_algorithms="fedavgt,fedcmc",
+                          centralised=a == 0.5)
+                  for a in (0.5, 0.05)))),
         Comparison("fedcb-gad", "GAD fold 1, alpha 0.5, 10 clients: FedCB's frozen classifier",
                    "FedAvg", (Setting("alpha 0.5", dict(gad, algorithm="fedavg,fedcb",
                                                         alpha=0.5, local_optimizer="adam",
@@ -175,6 +179,38 @@ def comparisons():
                          "costs and saves", dict(gad, alpha=0.5, **SENTENCE), (0.03, 0.1, 0.3),
                          inherit=layers, note="iid-gad's chosen top and rounds")]
     return {c.name: c for c in out}
+
+
+#: The catalog rows that join the FedCMC comparisons: {row: (flags, the rate chosen on dev,
+#: its candidates)}. FedAdam and FedYogi train their clients as FedAvgT does (tf.keras Adam at
+#: the setting's rate), so they differ from the baseline in the server step alone; their server
+#: rate is chosen. SCAFFOLD's correction (x - y_i)/(K eta_l) is the mean gradient of K plain SGD
+#: steps, so its clients take SGD, whose rate is chosen instead (at the baselines' Adam rate SGD
+#: barely moves), with the paper's server rate eta_g = 1.
+CATALOG = {"FedAdam": ({"algorithm": "fedadam", "local_optimizer": "adam"},
+                       "server_learning_rate", (1e-3, 3e-3, 1e-2)),
+           "FedYogi": ({"algorithm": "fedyogi", "local_optimizer": "adam"},
+                       "server_learning_rate", (1e-3, 3e-3, 1e-2)),
+           "SCAFFOLD": ({"algorithm": "scaffold"}, "learning_rate", (0.03, 0.1, 0.3))}
+
+
+def with_catalog(comparison):
+    """``comparison`` with the rows of :data:`CATALOG` beside each of its settings: for each
+    row, one setting per rate (the row alone, the setting's flags otherwise), a choice of the
+    rate by the row's mean dev score, and the chosen one's rows joining the setting's table
+    (paired with its baseline on the same partition and seeds)."""
+    settings, choices = list(comparison.settings), list(comparison.choices)
+    for parent in comparison.settings:
+        for row, (flags, rate, values) in CATALOG.items():
+            name = rate.replace("_", " ")
+            candidates = tuple(Setting(
+                f"{parent.label}, {row} {name} {v:g}", dict(parent.preset, **flags, **{rate: v}),
+                inherit=parent.inherit, joins=parent.label) for v in values)
+            settings += candidates
+            choices.append({"what": f"{row}'s {name}, {parent.label}",
+                            "candidates": tuple(c.label for c in candidates),
+                            "algorithm": row})
+    return dataclasses.replace(comparison, settings=tuple(settings), choices=tuple(choices))
 
 
 #: The defences of a defence grid: {row: flags}. Ten clients a round in both grids: Krum
@@ -246,7 +282,8 @@ def read_or_new(records, comparison):
     from tffre.records import new_record, read_record
     path = record_path(records, comparison.name)
     settings = {s.label: dict({"note": s.note} if s.note else {}, seeds=list(s.seeds),
-                              **({"facets": dict(s.facets)} if s.facets else {}))
+                              **({"facets": dict(s.facets)} if s.facets else {}),
+                              **({"joins": s.joins} if s.joins else {}))
                 for s in comparison.settings}
     declared = dict(title=comparison.title, baseline=comparison.baseline,
                     choices=[dict(c, candidates=list(c["candidates"]))

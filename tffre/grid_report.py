@@ -18,6 +18,8 @@ A comparison such as "what each defence costs and saves" runs one setting per ce
 The settings a declared choice did not choose are left out (:func:`tffre.report.shown_settings`).
 """
 
+import textwrap
+
 from tffre.differences import describe, paired_difference
 from tffre.selection import best_by_dev
 
@@ -152,7 +154,8 @@ def plot(record, path):
             ax.set_xticks(sorted({f.get("faulty", 0) for f in facets.values()}))
     if rows:
         axes[0][0].legend(fontsize=7, title=grid["rows"], title_fontsize=7)
-    fig.suptitle(record.get("title") or record["comparison"], fontsize=11)
+    fig.suptitle(textwrap.fill(record.get("title") or record["comparison"],
+                               width=int(55 * max(1, len(kinds)))), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -114,10 +114,25 @@ def choice_outcomes(record):
 
 def shown_settings(record):
     """The settings whose tables are shown: every setting with runs, less the candidates a
-    choice did not choose."""
+    choice did not choose and the settings that join another's table (:func:`joined`)."""
     dropped = {c for o in choice_outcomes(record) for c in o["candidates"] if c != o["chosen"]}
     order = list(record.get("settings") or {}) + [r["setting"] for r in record["runs"]]
-    return [s for s in dict.fromkeys(order) if s not in dropped and runs_of(record, s)]
+    return [s for s in dict.fromkeys(order) if s not in dropped and runs_of(record, s)
+            and not _joins(record, s)]
+
+
+def _joins(record, setting):
+    return (record.get("settings", {}).get(setting) or {}).get("joins")
+
+
+def joined(record, setting):
+    """The settings whose rows join ``setting``'s table: those declaring ``"joins":
+    setting`` (a catalog row run on its own, FedAdam at its dev-chosen server rate, beside the
+    setting's baseline on the same partition and seeds), once their choice has chosen them."""
+    chosen = {o["chosen"] for o in choice_outcomes(record)}
+    candidates = {c for o in choice_outcomes(record) for c in o["candidates"]}
+    return [s for s in dict.fromkeys(r["setting"] for r in record["runs"])
+            if _joins(record, s) == setting and (s in chosen or s not in candidates)]
 
 
 def centralised_outcome(runs):
@@ -144,17 +159,24 @@ def setting_rows(record, setting):
     names = algorithms_of(runs)
     federated = [n for n in names if not n.startswith(CENTRALISED)]
     baseline = baseline_of(record, federated)
-    best, _ = best_by_dev({n: list(selected(runs, n, "dev").values()) for n in federated})
+    # A joined setting's rows (:func:`joined`), named with its label where theirs is taken.
+    sources = [(n, n, runs) for n in federated]
+    for other in joined(record, setting):
+        extra = runs_of(record, other)
+        sources += [(n if n not in federated else f"{n} ({other})", n, extra)
+                    for n in algorithms_of(extra) if not n.startswith(CENTRALISED)]
+    best, _ = best_by_dev({label: list(selected(r, n, "dev").values())
+                           for label, n, r in sources})
     rows = []
-    for name in federated:
-        test, dev = selected(runs, name), selected(runs, name, "dev")
-        diff = None if name == baseline or baseline is None else \
+    for label, name, source in sources:
+        test, dev = selected(source, name), selected(source, name, "dev")
+        diff = None if label == baseline or baseline is None else \
             paired_difference(test, selected(runs, baseline))
-        up = [r["algorithms"][name].get("bytes_uploaded_per_round") for r in runs.values()
+        up = [r["algorithms"][name].get("bytes_uploaded_per_round") for r in source.values()
               if name in r["algorithms"]]
-        rows.append({"algorithm": name, "seeds": sorted(test), "test": test, "dev": dev,
-                     "rounds": selected(runs, name, "round"), "difference": diff,
-                     "baseline": baseline, "best_by_dev": name == best,
+        rows.append({"algorithm": label, "seeds": sorted(test), "test": test, "dev": dev,
+                     "rounds": selected(source, name, "round"), "difference": diff,
+                     "baseline": baseline, "best_by_dev": label == best,
                      "bytes_up": up[0] if up else None})
     central = centralised_outcome(runs)
     if central is not None:

@@ -15,7 +15,8 @@ has one value everywhere and anyone can re-derive it. The markers, each on a lin
     <!-- record: NAME1,NAME2,... headline -->  one line per comparison and shown setting
                                                (:func:`tffre.report.headline_markdown`)
     <!-- record: NAME curves -->               an image link to the curves the site build
-                                               draws (:func:`tffre.report.plot_curves`) into
+                                               draws (:func:`tffre.report.plot_curves`; a grid
+                                               record's plot, :mod:`tffre.grid_report`) into
                                                docs/figures/records/NAME.png (not committed)
     ...
     <!-- end record -->
@@ -171,7 +172,7 @@ def _load(name, root, where):
 def render(spec, page, root=ROOT, where="block"):
     """The Markdown a block of ``page`` (a path relative to ``root``) holds for ``spec`` (a
     marker's text or a :class:`Spec`): the rendering alone, without the markers."""
-    from tffre import report
+    from tffre import grid_report, report
     if isinstance(spec, str):
         spec = parse_spec(spec, where)
     records = {n: _load(n, root, where) for n in spec.names}
@@ -218,6 +219,10 @@ def render(spec, page, root=ROOT, where="block"):
     target = os.path.relpath(figure_file(name, root), os.path.dirname(os.path.join(root, page)))
     metric = report.METRIC_NAMES.get(record.get("metric"), record.get("metric") or "score")
     title = record.get("title") or name
+    if grid_report.is_grid(record):
+        return (f"![Test {metric} against the number of faulty clients, {title}: a line per "
+                f"{record['grid']['rows']}, the mean over the seeds with error bars of ± one "
+                f"sd]({target.replace(os.sep, '/')})")
     return (f"![Test {metric} per round, {title}: the mean over the seeds and a band of ± one "
             f"sd]({target.replace(os.sep, '/')})")
 

@@ -123,3 +123,28 @@ def test_a_choice_waits_for_every_candidate_and_hides_their_tests_until_then():
     text = report.markdown(partial)
     assert "not chosen yet" in text and "| big | 0 | 0.500 |  |" in text
     assert "0.720" not in text and "0.900" not in text
+
+
+def test_a_catalog_row_chosen_on_its_own_dev_joins_its_settings_table_paired_by_seed():
+    """FedAdam runs on its own at two server rates; its own mean dev picks 0.01 (0.65 >
+    0.55), whose rows then join "alpha 0.5" beside FedAvgT, paired by seed."""
+    runs = [run("alpha 0.5", s, {"FedAvgT": (t, 0.60, 4)})
+            for s, t in enumerate([0.70, 0.72, 0.71])]
+    runs += [run("alpha 0.5, FedAdam 0.001", s, {"FedAdam": (0.99, 0.55, 2)}) for s in range(3)]
+    runs += [run("alpha 0.5, FedAdam 0.01", s, {"FedAdam": (t, 0.65, 3)})
+             for s, t in enumerate([0.74, 0.74, 0.77])]
+    candidates = ["alpha 0.5, FedAdam 0.001", "alpha 0.5, FedAdam 0.01"]
+    rec = new_record("demo", title="Demo", baseline="FedAvgT", runs=runs,
+                     choices=[{"what": "FedAdam's rate", "candidates": candidates,
+                               "algorithm": "FedAdam"}],
+                     settings={"alpha 0.5": {}, **{c: {"joins": "alpha 0.5"} for c in candidates}})
+    assert report.shown_settings(rec) == ["alpha 0.5"]
+    assert report.joined(rec, "alpha 0.5") == ["alpha 0.5, FedAdam 0.01"]
+    rows = {r["algorithm"]: r for r in report.setting_rows(rec, "alpha 0.5")}
+    assert set(rows) == {"FedAvgT", "FedAdam"}
+    # Paired by hand: 0.04, 0.02, 0.06, mean 0.04; FedAdam is best by dev (0.65 > 0.60).
+    assert rows["FedAdam"]["difference"]["mean"] == pytest.approx(0.04)
+    assert rows["FedAdam"]["best_by_dev"]
+    text = report.markdown(rec)
+    assert "| FedAdam (best by dev) | 3 | 0.750 ± 0.017 | 0.650 ± 0.000 | 3 | +0.040" in text
+    assert "0.990" not in text            # the rate FedAdam's dev did not choose

@@ -87,7 +87,7 @@ def markdown(record):
         parts.append(f"{name}: test {metric} at the best-dev round, mean ± sd over seeds "
                      f"{', '.join(map(str, seeds))}; the last row is the {grid['rows']} of "
                      f"highest mean dev {metric} under each condition:\n\n"
-                     + report._markdown_table([grid["rows"]] + columns, table))
+                     + report.markdown_table([grid["rows"]] + columns, table))
         first = rows[0]
         diffs = []
         for row in rows[1:]:
@@ -103,7 +103,7 @@ def markdown(record):
         if diffs:
             parts.append(f"{name}: each {grid['rows']} minus {first} under the same "
                          f"{grid['columns']}, paired over the seeds (95% interval):\n\n"
-                         + report._markdown_table([grid["rows"]] + columns, diffs))
+                         + report.markdown_table([grid["rows"]] + columns, diffs))
     runs = {i: r for i, r in enumerate(record["runs"]) if r["setting"] in found.values()}
     guessed = report.guesses(runs)
     if guessed:

@@ -200,7 +200,8 @@ GUESS_NAMES = {"majority": "guess: the majority class", "all_positive":
                "lookup: a training sentence's label, else the majority"}
 
 
-def _markdown_table(header, rows):
+def markdown_table(header, rows):
+    """A Markdown table of ``header`` and ``rows`` (each a list of cells, written with str)."""
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -231,7 +232,7 @@ def setting_markdown(record, setting):
                      "-" if r["bytes_up"] is None else f"{r['bytes_up']:,.0f}"])
     for key, value in guesses(runs).items():
         body.append([GUESS_NAMES.get(key, key), "", f"{value:.3f}", "", "", "", ""])
-    return _markdown_table(header, body)
+    return markdown_table(header, body)
 
 
 def choices_markdown(record):
@@ -245,7 +246,7 @@ def choices_markdown(record):
         state = "" if o["complete"] else (" (not chosen yet: every candidate needs its runs "
                                           "on the same seeds, all it declares, first)")
         parts.append(f"{o['what']}, chosen by {o['algorithm']}'s mean dev {metric} over "
-                     f"the seeds{state}:\n\n" + _markdown_table(
+                     f"the seeds{state}:\n\n" + markdown_table(
                          ["candidate", "seeds", f"mean dev {metric}", ""], body))
     return "\n\n".join(parts)
 
@@ -312,7 +313,7 @@ def headline_markdown(records):
                          len(best["seeds"])])
     if not body:     # no result yet (a choice still waiting for its candidates' seeds)
         return ""
-    return _markdown_table(["comparison", "best by dev (test at best dev)",
+    return markdown_table(["comparison", "best by dev (test at best dev)",
                             "against the baseline (paired)", "centralised (same budget)",
                             "guess", "seeds"], body)
 

@@ -80,7 +80,7 @@ class Setting:
       facets: ((facet, value), ...): the setting's place in its comparison's grid.
       joins: the label of the setting whose table its rows join (a catalog row run on its own
         on the same partition and seeds, paired with that setting's baseline), once its
-        choice has chosen it (:func:`tffre.report.joined`).
+        choice has chosen it (:func:`tffre.record_scores.joined`).
     """
     label: str
     preset: dict
@@ -97,7 +97,7 @@ class Setting:
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     """A comparison: its settings in run order, its baseline, its choices ({"what",
-    "candidates", "algorithm"}, made by :func:`tffre.report.choice_outcomes`) and, for a
+    "candidates", "algorithm"}, made by :func:`tffre.record_scores.choice_outcomes`) and, for a
     grid of settings, the two facets its tables lay them out by (:mod:`tffre.grid_report`)."""
     name: str
     title: str

@@ -15,12 +15,14 @@ A comparison such as "what each defence costs and saves" runs one setting per ce
 * a plot: the test score against the number of faulty clients, a line per row and a panel
   per algorithm and fault kind, error bars of ± one sd.
 
-The settings a declared choice did not choose are left out (:func:`tffre.report.shown_settings`).
+The settings a declared choice did not choose are left out
+(:func:`tffre.record_scores.shown_settings`).
 """
 
 import textwrap
 
 from tffre.differences import describe, paired_difference
+from tffre import record_scores
 from tffre.selection import best_by_dev
 
 
@@ -32,10 +34,9 @@ def is_grid(record):
 def cells(record):
     """{(row, column): setting} of the shown settings, with the rows and columns in declared
     order: (cells, rows, columns)."""
-    from tffre import report
     grid = record["grid"]
     out, rows, columns = {}, [], []
-    for setting in report.shown_settings(record):
+    for setting in record_scores.shown_settings(record):
         facets = (record.get("settings", {}).get(setting) or {}).get("facets") or {}
         if grid["rows"] not in facets or grid["columns"] not in facets:
             continue
@@ -48,15 +49,14 @@ def cells(record):
 
 def algorithms(record):
     """The federated algorithms of a grid record's runs, in first-seen order."""
-    from tffre import report
     runs = {i: r for i, r in enumerate(record["runs"])}
-    return [n for n in report.algorithms_of(runs) if not n.startswith(report.CENTRALISED)]
+    return [n for n in record_scores.algorithms_of(runs)
+            if not n.startswith(record_scores.CENTRALISED)]
 
 
 def scores(record, setting, algorithm, part="test"):
     """{seed: ``part`` score at the best-dev round} of ``algorithm`` in ``setting``."""
-    from tffre import report
-    return report.selected(report.runs_of(record, setting), algorithm, part)
+    return record_scores.selected(record_scores.runs_of(record, setting), algorithm, part)
 
 
 def best_rows(record, algorithm):
@@ -70,15 +70,14 @@ def best_rows(record, algorithm):
 def markdown(record):
     """The grid's tables in Markdown, per algorithm: the scores, the paired differences to
     the first row of each column, the best row by dev; the guesses beneath."""
-    from tffre import report
     found, rows, columns = cells(record)
     if not found:
         return ""
-    metric = report.METRIC_NAMES.get(record.get("metric"), record.get("metric") or "score")
+    metric = record_scores.METRIC_NAMES.get(record.get("metric"), record.get("metric") or "score")
     grid = record["grid"]
     parts = []
     for name in algorithms(record):
-        table = [[row] + [report.cell(scores(record, found[(row, c)], name).values())
+        table = [[row] + [record_scores.cell(scores(record, found[(row, c)], name).values())
                           if (row, c) in found else "-" for c in columns] for row in rows]
         best = best_rows(record, name)
         table.append(["best by dev"] + [best[c] or "-" for c in columns])
@@ -87,7 +86,7 @@ def markdown(record):
         parts.append(f"{name}: test {metric} at the best-dev round, mean ± sd over seeds "
                      f"{', '.join(map(str, seeds))}; the last row is the {grid['rows']} of "
                      f"highest mean dev {metric} under each condition:\n\n"
-                     + report.markdown_table([grid["rows"]] + columns, table))
+                     + record_scores.markdown_table([grid["rows"]] + columns, table))
         first = rows[0]
         diffs = []
         for row in rows[1:]:
@@ -103,11 +102,11 @@ def markdown(record):
         if diffs:
             parts.append(f"{name}: each {grid['rows']} minus {first} under the same "
                          f"{grid['columns']}, paired over the seeds (95% interval):\n\n"
-                         + report.markdown_table([grid["rows"]] + columns, diffs))
+                         + record_scores.markdown_table([grid["rows"]] + columns, diffs))
     runs = {i: r for i, r in enumerate(record["runs"]) if r["setting"] in found.values()}
-    guessed = report.guesses(runs)
+    guessed = record_scores.guesses(runs)
     if guessed:
-        parts.append("; ".join(f"{report.GUESS_NAMES.get(k, k)} {v:.3f}"
+        parts.append("; ".join(f"{record_scores.GUESS_NAMES.get(k, k)} {v:.3f}"
                                for k, v in guessed.items()) + ".")
     return "\n\n".join(parts)
 
@@ -120,7 +119,6 @@ def plot(record, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
-    from tffre import report
     found, rows, _ = cells(record)
     facets = {s: record["settings"][s]["facets"] for s in found.values()}
     kinds = list(dict.fromkeys(f["fault"] for f in facets.values() if f.get("fault")))
@@ -144,13 +142,13 @@ def plot(record, path):
                 mean = [float(np.mean(v)) for _, v in points]
                 sd = [float(np.std(v, ddof=1)) if len(v) > 1 else 0.0 for _, v in points]
                 ax.errorbar(x, mean, yerr=sd, marker="o", capsize=3, label=row)
-            for key, value in report.guesses(dict(enumerate(record["runs"]))).items():
+            for key, value in record_scores.guesses(dict(enumerate(record["runs"]))).items():
                 if key in ("majority", "majority_accuracy"):
                     ax.axhline(value, color="grey", linestyle="--", linewidth=1,
                                label="majority")
             ax.set_title(f"{name}, {kind}" if kind else name, fontsize=10)
             ax.set_xlabel("faulty clients")
-            ax.set_ylabel(f"test {report.METRIC_NAMES.get(metric, metric)}")
+            ax.set_ylabel(f"test {record_scores.METRIC_NAMES.get(metric, metric)}")
             ax.set_xticks(sorted({f.get("faulty", 0) for f in facets.values()}))
     if rows:
         axes[0][0].legend(fontsize=7, title=grid["rows"], title_fontsize=7)

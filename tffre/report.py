@@ -31,7 +31,6 @@ from tffre.record_scores import (  # noqa: F401
     CENTRALISED, METRIC_NAMES, GUESS_NAMES, cell, span, runs_of, selected, algorithms_of,
     baseline_of, choice_outcomes, shown_settings, joined, centralised_outcome, setting_rows,
     guesses, markdown_table)
-from tffre.selection import best_by_dev
 
 
 def setting_markdown(record, setting):

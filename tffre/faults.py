@@ -12,7 +12,9 @@ from the run's seed (:func:`choose_faulty`); the others are honest. The kinds:
 * ``nan``: a delta of NaN, uploaded with the site's weight (a broken site does not exclude
   itself, as an honest one's client work does).
 * ``stale:R``: the upload the site computed R of its rounds ago (its first one until it has
-  taken part R times; with every client in every round, R rounds ago).
+  taken part R times; with every client in every round, R rounds ago). In simulation the
+  past uploads are saved beside each checkpoint (:meth:`UploadFaults.save`), so a resumed
+  run sends what the uninterrupted one does.
 
 The last four change what the site *sends* (a Byzantine upload), after its training: the
 local executor applies them to the upload between the client's work and the server's
@@ -133,6 +135,41 @@ class UploadFaults:
             raise ValueError(f"{fault} changes the data, not the upload")
         self.fault, self.clients, self.seed = fault, list(clients), int(seed)
         self.history = {c: [] for c in self.clients}   # stale: each client's past uploads
+
+    #: A checkpoint's past uploads (stale:R), beside the state: ``stale_uploads_<round>.pkl``.
+    SAVED = "stale_uploads_{rnd}.pkl"
+
+    def save(self, folder, rnd, keep=2):
+        """Writes stale:R's past uploads as of round ``rnd`` into ``folder`` (a checkpoint's),
+        keeping the newest ``keep`` rounds' as the checkpoints do; nothing for other kinds."""
+        if self.fault.kind != "stale":
+            return
+        import glob
+        import os
+        import pickle
+        path = os.path.join(folder, self.SAVED.format(rnd=int(rnd)))
+        with open(path + ".part", "wb") as f:   # a kill mid-write leaves the last one whole
+            pickle.dump(self.history, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(path + ".part", path)
+        saved = sorted(glob.glob(os.path.join(folder, self.SAVED.format(rnd="*"))),
+                       key=lambda p: int(os.path.basename(p).split("_")[-1].split(".")[0]))
+        for old in saved[:-keep]:
+            os.remove(old)
+
+    def load(self, folder, rnd):
+        """Reads what :meth:`save` wrote for round ``rnd``; False where stale:R's file is
+        missing (a checkpoint older than it), True otherwise."""
+        if self.fault.kind != "stale":
+            return True
+        import os
+        import pickle
+        path = os.path.join(folder, self.SAVED.format(rnd=int(rnd)))
+        if not os.path.isfile(path):
+            return False
+        with open(path, "rb") as f:   # the run's own file, written by save above
+            history = pickle.load(f)
+        self.history = {c: list(history.get(c, [])) for c in self.clients}
+        return True
 
     def affects(self, client):
         """True for a faulty client."""

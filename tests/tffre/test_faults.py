@@ -165,3 +165,32 @@ def test_flipped_labels_by_hand():
     perm = np.array([2, 0, 1])
     labels = np.concatenate([y.numpy() for _, y in flipped(ds, perm)])
     np.testing.assert_array_equal(labels, [2, 0, 1, 0])
+
+
+def test_a_resumed_stale_run_sends_what_the_uninterrupted_one_sends(loss, tmp_path):
+    """stale:R's past uploads are saved beside each checkpoint: 2 rounds then a resume to 4
+    write the rows of 4 rounds in one go (round 3's faulty client sends round 2's upload)."""
+    import pandas as pd
+    arrays = client_arrays([8, 6, 9, 7], seed=5)
+    data = FederatedData({f"c{i}": {"train": a, "test": a} for i, a in enumerate(arrays)},
+                         num_classes=3, name="tiny")
+    common = dict(loss=loss, algorithm_names=["FedAvg"], clients_per_round=4, batch_size=4,
+                  hparams={"learning_rate": 0.1, "num_epochs": 1}, executor="local",
+                  clients=4, faulty_clients=1, fault="stale:1")
+    run_experiment(data, tiny_model, out_dir=str(tmp_path / "whole"), num_rounds=4, **common)
+    run_experiment(data, tiny_model, out_dir=str(tmp_path / "cut"), num_rounds=2, **common)
+    folder = tmp_path / "cut" / "checkpoints" / "FedAvg"
+    assert [p.name for p in folder.glob("stale_uploads_*.pkl")] == ["stale_uploads_2.pkl"]
+    run_experiment(data, tiny_model, out_dir=str(tmp_path / "cut"), num_rounds=4, resume=True,
+                   **common)
+    whole = pd.read_csv(tmp_path / "whole" / "metrics.csv")
+    cut = pd.read_csv(tmp_path / "cut" / "metrics.csv")
+    np.testing.assert_allclose(cut["test_accuracy"], whole["test_accuracy"], atol=1e-6)
+    np.testing.assert_allclose(cut["train_loss"], whole["train_loss"], rtol=1e-5)
+    # Without them the faulty client starts anew (its round-3 upload sent as its own).
+    run_experiment(data, tiny_model, out_dir=str(tmp_path / "cut2"), num_rounds=2, **common)
+    (tmp_path / "cut2" / "checkpoints" / "FedAvg" / "stale_uploads_2.pkl").unlink()
+    run_experiment(data, tiny_model, out_dir=str(tmp_path / "cut2"), num_rounds=4,
+                   resume=True, **common)
+    anew = pd.read_csv(tmp_path / "cut2" / "metrics.csv")
+    assert not np.allclose(anew["train_loss"][2:], whole["train_loss"][2:], rtol=1e-5)

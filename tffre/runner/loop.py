@@ -26,7 +26,7 @@ from tffre.jsonio import write_json
 from tffre.runner import privacy, processes
 from tffre.runner.centralised import centralised_runs, epochs_of, run_centralised
 from tffre.runner.checkpoints import restore_state, saved_state
-from tffre.runner.outputs import postfix, write_per_class
+from tffre.runner.outputs import postfix, warn, write_per_class
 from tffre.runner.per_site import SITE_COLUMNS, PerSiteLog, summarise
 from tffre.runner.rounds import (AlgorithmRounds, ClientRounds, RoundOutput, RunRecord,
                                  metric_columns, open_run, record_run, summary_head)
@@ -270,6 +270,16 @@ class SimulatedRounds(ClientRounds):
 
     def restored(self, loaded):
         return restore_state(self.process, loaded)
+
+    def save_extras(self, folder, rnd):
+        if self.process.upload_faults is not None:
+            self.process.upload_faults.save(folder, rnd)
+
+    def load_extras(self, folder, rnd):
+        faults = self.process.upload_faults
+        if faults is not None and not faults.load(folder, rnd):
+            warn(f"{self.name}: --fault {faults.fault}: the checkpoint of round {rnd} has no "
+                 f"past uploads saved beside it; the faulty clients start theirs anew")
 
     def finish(self, state):
         """Puts the final weights into the evaluator's model; writes the per-class table."""

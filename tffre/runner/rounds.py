@@ -117,6 +117,13 @@ class ClientRounds:
         """The state of a loaded checkpoint."""
         return loaded
 
+    def save_extras(self, folder, rnd):
+        """Writes into ``folder`` what round ``rnd``'s checkpoint needs beside the state
+        (nothing here; simulation's stale:R faults keep their past uploads)."""
+
+    def load_extras(self, folder, rnd):
+        """Reads what :meth:`save_extras` wrote for round ``rnd``."""
+
     def finish(self, state):
         """Called once after the last round with the final state (per-class tables)."""
 
@@ -150,12 +157,14 @@ class AlgorithmRounds:
         self.num_rounds, self.eval_every = settings.num_rounds, settings.eval_every
         self.checkpoint_every = settings.checkpoint_every if checkpoint_every is None \
             else checkpoint_every
-        self.checkpoints = Checkpoints(checkpoint_folder(settings.out, name))
+        self.folder = checkpoint_folder(settings.out, name)
+        self.checkpoints = Checkpoints(self.folder)
         self.state, self.done = state, 0
         if settings.resume:
             loaded, self.done = self.checkpoints.load_latest(where.checkpointed(state))
             if loaded is not None:
                 self.state = where.restored(loaded)
+                where.load_extras(self.folder, self.done)
             refuse_fewer_rounds(settings, name, self.done)
 
     def keeps(self, algorithm, rnd):
@@ -186,6 +195,7 @@ class AlgorithmRounds:
             if rnd == self.num_rounds or (self.checkpoint_every
                                           and rnd % self.checkpoint_every == 0):
                 self.checkpoints.save(where.checkpointed(state), rnd)
+                where.save_extras(self.folder, rnd)
         self.state = state
         where.finish(state)
         return state

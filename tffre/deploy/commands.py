@@ -187,15 +187,23 @@ def supernode_node_config(args):
     return " ".join(f"{k}={quoted(v)}" for k, v in items.items())
 
 
+#: Node options whose value is never a path, though a file of that name may exist in the
+#: working folder (``fault=nan``, ``site-value=A``): kept as given.
+VALUE_OPTIONS = ("fault", "site-value")
+
+
 def node_options(args):
     """{key: value} of ``deploy supernode``'s ``--node-option KEY=VALUE`` (a value naming an
-    existing path made absolute); SystemExit with one line for one without ``=``."""
+    existing path made absolute, but for :data:`VALUE_OPTIONS`); SystemExit with one line for
+    one without ``=``."""
     out = {}
     for item in getattr(args, "node_option", None) or ():
         key, sep, value = item.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise SystemExit(f"--node-option: {item!r} is not KEY=VALUE")
-        out[key.strip()] = os.path.abspath(value) if os.path.exists(value) else value
+        path = key not in VALUE_OPTIONS and os.path.exists(value)
+        out[key] = os.path.abspath(value) if path else value
     return out
 
 
@@ -276,11 +284,12 @@ def run_supernode(args, prog):
     # A site restarted soon after it died is refused by the SuperLink ("could not be
     # activated") until its previous connection lapses: flwr 1.23 counts a node online
     # until its heartbeats (every 30 s, fixed) are 2 intervals overdue. Try again meanwhile.
-    deadline = time.monotonic() + REACTIVATION_WAIT
+    streak = RefusalStreak(REACTIVATION_WAIT)
     while True:
         offset = os.path.getsize(args.log) if os.path.isfile(args.log) else 0
         daemon = Daemon(flower_command(*command), log=args.log, env=env,
                         name="flower-supernode")
+        node = None
         try:
             wait_for_port("127.0.0.1", port, 120, daemon)
             node = wait_for_admission(args, offset, daemon, lambda: bool(stop))
@@ -296,7 +305,8 @@ def run_supernode(args, prog):
         if stop:
             return 0
         why = _refusal(args.log, offset)
-        if why and "could not be activated" in why and time.monotonic() < deadline:
+        if streak.retry(admitted=node is not None,
+                        refused=bool(why and "could not be activated" in why)):
             print(f"site {args.site}: the SuperLink still counts this node's previous "
                   f"connection as online (until its heartbeats are 60 s overdue); trying "
                   f"again in {REACTIVATION_RETRY:g} s", flush=True)
@@ -307,6 +317,26 @@ def run_supernode(args, prog):
                  f"flower-supernode exited (code {daemon.process.returncode})")
               + f"; see {args.log}", file=sys.stderr)
         return 1
+
+
+class RefusalStreak:
+    """How long a site goes on asking a SuperLink that refuses it: ``wait`` seconds from the
+    first refusal of a streak. An admission ends the streak, so a site refused after hours
+    of serving (its SuperLink restarted) gets the whole wait again."""
+
+    def __init__(self, wait, clock=time.monotonic):
+        self.wait, self.clock, self.deadline = float(wait), clock, None
+
+    def retry(self, *, admitted, refused):
+        """Whether to start the SuperNode again, after one that was ``admitted`` (then
+        exited) or not, and ``refused`` as a node still counted online, or not."""
+        if admitted:
+            self.deadline = None
+        if not refused:
+            return False
+        if self.deadline is None:
+            self.deadline = self.clock() + self.wait
+        return self.clock() < self.deadline
 
 
 #: Seconds a SuperNode may take to reach the SuperLink before the site says it is waiting.

@@ -218,6 +218,19 @@ def test_a_text_sites_node_options_reach_its_node_config_and_its_check(tmp_path,
         cli.supernode_node_config(args)
 
 
+def test_a_node_options_value_is_a_path_only_where_it_may_be_one(tmp_path, monkeypatch):
+    """A file named like a value (``nan``, ``A``) in the working folder leaves ``fault`` and
+    ``site-value`` as given; a key that may name a file gets its absolute path."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("nan", "A", "dict.txt"):
+        (tmp_path / name).write_text("x", encoding="utf-8")
+    args = cli.build_parser().parse_args([
+        "supernode", "--site", "a", "--data", "d", "--node-option", "fault=nan",
+        "--node-option", "site-value=A", "--node-option", "user-dict=dict.txt"])
+    assert cli.node_options(args) == {"fault": "nan", "site-value": "A",
+                                      "user-dict": str(tmp_path / "dict.txt")}
+
+
 def test_the_clientapps_local_channel_is_not_reported_as_insecure(capsys, caplog):
     import logging
     from tffre.deploy.launch import LOCAL_CHANNEL, open_local_channel
@@ -261,3 +274,26 @@ def test_deploy_run_help_shows_the_deployment_defaults(capsys):
         if field.default is not None and not field.declaration.flag:
             assert f"(default {field.default})" in text, field.name
     assert "the run stops (default 2)" in text and "(default 1800.0)" in text
+
+
+def test_a_site_refused_after_serving_gets_the_whole_wait_again():
+    """``deploy supernode`` asks a SuperLink that refuses it for ``wait`` seconds from the
+    first refusal of each streak, not from the site's start (a SuperLink restarted hours in
+    used to end the site at once)."""
+    now = [0.0]
+    streak = cli.RefusalStreak(120, clock=lambda: now[0])
+    assert streak.retry(admitted=False, refused=True)        # streak 1 starts at 0
+    now[0] = 119.0
+    assert streak.retry(admitted=False, refused=True)
+    now[0] = 121.0
+    assert not streak.retry(admitted=False, refused=True)    # 120 s gone
+    streak = cli.RefusalStreak(120, clock=lambda: now[0])
+    now[0] = 0.0
+    assert streak.retry(admitted=False, refused=True)
+    now[0] = 3600.0                                         # admitted, served, refused
+    assert streak.retry(admitted=True, refused=True)         # streak 2 starts at 3600
+    now[0] = 3719.0
+    assert streak.retry(admitted=False, refused=True)
+    now[0] = 3721.0
+    assert not streak.retry(admitted=False, refused=True)
+    assert not cli.RefusalStreak(120).retry(admitted=True, refused=False)   # another error

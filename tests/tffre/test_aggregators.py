@@ -6,6 +6,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 import reference
+from accumulating import accumulate_all
 from tffre import aggregators
 
 SHAPES = [(3, 2), (2,), (4, 1)]
@@ -90,24 +91,6 @@ def test_weighted_mean_is_eq_6():
     values = [np.array([1.0, 2.0, 3.0], np.float32), np.array([-1.0, 0.0, 5.0], np.float32)]
     out = process.next(process.initialize(), values, [30.0, 10.0]).result
     np.testing.assert_allclose(out, (30 * values[0] + 10 * values[1]) / 40, rtol=1e-6)
-
-
-def accumulate_all(agg, updates, weights, order=None, split=None):
-    """Accumulates uploads in ``order``, optionally as two partial accumulators then merged."""
-    order = list(range(len(updates))) if order is None else order
-    uploads = [agg.client([tf.constant(u) for u in updates[i]], tf.constant(float(weights[i])))
-               for i in order]
-    if split is None:
-        acc = agg.zero()
-        for up in uploads:
-            acc = agg.accumulate(acc, up)
-        return agg.report(acc)
-    left, right = agg.zero(), agg.zero()
-    for up in uploads[:split]:
-        left = agg.accumulate(left, up)
-    for up in uploads[split:]:
-        right = agg.accumulate(right, up)
-    return agg.report(agg.merge(left, right))
 
 
 @pytest.mark.parametrize("granularity", ["layer", "model"])

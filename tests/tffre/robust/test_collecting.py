@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from accumulating import accumulate_all
 from tffre import aggregators
 from tffre.federation.split_round import is_sum
 from tffre.robust import rules
@@ -41,23 +42,6 @@ def direct(rule, ups, weights, **params):
     return rules.aggregate(rule, ups, weights, **params)
 
 
-def run(agg, ups, weights, split=None):
-    """client, zero, accumulate (all, or two halves) and merge, report."""
-    uploads = [agg.client([tf.constant(u) for u in up], tf.constant(w))
-               for up, w in zip(ups, weights)]
-    if split is None:
-        acc = agg.zero()
-        for up in uploads:
-            acc = agg.accumulate(acc, up)
-        return agg.report(acc)
-    left, right = agg.zero(), agg.zero()
-    for up in uploads[:split]:
-        left = agg.accumulate(left, up)
-    for up in uploads[split:]:
-        right = agg.accumulate(right, up)
-    return agg.report(agg.merge(left, right))
-
-
 def assert_close(got, want):
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -81,13 +65,13 @@ def test_accumulated_and_merged_rounds_equal_the_rule(rule, params):
     ups, weights, kept, kept_weights = round_uploads()
     want = direct(rule, *canonical(kept, kept_weights), **params)
     agg = RobustAggregator(SHAPES, rule, capacity=len(ups), **params)
-    first = run(agg, ups, weights)
+    first = accumulate_all(agg, ups, weights)
     assert_close(first, want)
     order = [5, 0, 8, 3, 2, 7, 1, 6, 4]
-    for got in (run(agg, ups, weights, split=4),   # the excluded client in the left half
-                run(agg, ups, weights, split=0),   # all in the right
-                run(agg, [ups[i] for i in order], [weights[i] for i in order]),
-                run(agg, [ups[i] for i in order], [weights[i] for i in order], split=5)):
+    for got in (accumulate_all(agg, ups, weights, split=4),   # the excluded client in the left half
+                accumulate_all(agg, ups, weights, split=0),   # all in the right
+                accumulate_all(agg, [ups[i] for i in order], [weights[i] for i in order]),
+                accumulate_all(agg, [ups[i] for i in order], [weights[i] for i in order], split=5)):
         for g, f in zip(got, first):
             np.testing.assert_array_equal(g.numpy(), f.numpy())
 
@@ -100,8 +84,8 @@ def test_bulyan_on_the_rules_own_order_depends_on_it_and_the_aggregator_does_not
     assert max(float(np.max(np.abs(a.numpy() - b.numpy()))) for a, b in zip(
         rules.bulyan(kept, 1), rules.bulyan([kept[i] for i in order], 1))) > 1e-3
     agg = RobustAggregator(SHAPES, "bulyan", capacity=8, f=1)
-    for a, b in zip(run(agg, kept, kept_weights),
-                    run(agg, [kept[i] for i in order], [kept_weights[i] for i in order])):
+    shuffled = [kept[i] for i in order], [kept_weights[i] for i in order]
+    for a, b in zip(accumulate_all(agg, kept, kept_weights), accumulate_all(agg, *shuffled)):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
@@ -110,7 +94,7 @@ def test_a_round_with_no_client_counted_gives_a_zero_delta(rule, params):
     agg = RobustAggregator(SHAPES, rule, capacity=4, **params)
     ups, weights, _, _ = round_uploads(3)
     for out in (agg.report(agg.zero()), agg.report(agg.merge(agg.zero(), agg.zero())),
-                run(agg, ups[3:4], [0.0])):   # only the excluded (NaN) client
+                accumulate_all(agg, ups[3:4], [0.0])):   # only the excluded (NaN) client
         for o, s in zip(out, SHAPES):
             assert tuple(o.shape) == s
             np.testing.assert_array_equal(o.numpy(), np.zeros(s))
@@ -132,11 +116,12 @@ def test_the_buffer_holds_the_counted_uploads_in_order():
 def test_more_clients_than_capacity_fail_the_round():
     ups, weights, kept, kept_weights = round_uploads()
     agg = RobustAggregator(SHAPES, "krum", capacity=8, f=1)
-    assert_close(run(agg, ups, weights), direct("krum", kept, kept_weights, f=1))   # 8 counted
+    # 8 counted
+    assert_close(accumulate_all(agg, ups, weights), direct("krum", kept, kept_weights, f=1))
     with pytest.raises(tf.errors.InvalidArgumentError, match="capacity = 8"):
-        run(agg, ups + [kept[2]], weights + [1.0])
+        accumulate_all(agg, ups + [kept[2]], weights + [1.0])
     with pytest.raises(tf.errors.InvalidArgumentError, match="capacity = 8"):
-        run(agg, ups + [kept[2]], weights + [1.0], split=5)   # the merge overflows
+        accumulate_all(agg, ups + [kept[2]], weights + [1.0], split=5)   # the merge overflows
 
     @tf.function
     def traced(acc, upload):
@@ -182,8 +167,8 @@ def test_norm_bounded_mean_needs_no_buffer_and_equals_the_rule():
     for bound in (0.5, 3.0, 1e3):
         want = rules.norm_bound(kept, bound, kept_weights)
         agg = NormBoundedMean(SHAPES, bound)
-        assert_close(run(agg, ups, weights), want)
-        assert_close(run(agg, ups, weights, split=4), want)
+        assert_close(accumulate_all(agg, ups, weights), want)
+        assert_close(accumulate_all(agg, ups, weights, split=4), want)
     empty = NormBoundedMean(SHAPES, 1.0)
     assert all(np.all(o.numpy() == 0) for o in empty.report(empty.zero()))
 
@@ -239,4 +224,5 @@ def test_a_nan_upload_with_a_positive_weight_is_left_out(rule, params):
         {"beta": "robust_beta", "f": "robust_f", "m": "robust_m", "bound": "robust_norm_bound",
          "rounding": "robust_trim_rounding", "weighting": "robust_multikrum_weighting"}[k]: v
         for k, v in params.items()}), SHAPES, capacity=len(ups))
-    assert_close(run(agg, ups, weights), direct(rule, *canonical(kept, kept_weights), **params))
+    assert_close(accumulate_all(agg, ups, weights),
+                 direct(rule, *canonical(kept, kept_weights), **params))

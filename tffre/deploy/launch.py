@@ -232,6 +232,8 @@ def serve_clientapp(address, *, poll=0.05, should_stop=lambda: False, app=None):
     its ClientAppIo ``address``, until ``should_stop()``."""
     from flwr.app import Error, Message
     from flwr.common.constant import ErrorCode
+    from flwr.common.inflatable_utils import (ObjectIdNotPreregisteredError,
+                                              ObjectUnavailableError)
     import grpc
     from flwr.proto.appio_pb2 import ListAppsToLaunchRequest, RequestTokenRequest
     from flwr.proto.clientappio_pb2_grpc import ClientAppIoStub
@@ -257,11 +259,12 @@ def serve_clientapp(address, *, poll=0.05, should_stop=lambda: False, app=None):
             start = time.perf_counter()
             try:
                 message, context, _, fab = pull_clientappinputs(stub, token)
-            except grpc.RpcError as err:   # this message is lost (the server goes on without
-                # this site for it); the site stays up for the next
-                print(f"ClientApp: could not pull a message from the SuperNode: "
-                      f"{err.details() if hasattr(err, 'details') else err}", file=sys.stderr,
-                      flush=True)
+            except (grpc.RpcError, ObjectUnavailableError,
+                    ObjectIdNotPreregisteredError) as err:
+                # This message is lost (the server goes on without this site for it, and says
+                # hello again later); the site stays up for the next. A SuperLink restarted
+                # while its message was in flight no longer holds the message's objects.
+                _lost("pull a message from", err)
                 continue
             pulled = time.perf_counter()
             wanted = fab_app(fab) if fab is not None else CLIENT_APP
@@ -279,12 +282,22 @@ def serve_clientapp(address, *, poll=0.05, should_stop=lambda: False, app=None):
                     reply = Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
                                           reason=reason), reply_to=message)
             ran = time.perf_counter()
-            push_clientappoutputs(stub, token, reply, context)
+            try:
+                push_clientappoutputs(stub, token, reply, context)
+            except grpc.RpcError as err:   # the SuperNode or its SuperLink went: as a pull's
+                _lost("push a reply to", err)
+                continue
             print(f"{message.metadata.message_type} {message.metadata.group_id}: pull "
                   f"{pulled - start:.2f} s, run {ran - pulled:.2f} s, push "
                   f"{time.perf_counter() - ran:.2f} s", flush=True)
     finally:
         channel.close()
+
+
+def _lost(what, err):
+    """Says on stderr, in one line, that a message was lost and why."""
+    why = err.details() if callable(getattr(err, "details", None)) else err
+    print(f"ClientApp: could not {what} the SuperNode: {why}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""tffre.deploy.launch: a Daemon's process stops when the process that started it dies."""
+"""tffre.deploy.launch: a Daemon's process stops when the process that started it dies; the
+ClientApp outlives a lost message."""
 
 import subprocess
 import sys
@@ -33,3 +34,61 @@ def test_a_daemon_dies_with_its_parent_only_when_it_asks(asks, tmp_path):
     finally:
         if psutil.pid_exists(pid):
             psutil.Process(pid).kill()
+
+
+def test_a_message_whose_objects_are_gone_is_lost_but_the_clientapp_serves_the_next(
+        monkeypatch, capsys):
+    """The failure of a killed-and-restarted SuperLink (its object store went with it): the
+    pull of one message raises flwr's ObjectUnavailableError, a push fails over gRPC; the
+    site says so in one line each and goes on serving, where it used to exit."""
+    import types
+    import grpc
+    from flwr.common.inflatable_utils import ObjectUnavailableError
+    import flwr.proto.clientappio_pb2_grpc as stubs
+    import flwr.supernode.runtime.run_clientapp as runtime
+    from tffre.deploy import launch
+
+    tokens = iter(["lost-pull", "lost-push", "served"])
+    served, pushed = [], []
+
+    class Stub:
+        def __init__(self, channel):
+            pass
+
+        def ListAppsToLaunch(self, request):
+            return types.SimpleNamespace(run_ids=[7])
+
+        def RequestToken(self, request):
+            return types.SimpleNamespace(token=next(tokens, ""))
+
+    class Gone(grpc.RpcError):
+        def details(self):
+            return "Socket closed"
+
+    def pull(stub, token):
+        if token == "lost-pull":
+            raise ObjectUnavailableError("64ed")
+        metadata = types.SimpleNamespace(message_type="train", group_id=token)
+        return types.SimpleNamespace(metadata=metadata), "context", None, None
+
+    def push(stub, token, reply, context):
+        if token == "lost-push":
+            raise Gone()
+        pushed.append(token)
+
+    def app(message, context):
+        served.append(message.metadata.group_id)
+        return "reply"
+
+    monkeypatch.setattr(stubs, "ClientAppIoStub", Stub)
+    monkeypatch.setattr(runtime, "pull_clientappinputs", pull)
+    monkeypatch.setattr(runtime, "push_clientappoutputs", push)
+    monkeypatch.setattr(launch, "open_local_channel",
+                        lambda address: types.SimpleNamespace(close=lambda: None))
+    launch.serve_clientapp("127.0.0.1:9", poll=0.001, app=app,
+                           should_stop=lambda: pushed == ["served"])
+    err = capsys.readouterr().err.splitlines()
+    assert served == ["lost-push", "served"] and pushed == ["served"]
+    assert err == ["ClientApp: could not pull a message from the SuperNode: Object with ID "
+                   "'64ed' is not yet available.",
+                   "ClientApp: could not push a reply to the SuperNode: Socket closed"]

@@ -12,15 +12,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmar
 import robust_memory  # noqa: E402
 
 
+@pytest.mark.parametrize("executor", robust_memory.EXECUTORS)
 @pytest.mark.parametrize("clients", [10, 100])
 @pytest.mark.parametrize("rule", robust_memory.RULES)
-def test_each_cell_resolves_with_every_client_every_round(tmp_path, clients, rule):
-    argv = robust_memory.cell_arguments(clients, rule, str(tmp_path / "o"))
+def test_each_cell_resolves_with_every_client_every_round(tmp_path, clients, rule, executor):
+    argv = robust_memory.cell_arguments(clients, rule, str(tmp_path / "o"), executor)
     given = vars(cli.build_run_parser().parse_args(argv))
     cfg = config.resolve({k: v for k, v in given.items() if k != "config"})
     (hparams,) = cfg.hparams.values()
     assert cfg.run.num_rounds == 2 and cfg.run.clients == cfg.run.clients_per_round == clients
     assert hparams.robust == (None if rule == "mean" else rule)
+    assert cfg.run.executor == executor
 
 
 def test_a_row_holds_the_rules_buffer_and_the_runs_total_peak():
@@ -33,5 +35,5 @@ def test_a_row_holds_the_rules_buffer_and_the_runs_total_peak():
     assert mean["upload_mb"] == 0.5 and mean["server_buffer_mb"] == 0.5
     assert median["server_buffer_mb"] == 1.5 and median["peak_rss_mib"] == 950.0
     table = robust_memory.markdown([mean, median]).splitlines()
-    assert table[2] == "| 3 | mean | 0.50 | 0.5 | 900 | - | 12 |"
-    assert table[3] == "| 3 | median | 0.50 | 1.5 | 950 | +50 | 12 |"
+    assert table[2] == "| local | 3 | mean | 0.50 | 0.5 | 900 | - | 12 |"
+    assert table[3] == "| local | 3 | median | 0.50 | 1.5 | 950 | +50 | 12 |"

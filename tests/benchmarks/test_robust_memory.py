@@ -37,3 +37,19 @@ def test_a_row_holds_the_rules_buffer_and_the_runs_total_peak():
     table = robust_memory.markdown([mean, median]).splitlines()
     assert table[2] == "| local | 3 | mean | 0.50 | 0.5 | 900 | - | 12 |"
     assert table[3] == "| local | 3 | median | 0.50 | 1.5 | 950 | +50 | 12 |"
+
+
+def test_the_committed_record_shows_what_the_robustness_page_says():
+    """docs/how-to/robustness.md, "What it costs": at 100 clients a round a robust rule adds a
+    few buffers' worth (under 10) on the local executor and more than 50 in TFF's worker."""
+    import json
+    path = os.path.join(robust_memory.ROOT, "benchmarks", "measured", "robust-memory.json")
+    with open(path, encoding="utf-8") as f:
+        rows = json.load(f)["rows"]
+    cell = {(r["executor"], r["clients"], r["rule"]): r for r in rows}
+    for rule in ("median", "krum"):
+        for executor, low, high in (("local", 0, 10), ("tff", 50, None)):
+            row, mean = cell[(executor, 100, rule)], cell[(executor, 100, "mean")]
+            buffers = (row["peak_rss_mib"] - mean["peak_rss_mib"]) * 2**20 / (
+                row["server_buffer_mb"] * 1e6)
+            assert buffers > low and (high is None or buffers < high), (executor, rule, buffers)

@@ -2,7 +2,7 @@
 
     python benchmarks/robust_memory.py --out results/robust_memory          # 10 and 100 clients
     python benchmarks/robust_memory.py --out results/robust_memory \
-        --record benchmarks/results/robust-memory.json                       # the committed one
+        --record benchmarks/measured/robust-memory.json                      # the committed one
     python benchmarks/robust_memory.py --clients 10 --rules mean,median --executors local \
         --out DIR
 
@@ -16,7 +16,7 @@ one upload, from the run's own bytes uploaded) and what it does to the run's pea
 (``summary.json``'s ``peak_rss_mib``: this process and the TFF worker) and wall time.
 Writes ``robust_memory.json`` (the rows and the mean run's provenance: commit, packages,
 machine) and ``robust_memory.md`` to ``--out`` and prints the table; ``--record PATH`` writes
-the JSON there too (the committed one is ``benchmarks/results/robust-memory.json``).
+the JSON there too (the committed one is ``benchmarks/measured/robust-memory.json``).
 """
 
 import argparse

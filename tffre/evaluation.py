@@ -285,11 +285,10 @@ class DocREEvaluator(GlobalModelEvaluator):
     intra- or inter-sentence F1 by ``unscored_gold_intra``, in Ign F1 through its
     recall, and in the dev F1 a tuned threshold maximises. :attr:`unscored` holds
     each held-out split's count. ``_accuracy`` stays over the candidate pairs.
-    """
 
-    #: Not scored per site yet: its P/R/F1 counts are over documents' candidate pairs, which
-    #: :meth:`GlobalModelEvaluator.site_scores`' row cuts do not follow.
-    per_site = False
+    Per site (:meth:`site_scores`), each client's own held-out documents are scored the same
+    way, at the threshold the pooled evaluation applied.
+    """
 
     columns = tuple(f"{split}_{name}" for split in ("test", "dev")
                     for name in ("precision", "recall", "intra_f1", "inter_f1", "ign_f1")) + \
@@ -358,6 +357,7 @@ class DocREEvaluator(GlobalModelEvaluator):
         results = {split: self.predictions(split) for split in splits or self._splits}
         threshold = self.threshold = tuned_threshold(self, results)
         out["threshold"] = threshold
+        decided = {}
         for split, (total, pairs, preds) in results.items():
             if split == "train":
                 out["train_loss"] = total / pairs if pairs else float("nan")
@@ -365,15 +365,50 @@ class DocREEvaluator(GlobalModelEvaluator):
             if self.tuned:
                 preds = preds > threshold
             y = self._splits[split][1]
-            notes = self._annotations[split]
-            # The same counts a deployed site sends (tffre.federation.site_evaluation.SiteEvaluator), here
-            # over the pooled split: the scores are a function of their sums.
-            counts = docre_counts(y[..., :-1], preds, y[..., -1], intra=notes.get("pair_intra"),
-                                  in_train=notes.get("pair_in_train"))
-            counts = with_unscored_gold(counts, notes)
-            out.update({f"{split}_{name}": value
-                        for name, value in docre_columns(counts).items()})
+            decided[split] = preds
+            out.update({f"{split}_{name}": value for name, value in
+                        self._split_scores(y, preds, self._annotations[split]).items()})
+        self._decided = decided   # each site is scored at the same (dev-tuned) threshold
         return out
+
+    @staticmethod
+    def _split_scores(y, preds, notes):
+        """:func:`docre_columns` of documents' packed targets ``y``, predicted multi-hot
+        ``preds`` and annotations ``notes`` (every gold pair counted)."""
+        # The same counts a deployed site sends (tffre.federation.site_evaluation.SiteEvaluator):
+        # the scores are a function of their sums.
+        counts = docre_counts(y[..., :-1], preds, y[..., -1], intra=notes.get("pair_intra"),
+                              in_train=notes.get("pair_in_train"))
+        return docre_columns(with_unscored_gold(counts, notes))
+
+    def site_scores(self, sizes):
+        """Each client's scores of the last evaluation on its own held-out documents: the
+        pooled predictions cut at the clients' boundaries (whole documents, so a client's
+        counts are those of its documents' pairs, its unscorable gold pairs among them), at
+        the threshold the pooled evaluation applied.
+
+        Args:
+          sizes: {split: the clients' numbers of documents, in client order}.
+
+        Returns:
+          One {metric: value} per client (``test_f1``, ``test_precision``, ...; ``num_test``
+          its valid test pairs, as a deployed site counts them).
+        """
+        rows = []
+        for k in range(len(next(iter(sizes.values())))):
+            row = {}
+            for split, preds in (self._decided or {}).items():
+                start = int(np.sum(sizes[split][:k]))
+                docs = slice(start, start + int(sizes[split][k]))
+                y = self._splits[split][1][docs]
+                notes = {name: value[docs] for name, value in self._annotations[split].items()}
+                row.update({f"{split}_{name}": value for name, value in
+                            self._split_scores(y, preds[docs], notes).items()})
+                if split == "test":
+                    row["num_test"] = int(np.sum(y[..., -1]))
+            row.setdefault("num_test", 0)
+            rows.append(row)
+        return rows
 
 
 #: The sigmoid threshold above which a "bce" model predicts a relation (ATLOP's and the

@@ -124,6 +124,59 @@ def test_a_threshold_tuned_on_dev_is_the_grid_point_with_the_best_dev_f1():
         evaluator.evaluate_model(("train", "test"))
 
 
+def test_each_client_is_scored_on_its_own_documents_at_the_pooled_threshold():
+    """DocREEvaluator.site_scores: a client's P/R/F1 are sklearn's over its own documents'
+    valid pairs at the threshold the pooled dev chose, its unscorable gold pairs added as
+    misses (BioCreative's every gold pair), its intra-sentence F1 by hand; num_test its valid
+    test pairs."""
+    from tffre.evaluation import DocREEvaluator
+    assert DocREEvaluator.per_site
+    sizes = [(3, 4, 3), (2, 2, 4), (3, 5, 2)]
+    clients, annotations, own = {}, {}, {}
+    for k, split_sizes in enumerate(sizes):
+        cid = f"c{k}"
+        clients[cid], annotations[cid], own[cid] = {}, {}, {}
+        for j, (name, n) in enumerate(zip(("train", "test", "dev"), split_sizes)):
+            (x, y), intra = split(n, 30 * k + j)
+            missed = np.random.RandomState(40 + 3 * k + j).randint(0, 3, n)
+            clients[cid][name] = (x, y)
+            annotations[cid][name] = {"pair_intra": intra, "unscored_gold": missed,
+                                      "unscored_gold_intra": missed // 2}
+            own[cid][name] = (x["scores"], y, intra, missed)
+    data = FederatedData(clients, num_classes=R, annotations=annotations)
+    evaluator = make_evaluator("docre", echo_model, data, DocRELoss("bce"), batch_size=3,
+                               threshold="dev")
+    pooled = evaluator.evaluate_model()
+    t = pooled["threshold"]
+    rows = evaluator.site_scores({s: data.sizes(s) for s in ("test", "dev")})
+    assert len(rows) == 3
+    f1s = []
+    for row, cid in zip(rows, clients):
+        for name in ("test", "dev"):
+            scores, y, intra, missed = own[cid][name]
+            valid = np.repeat(y[..., -1:].astype(bool), R, -1)
+            gold = y[..., :-1][valid].astype(int)
+            pred = (1 / (1 + np.exp(-scores.astype(np.float64))) > t)[valid].astype(int)
+            # Each unscorable gold pair: one more gold relation, predicted absent.
+            gold = np.concatenate([gold, np.ones(int(missed.sum()), int)])
+            pred = np.concatenate([pred, np.zeros(int(missed.sum()), int)])
+            p, r, f, _ = precision_recall_fscore_support(gold, pred, average="binary",
+                                                         zero_division=0)
+            assert (row[f"{name}_precision"], row[f"{name}_recall"], row[f"{name}_f1"]) == \
+                pytest.approx((p, r, f)), (cid, name)
+            where = np.repeat((intra * y[..., -1]).astype(bool)[..., None], R, -1)
+            g, q = y[..., :-1].astype(bool) & where, \
+                (1 / (1 + np.exp(-scores.astype(np.float64))) > t) & where
+            hits = np.sum(g & q)
+            assert row[f"{name}_intra_f1"] == pytest.approx(
+                2 * hits / (g.sum() + (missed // 2).sum() + q.sum()))
+        assert row["num_test"] == int(own[cid]["test"][1][..., -1].sum())
+        f1s.append(row["test_f1"])
+    assert len(set(np.round(f1s, 6))) > 1   # the sites differ
+    # The sites' counts add up to the pooled ones: the pooled F1 is not the sites' mean here.
+    assert pooled["test_f1"] != pytest.approx(np.mean(f1s))
+
+
 def binary_echo_model():
     """Returns its input as the two classes' logits."""
     scores = tf.keras.Input((2,))

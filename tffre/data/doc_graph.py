@@ -236,6 +236,31 @@ class EntropySplit:
         return [np.flatnonzero(self.clients == k).astype(np.int64)
                 for k in range(self.num_clients)]
 
+    def assign(self, entropies, clients=None):
+        """Each of ``entropies``' client by these intervals (a held-out document's, so that a
+        client is scored on documents like its own): the interval holding it, a value below
+        the smallest edge or above the largest in the first or last interval. With
+        ``clients`` (the clients kept, say those with training documents), a value whose
+        interval's client is not among them goes to the nearest kept one by interval index
+        (the lower on a tie).
+
+        Returns:
+          int64 ``(len(entropies),)``: a client index (of all, or of ``clients``' order with
+          ``clients``).
+        """
+        values = np.asarray(entropies, dtype=np.float64).reshape(-1)
+        out = np.clip(np.searchsorted(self.edges, values, side="right") - 1, 0,
+                      self.num_clients - 1)
+        if clients is None:
+            return out.astype(np.int64)
+        kept = np.asarray(clients, dtype=np.int64)
+        if kept.size == 0:
+            raise ValueError("assign: no client kept")
+        # argmin picks the first of equal distances, the lower interval as kept is sorted.
+        order = np.argsort(kept, kind="stable")
+        nearest = np.argmin(np.abs(out[:, None] - kept[order][None, :]), axis=1)
+        return order[nearest].astype(np.int64)
+
     def interval(self, client, digits=4):
         """Client ``client``'s interval as text, e.g. ``"[1.0000, 2.0000)"``."""
         lo, hi = self.edges[client], self.edges[client + 1]

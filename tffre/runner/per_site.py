@@ -5,7 +5,8 @@ share of the dev and test splits, partitioned as its training data is:
 :meth:`tffre.evaluation.GlobalModelEvaluator.site_scores`). What a run writes:
 
 * ``per_site.csv``: one row per algorithm, round and site (``test_accuracy``, ``test_f1``,
-  ``dev_*``, ``num_test``), appended and flushed as it comes (a resume keeps the rows up to
+  ``dev_*``, ``num_test``: the site's test examples, or for document RE its valid candidate
+  pairs over whole documents), appended and flushed as it comes (a resume keeps the rows up to
   each algorithm's checkpoint);
 * ``metrics.csv``: the sites' mean, worst and spread (population standard deviation) of the
   test metrics (:data:`SITE_COLUMNS`), beside the pooled figure;

@@ -45,8 +45,10 @@ Choices where the data leaves one open:
 * **Empty clients**: an entropy interval without documents leaves its client
   empty; it is dropped (printed), the others keep their interval's index.
 
-Dev and test documents are dealt evenly over the clients and pooled by the
-evaluation (a common test set, as the paper's).
+Dev and test documents are dealt as the training documents are (to the client whose
+entropy interval holds them; evenly under ``iid``) and pooled by the evaluation (a common
+test set, as the paper's); each client's own share gives its per-site scores
+(:mod:`tffre.runner.per_site`).
 
 Across sites (``python -m tffre deploy``) the same recipe, :data:`RECIPE`, builds the
 featurizer and model at each side from its own files (:class:`tffre.tasks.recipe.RecipeSites`).
@@ -367,6 +369,23 @@ class DocumentRecipe(Recipe):
         return Evaluation(self.EVALUATION, {"threshold": options.threshold})
 
     @staticmethod
+    def deal_held_out(documents, split, kept, options, seed):
+        """The kept clients' shares of a held-out split (index arrays, in ``kept``'s order),
+        as the training documents were dealt, so that each client's own scores are on
+        documents like its own (per-site evaluation): under the structural-entropy split
+        (``split`` an EntropySplit) each document goes to the client whose entropy interval
+        holds it (:meth:`EntropySplit.assign`; an interval whose client was dropped, to the
+        nearest kept one); IID, dealt evenly (seed + 1). The pooled split is the same either
+        way."""
+        from tffre.data.doc_graph import degree_entropy, document_graph, iid_split
+        if split is None:
+            return iid_split(len(documents), len(kept), seed + 1)
+        entropies = [degree_entropy(document_graph(d), options.entropy_form)
+                     for d in documents]
+        owner = split.assign(entropies, clients=kept)
+        return [np.flatnonzero(owner == j).astype(np.int64) for j in range(len(kept))]
+
+    @staticmethod
     def split_training(loaded, options, num_clients, seed):
         """(parts, EntropySplit or None, entropies): each client's training document
         indices, by the structural-entropy rule (FedLCC Sect. 4.2) or IID (what
@@ -384,7 +403,8 @@ class DocumentRecipe(Recipe):
     def simulate(self, cfg, loaded, resources, built):
         """The clients: every split featurized (the DocRED training facts beside the test
         pairs: Ign F1), the training documents over the non-empty entropy intervals (an
-        empty client dropped, printed), dev and test dealt evenly; the info the summary
+        empty client dropped, printed), dev and test dealt as train (:meth:`deal_held_out`);
+        the info the summary
         holds (relation and pair types, row limits and cuts, each split's pairs and
         unscorable gold pairs, the guesses' F1, the partition) and ``partition.csv`` /
         ``partition.png`` (FedLCC Figure 2)."""
@@ -413,7 +433,7 @@ class DocumentRecipe(Recipe):
                              f"{cfg.run.clients} clients hold training documents, fewer than "
                              f"--clients-per-round {cfg.run.clients_per_round}; lower "
                              f"--clients or --clients-per-round")
-        held_out = {name: iid_split(len(splits[name]), len(kept), cfg.run.seed + 1)
+        held_out = {name: self.deal_held_out(splits[name], split, kept, o, cfg.run.seed)
                     for name in ("dev", "test")}
 
         def rows(name, index):

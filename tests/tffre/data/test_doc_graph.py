@@ -236,6 +236,26 @@ def test_empty_clients_are_kept_and_reported_or_refused():
         entropy_interval_split([0.0, 0.1, 1.0], 4, allow_empty=False)
 
 
+def test_held_out_documents_go_to_the_interval_that_holds_them():
+    """EntropySplit.assign: the training edges place held-out entropies (outside values in
+    the end intervals); with the kept clients, a dropped client's documents go to the nearest
+    kept one, the lower on a tie."""
+    split = entropy_interval_split([1.0, 3.0, 2.0, 5.0, 1.5, 4.9], 4)   # edges 1, 2, 3, 4, 5
+    held = [0.2, 1.0, 2.5, 3.0, 4.99, 5.0, 7.0]
+    assert split.assign(held).tolist() == [0, 0, 1, 2, 3, 3, 3]
+    # [0, 1] in 4 parts, clients 1 and 2 empty and dropped: kept [0, 3] in that order.
+    sparse = entropy_interval_split([0.0, 0.1, 1.0], 4)
+    values = [0.05, 0.3, 0.6, 0.9]        # intervals 0, 1, 2, 3
+    # Interval 1 is nearer client 0 (1 away) than 3 (2 away); 2 is nearer 3.
+    assert sparse.assign(values, clients=[0, 3]).tolist() == [0, 0, 1, 1]
+    # A tie (interval 1 between kept 0 and 2) goes to the lower; kept given out of order.
+    three = entropy_interval_split([0.0, 0.4, 0.6, 1.0], 4)   # edges 0, .25, .5, .75, 1
+    assert three.assign([0.3], clients=[2, 0]).tolist() == [1]   # index of client 0
+    assert split.assign([]).tolist() == []
+    with pytest.raises(ValueError, match="no client kept"):
+        split.assign([1.0], clients=[])
+
+
 def test_split_is_deterministic_and_covers_every_document_once():
     values = np.random.RandomState(0).uniform(2.0, 9.0, 200)
     a = entropy_interval_split(values, 10)

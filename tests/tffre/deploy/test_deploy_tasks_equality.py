@@ -157,6 +157,14 @@ def test_three_site_processes_give_the_local_executors_weights(dataset, name, fe
     rows = pd.read_csv(out / "metrics.csv")
     assert list(rows["round"]) == list(range(1, ROUNDS + 1))
     assert list(rows["clients"]) == [" ".join(SITES)] * ROUNDS
+    # Each site's own scores, from its own counts (document RE's too), and their spread.
+    sites = pd.read_csv(out / "per_site.csv")
+    assert sorted(zip(sites["round"], sites["site"])) == [
+        (r, s) for r in range(1, ROUNDS + 1) for s in SITES]
+    assert (sites["num_test"] > 0).all()
+    last = sites[sites["round"] == ROUNDS]
+    assert rows["site_test_accuracy_worst"].iloc[-1] == pytest.approx(
+        last["test_accuracy"].min())
 
     if CASES[dataset].reference == "sites":
         want, initial, arrays = sites_reference(out, nodes, ROUNDS)

@@ -64,6 +64,19 @@ def test_fedlcc_runs_on_the_structural_entropy_split(tmp_path, data_dir, encoder
     partition = pd.read_csv(out / "partition.csv")
     assert partition["documents"].sum() == SIZES["train"] and "entropy_interval" in partition
     assert (out / "partition.png").stat().st_size > 0
+    # Each client's own held-out documents, scored per site: its valid test pairs add up to
+    # the pooled split's, and metrics.csv carries the sites' mean, worst and spread.
+    sites = pd.read_csv(out / "per_site.csv")
+    kept = partition[partition["documents"] > 0]["client"].tolist()
+    assert sorted(sites["site"].unique()) == sorted(kept)
+    assert sorted(sites["round"].unique()) == [1, 2]
+    for _, rows in sites.groupby("round"):
+        assert rows["num_test"].sum() == test["pairs"]
+    scored = sites[sites["num_test"] > 0]
+    assert scored["test_f1"].between(0, 1).all()
+    last = scored[scored["round"] == 2]
+    assert metrics["site_test_f1_worst"].iloc[-1] == pytest.approx(last["test_f1"].min())
+    assert metrics["site_test_f1_mean"].iloc[-1] == pytest.approx(last["test_f1"].mean())
     table = results_table([("structural-entropy", str(out))])
     row = table.iloc[0]
     assert (row["setting"], row["method"]) == ("Federated Training (Non-IID)", "FedLCC")

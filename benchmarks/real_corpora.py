@@ -3,6 +3,8 @@
     python benchmarks/real_corpora.py --root ROOT --only iid-gad        # one comparison
     python benchmarks/real_corpora.py --root ROOT --max-hours 6        # what fits in 6 hours
     python benchmarks/real_corpora.py --root ROOT --only fedlcc-cdr --seeds 0   # one seed
+    python benchmarks/real_corpora.py --root ROOT --only fedlcc-cdr --settings \
+        "structural entropy" --seeds 0 --parts fedlcc        # one algorithm of a seed
 
 ``ROOT`` holds the public copies (docs/real-corpora.md says where to get each):
 
@@ -81,6 +83,11 @@ class Setting:
       joins: the label of the setting whose table its rows join (a catalog row run on its own
         on the same partition and seeds, paired with that setting's baseline), once its
         choice has chosen it (:func:`tffre.record_scores.joined`).
+      parts: each algorithm of a seed runs apart, in its own folder
+        (``seed_<s>/<algorithm>``) and record entry, the centralised reference with the
+        first: a seed of hours is recorded an algorithm at a time, so a session cut short
+        keeps what it finished. The figures are those of one run (each algorithm starts
+        from the seed alone: tests/benchmarks/test_real_corpora.py).
     """
     label: str
     preset: dict
@@ -92,6 +99,7 @@ class Setting:
     note: str = ""
     facets: Tuple[tuple, ...] = ()
     joins: Optional[str] = None
+    parts: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,7 +175,7 @@ def comparisons():
             Setting("threshold dev", dict(cdr, algorithm="fedavg", threshold="dev")),
             Setting("structural entropy", dict(cdr, algorithm="fedavg,fedatt,fedlcc"),
                     more_seeds=(3, 4), more_algorithms="fedavg,fedlcc", inherit=threshold,
-                    centralised=True)),
+                    centralised=True, parts=True)),
             ({"what": "decision threshold", "candidates": ("threshold 0.5", "threshold dev"),
               "algorithm": "FedAvg"},)),
     ]
@@ -308,8 +316,9 @@ def chosen(records, name, what):
     for choice in declared.choices:
         if choice["what"] != what:
             continue
-        complete = all(has_run(record, c, s) for c in choice["candidates"]
-                       for s in next(x for x in declared.settings if x.label == c).seeds)
+        settings = {x.label: x for x in declared.settings}
+        complete = all(has_run(record, c, s, part) for c in choice["candidates"]
+                       for s in settings[c].seeds for part in parts_of(settings[c], s))
         if not complete:
             return None
         record = dict(record, choices=[dict(choice, candidates=list(choice["candidates"]))])
@@ -317,9 +326,20 @@ def chosen(records, name, what):
     raise KeyError(f"{name} declares no choice {what!r}")
 
 
+def parts_of(setting, seed):
+    """The parts of ``setting``'s run of ``seed``: its algorithms where it runs them apart
+    (:attr:`Setting.parts`), else [None] (one whole run)."""
+    if not setting.parts:
+        return [None]
+    algorithms = setting.more_algorithms if seed in setting.more_seeds and \
+        seed not in setting.seeds else setting.preset["algorithm"]
+    return algorithms.split(",")
+
+
 def presets(comparison, setting, root, records, cache):
-    """[(seed, preset)] of ``setting``'s runs, or a string saying why it waits (a choice not
-    made yet)."""
+    """[(seed, part, preset)] of ``setting``'s runs (``part`` None for a whole run, else the
+    algorithm it runs: :func:`parts_of`), or a string saying why it waits (a choice not made
+    yet)."""
     preset = dict(setting.preset)
     if "data" in preset:      # else the task's embedded sample
         preset["data"] = os.path.join(root, preset["data"])
@@ -343,7 +363,13 @@ def presets(comparison, setting, root, records, cache):
     runs = [(s, preset) for s in setting.seeds]
     runs += [(s, dict(preset, algorithm=setting.more_algorithms, centralised=False,
                       centralised_learning_rates=None)) for s in setting.more_seeds]
-    return [(s, dict(p, seed=s)) for s, p in runs]
+    out = []
+    for s, p in runs:
+        for i, part in enumerate(parts_of(setting, s)):
+            apart = {} if part is None else dict(algorithm=part) if i == 0 else dict(
+                algorithm=part, centralised=False, centralised_learning_rates=None)
+            out.append((s, part, dict(p, seed=s, **apart)))
+    return out
 
 
 def same_flags(run, preset, out):
@@ -372,13 +398,13 @@ def same_data(run, preset, out):
     return now == before
 
 
-def folder_entry(folder, label):
+def folder_entry(folder, label, part=None):
     """The run entry of the finished run in ``folder``, or None (none, or not readable)."""
     from tffre.records import RecordError, run_entry
     if not os.path.exists(os.path.join(folder, "summary.json")):
         return None
     try:
-        return run_entry(folder, setting=label)
+        return run_entry(folder, setting=label, part=part)
     except RecordError:
         return None
 
@@ -401,35 +427,36 @@ def run_comparison(comparison, args, deadline):
         if isinstance(runs, str):
             print(f"{comparison.name}, {setting.label}: {runs}")
             continue
-        for seed, preset in runs:
-            if args.seeds is not None and seed not in args.seeds:
+        for seed, part, preset in runs:
+            if args.seeds is not None and seed not in args.seeds or \
+                    part is not None and args.parts and part not in args.parts:
                 continue
             folder = os.path.join(setting_folder(args.out, comparison.name, setting.label),
-                                  f"seed_{seed}")
-            held = [r for r in record["runs"] if (r["setting"], r["seed"]) == (setting.label,
-                                                                               seed)]
+                                  f"seed_{seed}", *([part] if part else []))
+            what = f"{setting.label}, seed {seed}" + (f", {part}" if part else "")
+            held = [r for r in record["runs"]
+                    if (r["setting"], r["seed"], r.get("part")) == (setting.label, seed, part)]
             if held and same_flags(held[0], preset, folder) and same_data(held[0], preset,
                                                                           folder):
                 continue
-            entry = folder_entry(folder, setting.label)
+            entry = folder_entry(folder, setting.label, part)
             if entry is None or not (same_flags(entry, preset, folder)
                                      and same_data(entry, preset, folder)):
                 if time.time() > deadline:   # the finished folders after it still join
-                    print(f"{comparison.name}, {setting.label}, seed {seed}: not started "
-                          f"(--max-hours reached)")
+                    print(f"{comparison.name}, {what}: not started (--max-hours reached)")
                     continue
-                print(f"\n=== {comparison.name}: {setting.label}, seed {seed} ===", flush=True)
+                print(f"\n=== {comparison.name}: {what} ===", flush=True)
                 started = time.perf_counter()
                 # Other data: train it again; other (resumable) flags: resume it there.
                 run_preset(preset, folder, prog="benchmarks/real_corpora.py",
                            rerun=entry is not None and not same_data(entry, preset, folder))
-                entry = run_entry(folder, setting=setting.label)
-                print(f"{comparison.name}, {setting.label}, seed {seed}: "
-                      f"{time.perf_counter() - started:.0f} s", flush=True)
+                entry = run_entry(folder, setting=setting.label, part=part)
+                print(f"{comparison.name}, {what}: {time.perf_counter() - started:.0f} s",
+                      flush=True)
             # Read again: another call may have recorded runs of other settings meanwhile.
             record = with_run(read_or_new(args.records, comparison), entry)
             write_record(path, record)
-            print(f"{path}: {setting.label}, seed {seed} recorded", flush=True)
+            print(f"{path}: {what} recorded", flush=True)
     return record
 
 
@@ -442,6 +469,9 @@ def main(argv=None):
     parser.add_argument("--seeds", default=None,
                         help="comma-separated seeds to run (default: every one); a choice "
                         "waits for all of its candidates' seeds")
+    parser.add_argument("--parts", default=None,
+                        help="comma-separated algorithms (--algorithm values) to run of a "
+                        "setting that runs its algorithms apart (default: every one)")
     parser.add_argument("--out", default="results/real_corpora", help="the run folders")
     parser.add_argument("--records", default=RECORDS, help="the records' folder")
     parser.add_argument("--max-hours", type=float, default=None,
@@ -461,6 +491,7 @@ def main(argv=None):
             parser.error(f"unknown setting(s) {', '.join(missing)}; valid: "
                          f"{', '.join(sorted(known))}")
     args.seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
+    args.parts = [p.strip() for p in args.parts.split(",")] if args.parts else None
     deadline = float("inf") if args.max_hours is None else time.time() + 3600 * args.max_hours
     from tffre import report
     for name in names:

@@ -6,6 +6,7 @@ best-dev round, the choices dev made, the guesses, and how a cell is written.
 import math
 
 from tffre.differences import paired_difference
+from tffre.records import merged_runs
 from tffre.selection import best_by_dev
 
 CENTRALISED = "Centralised"
@@ -38,8 +39,9 @@ def span(values):
 
 
 def runs_of(record, setting):
-    """{seed: run} of ``setting``."""
-    return {r["seed"]: r for r in record["runs"] if r["setting"] == setting}
+    """{seed: run} of ``setting``, a seed's parts made one run
+    (:func:`tffre.records.merged_runs`)."""
+    return {r["seed"]: r for r in merged_runs(record["runs"]) if r["setting"] == setting}
 
 
 def selected(runs, name, part="test"):

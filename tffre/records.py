@@ -23,6 +23,10 @@ and each RUN (:func:`run_entry`) is::
                            "bytes_uploaded_per_round", "bytes_broadcast_per_round",
                            "mean_round_ms", "wall_seconds"}}}
 
+A setting may run each algorithm apart (``"part"``: the run's ``--algorithm``, one entry per
+part, seed and setting), so that a long seed's work survives a session cut short; a reader
+sees a seed's parts as one run (:func:`merged_runs`).
+
 ``selected`` is the round dev chose (:func:`tffre.selection.best_dev_round`) and its test
 score, the figure reported (``"by": "best dev"``); a run without a dev split reports its
 last round (``"by": "final round (no dev split)"``), which test did not choose either. What a comparison chose (a setting, "the best algorithm") is not
@@ -59,13 +63,15 @@ def metric_of(summary):
         else "accuracy"
 
 
-def run_entry(folder, setting=None):
+def run_entry(folder, setting=None, part=None):
     """The record entry of the finished run in ``folder`` (see the module docstring).
 
     Args:
       folder: a run's folder (``summary.json`` and ``metrics.csv``).
       setting: the comparison's name for the run's setting; default the folder's name (its
         parent's, for a ``seed_<s>`` folder).
+      part: the part of its setting's seed the run is (its ``--algorithm``), when the
+        setting runs its algorithms apart; None for a whole run.
     """
     summary_path = os.path.join(folder, "summary.json")
     metrics_path = os.path.join(folder, "metrics.csv")
@@ -106,7 +112,7 @@ def run_entry(folder, setting=None):
             "wall_seconds": summary.get("wall_seconds"),
             "peak_rss_mib": summary.get("peak_rss_mib"),
             "guesses": {k: summary[v] for k, v in GUESSES.items() if summary.get(v) is not None},
-            "algorithms": algorithms}
+            "algorithms": algorithms, **({"part": part} if part is not None else {})}
 
 
 def new_record(comparison, *, title, baseline=None, choices=(), settings=None, runs=(),
@@ -147,17 +153,56 @@ def write_record(path, record):
     return write_json(path, record)
 
 
+def _key(run):
+    return run["setting"], run["seed"], run.get("part")
+
+
 def with_run(record, entry):
-    """``record`` with ``entry`` in place of any run of the same setting and seed."""
-    runs = [r for r in record["runs"]
-            if (r["setting"], r["seed"]) != (entry["setting"], entry["seed"])]
+    """``record`` with ``entry`` in place of any run of the same setting, seed and part."""
+    runs = [r for r in record["runs"] if _key(r) != _key(entry)]
     return dict(record, runs=runs + [entry],
                 metric=record.get("metric") or entry.get("metric"))
 
 
-def has_run(record, setting, seed):
-    """True when ``record`` holds the run of ``setting`` and ``seed``."""
-    return any((r["setting"], r["seed"]) == (setting, seed) for r in record.get("runs", []))
+def has_run(record, setting, seed, part=None):
+    """True when ``record`` holds the run of ``setting`` and ``seed`` (its ``part``, where
+    given)."""
+    return any(_key(r)[:2] == (setting, seed) and (part is None or r.get("part") == part)
+               for r in record.get("runs", []))
+
+
+def merged_runs(runs):
+    """``runs`` with the parts of each setting's seed made one run, in the order first seen:
+    its algorithms those of every part (the first part's first: it carries the centralised
+    reference), its wall time their sum, its peak memory their largest, its flags,
+    provenance and guesses the first part's, and ``"parts"`` naming them. Whole runs pass
+    unchanged."""
+    out, at = [], {}
+    for run in runs:
+        if run.get("part") is None:
+            out.append(run)
+            continue
+        key = (run["setting"], run["seed"])
+        if key not in at:
+            at[key] = len(out)
+            out.append(dict(run, algorithms=dict(run["algorithms"]), parts=[run["part"]]))
+            continue
+        whole = out[at[key]]
+        whole["algorithms"].update(run["algorithms"])
+        whole["parts"].append(run["part"])
+        times = [t for t in (whole.get("wall_seconds"), run.get("wall_seconds")) if t is not None]
+        whole["wall_seconds"] = round(sum(times), 1) if times else None
+        whole["peak_rss_mib"] = _largest(whole.get("peak_rss_mib"), run.get("peak_rss_mib"))
+    return out
+
+
+def _largest(a, b):
+    """The larger of two peak-memory figures (numbers, or {what: MiB} alike)."""
+    if a is None or b is None:
+        return a if b is None else b
+    if isinstance(a, dict):     # peak_rss_mib's {"python", "tff_worker", "total"}
+        return {k: _largest(a.get(k), b.get(k)) for k in dict.fromkeys([*a, *b])}
+    return max(a, b)
 
 
 def load(path):

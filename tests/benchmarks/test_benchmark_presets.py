@@ -57,10 +57,13 @@ def fake_run_preset(calls):
 
     def run_preset(preset, out, *, prog, rerun=False):
         cfg = config.resolve(dict(preset, out=out, overwrite=True))
-        calls.append((os.path.basename(os.path.dirname(out)), preset["seed"],
-                      bool(preset.get("centralised"))))
+        # .../<setting>/seed_<s>, or .../<setting>/seed_<s>/<part> for a setting run apart
+        parts = os.path.normpath(out).split(os.sep)
+        at = max(i for i, p in enumerate(parts) if p.startswith("seed_"))
+        calls.append((parts[at - 1], preset["seed"], bool(preset.get("centralised")))
+                     + tuple(parts[at + 1:]))
         os.makedirs(out, exist_ok=True)
-        label = os.path.basename(os.path.dirname(out)).replace("_", " ")
+        label = parts[at - 1].replace("_", " ")
         dev = DEV.get(label, [0.5, 0.6, 0.55])
         names = [n for n in cfg.algorithms]
         names = [{"fedavgt": "FedAvgT"}.get(n.lower(), n) for n in names]
@@ -95,7 +98,7 @@ def test_real_corpora_presets_resolve(tmp_path):
             if setting.inherit:     # no record yet: it waits for the choice
                 assert runs.startswith("waits for")
                 continue
-            for seed, preset in runs:
+            for seed, part, preset in runs:
                 cfg = config.resolve(dict(preset, out=str(tmp_path / name / setting.label)))
                 assert cfg.dataset == preset["dataset"] and cfg.run.seed == seed
     # The pairs a paper's effect is about run five seeds.
@@ -152,10 +155,10 @@ def test_past_max_hours_a_finished_run_folder_still_joins_the_record(tmp_path, m
                                 str(out / "activations"))
     # seed 0 of the top 2 and seed 2 of the top 4 finished before the call; the rest did not
     folder = out / "iid-gad" / "top_2_30_rounds" / "seed_0"
-    fake_run_preset([])(runs[0][1], str(folder), prog="x")
+    fake_run_preset([])(runs[0][2], str(folder), prog="x")
     later = real_corpora.presets(comparison, comparison.settings[1], str(root), str(records),
                                  str(out / "activations"))
-    fake_run_preset([])(later[2][1], str(out / "iid-gad" / "top_4_15_rounds" / "seed_2"),
+    fake_run_preset([])(later[2][2], str(out / "iid-gad" / "top_4_15_rounds" / "seed_2"),
                         prog="x")
     calls = []
     monkeypatch.setattr(sweep, "run_preset", fake_run_preset(calls))
@@ -187,8 +190,58 @@ def test_seeds_narrow_a_call_and_the_choice_waits_for_the_rest(tmp_path, monkeyp
     assert real_corpora.main(argv[:-1] + ["1,2"]) == 0   # the rest: now dev chooses
     assert [c[:2] for c in calls[:4]] == [("threshold_0.5", 1), ("threshold_0.5", 2),
                                           ("threshold_dev", 1), ("threshold_dev", 2)]
-    assert {c[0] for c in calls[4:]} == {"structural_entropy"}
-    assert sorted(c[1] for c in calls[4:]) == [1, 2]     # only the seeds asked for
+    # only the seeds asked for, each algorithm apart, the reference with the first
+    assert calls[4:] == [("structural_entropy", s, central, part) for s in (1, 2)
+                         for part, central in (("fedavg", True), ("fedatt", False),
+                                               ("fedlcc", False))]
+
+
+def test_a_setting_run_apart_keeps_each_finished_algorithm_and_reads_as_one_run(
+        tmp_path, monkeypatch):
+    """fedlcc-cdr's structural-entropy setting runs each algorithm of a seed apart: a call cut
+    short in a seed's third algorithm keeps the first two in the record; the next call runs
+    only what is missing; the tables read each seed's parts as one run (its wall time their
+    sum), and seeds 3 and 4 run FedAvg and FedLCC alone."""
+    from tffre import report, sweep
+    from tffre.record_scores import runs_of
+    from tffre.records import read_record
+    root, records = fake_root(tmp_path), tmp_path / "records"
+    argv = ["--root", str(root), "--out", str(tmp_path / "out"), "--records", str(records),
+            "--only", "fedlcc-cdr"]
+    calls = []
+    fake = fake_run_preset(calls)
+
+    def cut(preset, out, **kwargs):      # the session ends in seed 0's FedLCC
+        if preset["algorithm"] == "fedlcc" and preset["seed"] == 0:
+            raise KeyboardInterrupt
+        return fake(preset, out, **kwargs)
+    monkeypatch.setattr(sweep, "run_preset", cut)
+    with pytest.raises(KeyboardInterrupt):
+        real_corpora.main(argv + ["--seeds", "0,1,2"])
+    record = read_record(str(records / "fedlcc-cdr.json"))
+    apart = [(r["seed"], r["part"]) for r in record["runs"] if "part" in r]
+    assert apart == [(0, "fedavg"), (0, "fedatt")]
+    calls.clear()
+    monkeypatch.setattr(sweep, "run_preset", fake)
+    assert real_corpora.main(argv + ["--seeds", "1", "--parts", "fedlcc"]) == 0
+    assert calls == [("structural_entropy", 1, False, "fedlcc")]     # one algorithm of a seed
+    calls.clear()
+    assert real_corpora.main(argv) == 0
+    assert calls[0] == ("structural_entropy", 0, False, "fedlcc")   # what was missing first
+    assert ("structural_entropy", 0, True, "fedavg") not in calls
+    assert calls[-4:] == [("structural_entropy", s, False, part) for s in (3, 4)
+                          for part in ("fedavg", "fedlcc")]
+    record = read_record(str(records / "fedlcc-cdr.json"))
+    runs = runs_of(record, "structural entropy")
+    assert sorted(runs) == [0, 1, 2, 3, 4]
+    assert list(runs[0]["algorithms"]) == ["FedAvg", "Centralised lr 3e-05",
+                                           "Centralised lr 0.0001", "Centralised lr 0.0003",
+                                           "FedAtt", "FedLCC"]
+    assert runs[0]["parts"] == ["fedavg", "fedatt", "fedlcc"] and runs[0]["wall_seconds"] == 3.0
+    assert list(runs[3]["algorithms"]) == ["FedAvg", "FedLCC"]
+    rows = {r["algorithm"]: r for r in report.setting_rows(record, "structural entropy")}
+    assert rows["FedLCC"]["seeds"] == [0, 1, 2, 3, 4] and rows["FedAtt"]["seeds"] == [0, 1, 2]
+    assert rows["centralised (same budget)"]["seeds"] == [0, 1, 2]
 
 
 def test_a_defence_grid_chooses_the_client_rate_on_clean_dev_then_runs_every_cell(

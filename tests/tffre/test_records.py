@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from tffre.records import (FORMAT, RecordError, has_run, load, new_record, read_record,
-                           run_entry, with_run, write_record)
+from tffre.records import (FORMAT, RecordError, has_run, load, merged_runs, new_record,
+                           read_record, run_entry, with_run, write_record)
 
 METRICS_HEADER = "algorithm,round,test_f1,dev_f1,test_accuracy,round_seconds"
 
@@ -64,6 +64,31 @@ def test_records_round_trip_and_replace_a_run(tmp_path):
     again = with_run(back, dict(a, wall_seconds=99.0))
     assert len(again["runs"]) == 2
     assert [r["wall_seconds"] for r in again["runs"] if r["seed"] == 0] == [99.0]
+
+
+def test_the_parts_of_a_seed_are_kept_apart_and_read_as_one_run(tmp_path):
+    """A setting run an algorithm at a time: each part its own entry (a part replaces only
+    itself), one run to a reader: the algorithms of both, the times summed (12.5 + 12.5),
+    the larger peak memory."""
+    def part(seed, name, rows, rss):
+        folder = write_run(tmp_path / f"seed_{seed}" / name.lower(), seed, {name: rows},
+                           algorithms=(name,))
+        return dict(run_entry(str(folder), setting="s", part=name.lower()),
+                    peak_rss_mib={"python": rss})
+    first, second = part(0, "FedAvg", [(0.5, 0.6)], 100.0), part(0, "FedLCC", [(0.4, 0.7)], 300.0)
+    record = new_record("demo", title="Demo", settings={"s": {}}, runs=[first])
+    record = with_run(with_run(record, second), dict(second, wall_seconds=20.0))
+    assert [(r["part"], r["wall_seconds"]) for r in record["runs"]] == [("fedavg", 12.5),
+                                                                         ("fedlcc", 20.0)]
+    assert has_run(record, "s", 0, "fedlcc") and not has_run(record, "s", 0, "fedatt")
+    (whole,) = merged_runs(record["runs"] + [part(1, "FedAvg", [(0.1, 0.2)], 5.0)])[:1]
+    assert list(whole["algorithms"]) == ["FedAvg", "FedLCC"]
+    assert whole["parts"] == ["fedavg", "fedlcc"] and whole["wall_seconds"] == 32.5
+    assert whole["peak_rss_mib"] == {"python": 300.0}
+    assert whole["algorithms"]["FedLCC"]["selected"]["test"] == 0.4
+    assert first["algorithms"].keys() == {"FedAvg"}          # the entries are not changed
+    whole_run = run_entry(str(write_run(tmp_path / "w" / "seed_0", 0, {"FedAvgT": [(0.5, 0.6)]})))
+    assert merged_runs([whole_run]) == [whole_run]
 
 
 def test_load_reads_a_record_a_run_or_a_folder_of_runs(tmp_path):

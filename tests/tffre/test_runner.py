@@ -133,6 +133,38 @@ def test_a_model_with_dropout_is_not_reused_and_repeats_in_one_process(tmp_path)
     pd.testing.assert_frame_equal(alone, again)
 
 
+def test_each_algorithm_of_a_run_gives_what_it_gives_alone(tmp_path):
+    """A run of several algorithms (the centralised reference with the first) gives each one
+    the rows it gives run alone, dropout masks and client draws included: so the real-corpora
+    benchmark may run a seed's algorithms apart (its ``Setting.parts``) and read them as one
+    run."""
+    def model():
+        return tf.keras.Sequential([
+            tf.keras.Input((4,)),
+            tf.keras.layers.Dense(8, activation="tanh",
+                                  kernel_initializer=tf.keras.initializers.GlorotUniform(1)),
+            tf.keras.layers.Dropout(0.5),
+            tf.keras.layers.Dense(2, activation="softmax",
+                                  kernel_initializer=tf.keras.initializers.GlorotUniform(2))])
+
+    def run(out, names, **settings):
+        run_experiment(small_data(), model, loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+                       algorithm_names=names, num_rounds=3, clients_per_round=2,
+                       out_dir=str(tmp_path / out), seed=4, executor="local",
+                       hparams={"num_epochs": 2, "learning_rate": 0.5, "mu": 0.1}, **settings)
+        return pd.read_csv(tmp_path / out / "metrics.csv").drop(columns=["round_seconds"])
+    central = dict(centralised=True, centralised_learning_rates=(0.1, 0.5))
+    together = run("together", ["fedavg", "fedprox"], **central)
+    first, second = run("first", ["fedavg"], **central), run("second", ["fedprox"])
+    assert set(together["algorithm"]) == {"FedAvg", "FedProx", "Centralised lr 0.1",
+                                          "Centralised lr 0.5"}
+    for alone in (first, second):
+        rows = together[together["algorithm"].isin(set(alone["algorithm"]))]
+        pd.testing.assert_frame_equal(rows.reset_index(drop=True), alone)
+    assert not first[first["algorithm"] == "FedAvg"].drop(columns="algorithm").equals(
+        second.drop(columns="algorithm"))          # the two algorithms differ
+
+
 def test_no_train_loss_skips_only_the_training_pass(tmp_path):
     """--no-train-loss: the same run's held-out columns, and no train_loss."""
     def run(out, **settings):

@@ -61,7 +61,11 @@ def algorithms_of(runs):
 
 def baseline_of(record, names):
     """The algorithm differences are taken against: the record's, else FedAvgT, else FedAvg,
-    else the first of ``names`` (the run's first algorithm: FLCMC's FedAvgS)."""
+    else the first of ``names`` (the run's first algorithm: FLCMC's FedAvgS). None where the
+    record names a baseline that ``names`` lack (a setting run apart whose baseline has not
+    run yet): no other row stands in for it."""
+    if record.get("baseline") and record["baseline"] not in names:
+        return None
     for name in (record.get("baseline"), "FedAvgT", "FedAvg"):
         if name and name in names:
             return name

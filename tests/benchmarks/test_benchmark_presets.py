@@ -225,6 +225,13 @@ def test_a_setting_run_apart_keeps_each_finished_algorithm_and_reads_as_one_run(
     monkeypatch.setattr(sweep, "run_preset", fake)
     assert real_corpora.main(argv + ["--seeds", "1", "--parts", "fedlcc"]) == 0
     assert calls == [("structural_entropy", 1, False, "fedlcc")]     # one algorithm of a seed
+    # Seed 1 holds FedLCC alone: its FedAvg not run yet, nothing stands in as the baseline.
+    alone = read_record(str(records / "fedlcc-cdr.json"))
+    alone["runs"] = [r for r in alone["runs"] if r["seed"] == 1]
+    assert [r["difference"] for r in report.setting_rows(alone, "structural entropy")
+            if not r.get("centralised")] == [None]
+    assert "| FedLCC | 1 |" in report.setting_markdown(alone, "structural entropy")
+    assert "baseline" not in report.setting_markdown(alone, "structural entropy")
     calls.clear()
     assert real_corpora.main(argv) == 0
     assert calls[0] == ("structural_entropy", 0, False, "fedlcc")   # what was missing first

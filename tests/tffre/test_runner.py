@@ -102,21 +102,24 @@ def test_reused_processes_give_the_runs_of_fresh_ones(tmp_path):
     assert not fresh[0].equals(fresh[1])             # the seeds differ
 
 
+def dropout_model():
+    """A small model that draws dropout masks, seeded."""
+    return tf.keras.Sequential([
+        tf.keras.Input((4,)),
+        tf.keras.layers.Dense(8, activation="tanh",
+                              kernel_initializer=tf.keras.initializers.GlorotUniform(1)),
+        tf.keras.layers.Dropout(0.5),
+        tf.keras.layers.Dense(2, activation="softmax",
+                              kernel_initializer=tf.keras.initializers.GlorotUniform(2))])
+
+
 def test_a_model_with_dropout_is_not_reused_and_repeats_in_one_process(tmp_path):
     """A model that draws dropout masks is built anew for every run under
     ``runner.reuse_processes``: a reused process's traced step would go on with the last run's
     masks, so the same run would give other results after another in the same process."""
-    def model():
-        return tf.keras.Sequential([
-            tf.keras.Input((4,)),
-            tf.keras.layers.Dense(8, activation="tanh",
-                                  kernel_initializer=tf.keras.initializers.GlorotUniform(1)),
-            tf.keras.layers.Dropout(0.5),
-            tf.keras.layers.Dense(2, activation="softmax",
-                                  kernel_initializer=tf.keras.initializers.GlorotUniform(2))])
-
     def run(out, seed=0):
-        run_experiment(small_data(), model, loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+        run_experiment(small_data(), dropout_model,
+                       loss=tf.keras.losses.SparseCategoricalCrossentropy(),
                        algorithm_names=["fedavg"], num_rounds=2, clients_per_round=2,
                        out_dir=str(tmp_path / out), seed=seed, executor="local",
                        hparams={"num_epochs": 2, "learning_rate": 0.5})
@@ -138,17 +141,9 @@ def test_each_algorithm_of_a_run_gives_what_it_gives_alone(tmp_path):
     the rows it gives run alone, dropout masks and client draws included: so the real-corpora
     benchmark may run a seed's algorithms apart (its ``Setting.parts``) and read them as one
     run."""
-    def model():
-        return tf.keras.Sequential([
-            tf.keras.Input((4,)),
-            tf.keras.layers.Dense(8, activation="tanh",
-                                  kernel_initializer=tf.keras.initializers.GlorotUniform(1)),
-            tf.keras.layers.Dropout(0.5),
-            tf.keras.layers.Dense(2, activation="softmax",
-                                  kernel_initializer=tf.keras.initializers.GlorotUniform(2))])
-
     def run(out, names, **settings):
-        run_experiment(small_data(), model, loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+        run_experiment(small_data(), dropout_model,
+                       loss=tf.keras.losses.SparseCategoricalCrossentropy(),
                        algorithm_names=names, num_rounds=3, clients_per_round=2,
                        out_dir=str(tmp_path / out), seed=4, executor="local",
                        hparams={"num_epochs": 2, "learning_rate": 0.5, "mu": 0.1}, **settings)

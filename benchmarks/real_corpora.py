@@ -291,7 +291,8 @@ def read_or_new(records, comparison):
     path = record_path(records, comparison.name)
     settings = {s.label: dict({"note": s.note} if s.note else {}, seeds=list(s.seeds),
                               **({"facets": dict(s.facets)} if s.facets else {}),
-                              **({"joins": s.joins} if s.joins else {}))
+                              **({"joins": s.joins} if s.joins else {}),
+                              **({"parts": parts_of(s, s.seeds[0])} if s.parts else {}))
                 for s in comparison.settings}
     declared = dict(title=comparison.title, baseline=comparison.baseline,
                     choices=[dict(c, candidates=list(c["candidates"]))

@@ -144,11 +144,17 @@ def read_record(path):
 
 
 def write_record(path, record):
-    """Writes ``record`` as JSON (runs sorted by setting order, then seed); returns ``path``."""
-    order = list(record.get("settings") or {})
+    """Writes ``record`` as JSON (runs sorted by setting order, then seed, then the parts in
+    the order the setting's ``"parts"`` lists them); returns ``path``."""
+    settings = record.get("settings") or {}
+    order = list(settings)
     rank = {s: i for i, s in enumerate(order)}
+
+    def part(run):      # a seed's parts in the order its setting declares (else as they came)
+        parts = (settings.get(run["setting"]) or {}).get("parts") or []
+        return parts.index(run["part"]) if run.get("part") in parts else len(parts)
     record = dict(record, runs=sorted(record["runs"], key=lambda r: (
-        rank.get(r["setting"], len(order)), r["setting"], r["seed"])))
+        rank.get(r["setting"], len(order)), r["setting"], r["seed"], part(r))))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     return write_json(path, record)
 

@@ -76,8 +76,10 @@ def test_the_parts_of_a_seed_are_kept_apart_and_read_as_one_run(tmp_path):
         return dict(run_entry(str(folder), setting="s", part=name.lower()),
                     peak_rss_mib={"python": rss})
     first, second = part(0, "FedAvg", [(0.5, 0.6)], 100.0), part(0, "FedLCC", [(0.4, 0.7)], 300.0)
-    record = new_record("demo", title="Demo", settings={"s": {}}, runs=[first])
-    record = with_run(with_run(record, second), dict(second, wall_seconds=20.0))
+    record = new_record("demo", title="Demo", settings={"s": {"parts": ["fedavg", "fedlcc"]}},
+                        runs=[second])
+    record = with_run(with_run(record, first), dict(second, wall_seconds=20.0))
+    record = read_record(write_record(str(tmp_path / "demo.json"), record))   # declared order
     assert [(r["part"], r["wall_seconds"]) for r in record["runs"]] == [("fedavg", 12.5),
                                                                          ("fedlcc", 20.0)]
     assert has_run(record, "s", 0, "fedlcc") and not has_run(record, "s", 0, "fedatt")

@@ -87,7 +87,7 @@ class Setting:
         (``seed_<s>/<algorithm>``) and record entry, the centralised reference with the
         first: a seed of hours is recorded an algorithm at a time, so a session cut short
         keeps what it finished. The figures are those of one run (each algorithm starts
-        from the seed alone: tests/benchmarks/test_real_corpora.py).
+        from the seed alone: tests/tffre/test_runner.py).
     """
     label: str
     preset: dict
@@ -367,8 +367,9 @@ def presets(comparison, setting, root, records, cache):
     out = []
     for s, p in runs:
         for i, part in enumerate(parts_of(setting, s)):
-            apart = {} if part is None else dict(algorithm=part) if i == 0 else dict(
-                algorithm=part, centralised=False, centralised_learning_rates=None)
+            apart = {} if part is None else {"algorithm": part}
+            if i > 0:       # the centralised reference runs with the first part only
+                apart.update(centralised=False, centralised_learning_rates=None)
             out.append((s, part, dict(p, seed=s, **apart)))
     return out
 

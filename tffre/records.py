@@ -69,9 +69,11 @@ def run_entry(folder, setting=None, part=None):
     Args:
       folder: a run's folder (``summary.json`` and ``metrics.csv``).
       setting: the comparison's name for the run's setting; default the folder's name (its
-        parent's, for a ``seed_<s>`` folder).
+        parent's, for a ``seed_<s>`` folder; its grandparent's, for a part's
+        ``seed_<s>/<algorithm>`` folder).
       part: the part of its setting's seed the run is (its ``--algorithm``), when the
-        setting runs its algorithms apart; None for a whole run.
+        setting runs its algorithms apart; default the folder's name for a
+        ``seed_<s>/<algorithm>`` folder given no ``setting``, else None (a whole run).
     """
     summary_path = os.path.join(folder, "summary.json")
     metrics_path = os.path.join(folder, "metrics.csv")
@@ -84,9 +86,11 @@ def run_entry(folder, setting=None, part=None):
     frame = pd.read_csv(metrics_path)
     metric = metric_of(summary)
     if setting is None:
-        base = os.path.basename(os.path.normpath(folder))
-        setting = os.path.basename(os.path.dirname(os.path.normpath(folder))) \
-            if base.startswith("seed_") else base
+        names = os.path.normpath(os.path.abspath(folder)).split(os.sep)
+        if len(names) > 2 and names[-2].startswith("seed_"):     # a part of a seed
+            setting, part = names[-3], names[-1] if part is None else part
+        else:
+            setting = names[-2] if names[-1].startswith("seed_") else names[-1]
     algorithms = {}
     for name, figures in summary["algorithms"].items():
         rows = frame[frame["algorithm"] == name]

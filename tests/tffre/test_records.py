@@ -90,7 +90,16 @@ def test_the_parts_of_a_seed_are_kept_apart_and_read_as_one_run(tmp_path):
     assert whole["algorithms"]["FedLCC"]["selected"]["test"] == 0.4
     assert first["algorithms"].keys() == {"FedAvg"}          # the entries are not changed
     whole_run = run_entry(str(write_run(tmp_path / "w" / "seed_0", 0, {"FedAvgT": [(0.5, 0.6)]})))
-    assert merged_runs([whole_run]) == [whole_run]
+    assert merged_runs([whole_run]) == [whole_run] and "part" not in whole_run
+    # A folder of part folders (<setting>/seed_<s>/<part>), as `tffre report` reads one.
+    write_run(tmp_path / "cdr" / "se" / "seed_0" / "fedavg", 0, {"FedAvg": [(0.5, 0.6)]},
+              algorithms=("FedAvg",))
+    write_run(tmp_path / "cdr" / "se" / "seed_0" / "fedlcc", 0, {"FedLCC": [(0.4, 0.7)]},
+              algorithms=("FedLCC",))
+    loaded = load(str(tmp_path / "cdr"))
+    assert [(r["setting"], r["seed"], r["part"]) for r in loaded["runs"]] == [
+        ("se", 0, "fedavg"), ("se", 0, "fedlcc")]
+    assert list(merged_runs(loaded["runs"])[0]["algorithms"]) == ["FedAvg", "FedLCC"]
 
 
 def test_load_reads_a_record_a_run_or_a_folder_of_runs(tmp_path):

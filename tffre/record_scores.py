@@ -6,7 +6,6 @@ best-dev round, the choices dev made, the guesses, and how a cell is written.
 import math
 
 from tffre.differences import paired_difference
-from tffre.records import merged_runs
 from tffre.selection import best_by_dev
 
 CENTRALISED = "Centralised"
@@ -38,9 +37,42 @@ def span(values):
     return str(kept[0]) if kept[0] == kept[-1] else f"{kept[0]}-{kept[-1]}"
 
 
+def merged_runs(runs):
+    """``runs`` with the parts of each setting's seed made one run, in the order first seen:
+    its algorithms those of every part (the first part's first: it carries the centralised
+    reference), its wall time their sum, its peak memory their largest, its flags,
+    provenance and guesses the first part's, and ``"parts"`` naming them. Whole runs pass
+    unchanged."""
+    out, at = [], {}
+    for run in runs:
+        if run.get("part") is None:
+            out.append(run)
+            continue
+        key = (run["setting"], run["seed"])
+        if key not in at:
+            at[key] = len(out)
+            out.append(dict(run, algorithms=dict(run["algorithms"]), parts=[run["part"]]))
+            continue
+        whole = out[at[key]]
+        whole["algorithms"].update(run["algorithms"])
+        whole["parts"].append(run["part"])
+        times = [t for t in (whole.get("wall_seconds"), run.get("wall_seconds")) if t is not None]
+        whole["wall_seconds"] = round(sum(times), 1) if times else None
+        whole["peak_rss_mib"] = _largest(whole.get("peak_rss_mib"), run.get("peak_rss_mib"))
+    return out
+
+
+def _largest(a, b):
+    """The larger of two peak-memory figures (numbers, or {what: MiB} alike)."""
+    if a is None or b is None:
+        return a if b is None else b
+    if isinstance(a, dict):     # peak_rss_mib's {"python", "tff_worker", "total"}
+        return {k: _largest(a.get(k), b.get(k)) for k in dict.fromkeys([*a, *b])}
+    return max(a, b)
+
+
 def runs_of(record, setting):
-    """{seed: run} of ``setting``, a seed's parts made one run
-    (:func:`tffre.records.merged_runs`)."""
+    """{seed: run} of ``setting``, a seed's parts made one run (:func:`merged_runs`)."""
     return {r["seed"]: r for r in merged_runs(record["runs"]) if r["setting"] == setting}
 
 

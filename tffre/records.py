@@ -25,7 +25,7 @@ and each RUN (:func:`run_entry`) is::
 
 A setting may run each algorithm apart (``"part"``: the run's ``--algorithm``, one entry per
 part, seed and setting), so that a long seed's work survives a session cut short; a reader
-sees a seed's parts as one run (:func:`merged_runs`).
+sees a seed's parts as one run (:func:`tffre.record_scores.merged_runs`).
 
 ``selected`` is the round dev chose (:func:`tffre.selection.best_dev_round`) and its test
 score, the figure reported (``"by": "best dev"``); a run without a dev split reports its
@@ -179,40 +179,6 @@ def has_run(record, setting, seed, part=None):
     given)."""
     return any(_key(r)[:2] == (setting, seed) and (part is None or r.get("part") == part)
                for r in record.get("runs", []))
-
-
-def merged_runs(runs):
-    """``runs`` with the parts of each setting's seed made one run, in the order first seen:
-    its algorithms those of every part (the first part's first: it carries the centralised
-    reference), its wall time their sum, its peak memory their largest, its flags,
-    provenance and guesses the first part's, and ``"parts"`` naming them. Whole runs pass
-    unchanged."""
-    out, at = [], {}
-    for run in runs:
-        if run.get("part") is None:
-            out.append(run)
-            continue
-        key = (run["setting"], run["seed"])
-        if key not in at:
-            at[key] = len(out)
-            out.append(dict(run, algorithms=dict(run["algorithms"]), parts=[run["part"]]))
-            continue
-        whole = out[at[key]]
-        whole["algorithms"].update(run["algorithms"])
-        whole["parts"].append(run["part"])
-        times = [t for t in (whole.get("wall_seconds"), run.get("wall_seconds")) if t is not None]
-        whole["wall_seconds"] = round(sum(times), 1) if times else None
-        whole["peak_rss_mib"] = _largest(whole.get("peak_rss_mib"), run.get("peak_rss_mib"))
-    return out
-
-
-def _largest(a, b):
-    """The larger of two peak-memory figures (numbers, or {what: MiB} alike)."""
-    if a is None or b is None:
-        return a if b is None else b
-    if isinstance(a, dict):     # peak_rss_mib's {"python", "tff_worker", "total"}
-        return {k: _largest(a.get(k), b.get(k)) for k in dict.fromkeys([*a, *b])}
-    return max(a, b)
 
 
 def load(path):

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from tffre.records import (FORMAT, RecordError, has_run, load, merged_runs, new_record,
-                           read_record, run_entry, with_run, write_record)
+from tffre.record_scores import merged_runs
+from tffre.records import (FORMAT, RecordError, has_run, load, new_record, read_record,
+                           run_entry, with_run, write_record)
 
 METRICS_HEADER = "algorithm,round,test_f1,dev_f1,test_accuracy,round_seconds"
 
